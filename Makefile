@@ -1,0 +1,46 @@
+# Two entry points: `make run` (the main job on the embedded broker) and `make test`.
+# Every target installs what it needs, idempotently: a stamp file records the
+# pyproject.toml it was installed from, so a changed dependency list reinstalls.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py 2>/dev/null | sha1sum | cut -c1-12)
+
+.PHONY: run run-stream test lint typecheck bench install java clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PIP) install -q -e '.[test,dev,spark]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Spark needs a JVM; install Debian's OpenJDK 17 only when no java is on PATH.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing openjdk-17-jre-headless"; \
+	  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null; }
+
+test: install java
+	$(PY) -m pytest -q
+
+run: install java
+	$(PY) -m kproducer.examples_main
+
+run-stream: install java
+	$(PY) -m kproducer.examples_main --stream --duration 30
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) benchmarks/compare.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,14 @@
+"""kproducer: a Kafka producer for Python and PySpark, true to the Java producer's internals."""
+
+from kproducer.errors import KafkaError
+from kproducer.structs import Node, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
+
+__all__ = [
+    "KafkaError",
+    "Node",
+    "PartitionInfo",
+    "ProducerRecord",
+    "RecordMetadata",
+    "TopicPartition",
+]
+__version__ = "0.1.0"

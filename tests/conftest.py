@@ -1,0 +1,29 @@
+"""Shared fixtures: real brokers started by the tests themselves, always torn down."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.tansu import TansuBroker, start_tansu
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """One Tansu broker for the session, on a free loopback port."""
+    broker = start_tansu()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique within the session (the broker is shared)."""
+    base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:80]
+    return f"t-{base}-{next(_names)}"

@@ -1,0 +1,84 @@
+"""Read a topic back with confluent-kafka's consumer: the independent check of what kproducer wrote."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp: int
+    timestamp_type: int
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 10.0) -> None:
+    """Create a topic with confluent-kafka's admin client (independent of kproducer.admin)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout).values():
+        fut.result(timeout)
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    partitions: int | None = None,
+    timeout: float = 30.0,
+) -> list[ConsumedRecord]:
+    """Consume from offset 0 of every partition until ``expected`` records arrived.
+
+    Uses assign() (no consumer group), so it does not depend on the broker's
+    group coordinator. Raises AssertionError, naming what was missing, on timeout.
+    Returns records sorted by (partition, offset).
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kproducer-readback",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        if partitions is None:
+            md = c.list_topics(topic, timeout=10)
+            partitions = len(md.topics[topic].partitions)
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[ConsumedRecord] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in c.consume(num_messages=10000, timeout=0.2):
+                if m.error():
+                    continue
+                ts_type, ts = m.timestamp()
+                out.append(
+                    ConsumedRecord(
+                        m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts, ts_type
+                    )
+                )
+        if len(out) < expected:
+            raise AssertionError(f"read back {len(out)} of {expected} records from {topic!r} within {timeout}s")
+        # Drain a little longer so that extra (duplicate) records are caught too.
+        for m in c.consume(num_messages=10000, timeout=0.3):
+            if not m.error():
+                ts_type, ts = m.timestamp()
+                out.append(
+                    ConsumedRecord(
+                        m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts, ts_type
+                    )
+                )
+        out.sort(key=lambda r: (r.partition, r.offset))
+        return out
+    finally:
+        c.close()
