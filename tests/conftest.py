@@ -27,3 +27,16 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name unique within the session (the broker is shared)."""
     base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:80]
     return f"t-{base}-{next(_names)}"
+
+
+from tests.support.mock_cluster import MockCluster, start_mock_cluster  # noqa: E402
+
+
+@pytest.fixture
+def mock_cluster() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster (3 brokers on loopback) in a child process; always stopped."""
+    cluster = start_mock_cluster(brokers=3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
