@@ -1,0 +1,750 @@
+"""MemoryRecordsBuilder: encodes records into one batch in place (seed 001, "MemoryRecordsBuilder").
+
+Records are appended to the ``bytearray`` handed in (from the BufferPool) at a
+tracked position; the buffer may be pre-sized, so writes are slice assignments
+that grow it only when needed. For magic 2 the 61-byte batch header is written
+once at :meth:`MemoryRecordsBuilder.close`, with the CRC-32C over attributes to
+the end. With compression the records are written uncompressed first and
+compressed at close; ``has_room_for``/``is_full`` then use an estimated
+compression ratio (Java's ``CompressionRatioEstimator``), so that a batch fills
+to about ``write_limit`` compressed bytes.
+
+Magic 0 and 1 build legacy message sets (see :mod:`kproducer.record.legacy`).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Sequence
+
+import crc32c
+
+from kproducer.errors import IllegalStateError
+from kproducer.record.codecs import (
+    CompressionType,
+    compress,
+    compression_type_for_name,
+    validate_compression_level,
+)
+from kproducer.record.legacy import (
+    LOG_OVERHEAD,
+    encode_legacy_record,
+    legacy_record_size,
+    record_overhead,
+)
+
+__all__ = [
+    "MemoryRecordsBuilder",
+    "CompressionRatioEstimator",
+    "estimate_size_upper_bound",
+    "RECORD_BATCH_OVERHEAD",
+    "NO_TIMESTAMP",
+    "Header",
+]
+
+logger = logging.getLogger(__name__)
+
+Header = tuple[str, "bytes | bytearray | memoryview | None"]
+BytesLike = bytes | bytearray | memoryview
+
+NO_TIMESTAMP = -1
+RECORD_BATCH_OVERHEAD = 61
+MAX_RECORD_OVERHEAD = 21  # Java DefaultRecord.MAX_RECORD_OVERHEAD
+COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+
+# v2 batch header layout (offsets into the batch).
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+PRODUCER_STATE = struct.Struct(">qhi")  # producer id, epoch, base sequence at offset 43
+PRODUCER_ID_OFFSET = 43
+
+
+# ---------------------------------------------------------------- varints
+def zigzag(n: int) -> int:
+    """Map a signed int onto an unsigned one so that small magnitudes stay short."""
+    return n << 1 if n >= 0 else ((-n) << 1) - 1
+
+
+def encode_unsigned_varint(u: int) -> bytes:
+    """Base-128 little-endian varint of a non-negative int."""
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zigzag varint/varlong as used by v2 records."""
+    if 0 <= n < _TABLE_SIZE:
+        return _VARINT[n]
+    return encode_unsigned_varint(zigzag(n))
+
+
+def varint_size(n: int) -> int:
+    """Encoded size of a zigzag varint/varlong."""
+    u = zigzag(n)
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+_TABLE_SIZE = 16384
+# Precomputed zigzag varints for 0..16383: offset deltas, lengths and small deltas.
+_VARINT: tuple[bytes, ...] = tuple(encode_unsigned_varint(i << 1) for i in range(_TABLE_SIZE))
+_VARINT_LEN: tuple[int, ...] = tuple(len(b) for b in _VARINT)
+_NULL_LEN = b"\x01"  # zigzag(-1)
+_ZERO = b"\x00"
+
+
+def _coerce_bytes(field: str, data: object) -> bytes | bytearray | memoryview | None:
+    """Accept bytes-like or None; a multi-byte-format memoryview is viewed as raw bytes."""
+    if data is None or isinstance(data, (bytes, bytearray)):
+        return data
+    if isinstance(data, memoryview):
+        if data.itemsize != 1 or data.ndim != 1 or not data.c_contiguous:
+            return data.tobytes()
+        return data
+    raise TypeError(f"{field} must be bytes, bytearray, memoryview or None, got {type(data).__name__}")
+
+
+def _byte_len(data: bytes | bytearray | memoryview | None) -> int:
+    if data is None:
+        return -1
+    if isinstance(data, memoryview):
+        return data.nbytes
+    return len(data)
+
+
+def _encode_headers(headers: Sequence[Header]) -> tuple[bytes, int]:
+    """Encode the v2 headers block (count + entries); returns (bytes, size)."""
+    if isinstance(headers, (str, bytes, bytearray, memoryview)) or not isinstance(headers, Sequence):
+        raise TypeError(
+            f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
+        )
+    parts = [encode_varint(len(headers))]
+    for i, header in enumerate(headers):
+        if not isinstance(header, tuple) or len(header) != 2:
+            raise TypeError(f"header {i} must be a (str, bytes | None) tuple, got {header!r:.80}")
+        hkey, hval = header
+        if not isinstance(hkey, str):
+            raise TypeError(f"header {i} key must be a str, got {type(hkey).__name__}")
+        kb = hkey.encode("utf-8")
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        try:
+            hv = _coerce_bytes(f"header {hkey!r} value", hval)
+        except TypeError:
+            raise TypeError(
+                f"header {hkey!r} value must be bytes, bytearray, memoryview or None, got {type(hval).__name__}"
+            ) from None
+        if hv is None:
+            parts.append(_NULL_LEN)
+        else:
+            parts.append(encode_varint(_byte_len(hv)))
+            parts.append(bytes(hv))
+    out = b"".join(parts)
+    return out, len(out)
+
+
+def _headers_size(headers: Sequence[Header] | None) -> int:
+    if not headers:
+        return 1
+    return _encode_headers(headers)[1]
+
+
+def _record_body_size(
+    offset_delta: int, timestamp_delta: int, key_size: int, value_size: int, headers_size: int
+) -> int:
+    size = 1 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    size += varint_size(key_size) + max(key_size, 0)
+    size += varint_size(value_size) + max(value_size, 0)
+    return size + headers_size
+
+
+def _record_size(
+    offset_delta: int, timestamp_delta: int, key_size: int, value_size: int, headers_size: int
+) -> int:
+    body = _record_body_size(offset_delta, timestamp_delta, key_size, value_size, headers_size)
+    return varint_size(body) + body
+
+
+def estimate_size_upper_bound(
+    magic: int,
+    compression: CompressionType | int,
+    key: BytesLike | None,
+    value: BytesLike | None,
+    headers: Sequence[Header] | None,
+) -> int:
+    """Upper bound of a batch holding just this record (Java's estimateSizeInBytesUpperBound).
+
+    The accumulator allocates ``max(batch.size, this)`` so that a record larger
+    than ``batch.size`` still gets a batch of its own.
+    """
+    k = _byte_len(_coerce_bytes("key", key))
+    v = _byte_len(_coerce_bytes("value", value))
+    if magic >= 2:
+        size = varint_size(k) + max(k, 0) + varint_size(v) + max(v, 0) + _headers_size(headers)
+        return RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + size
+    if headers:
+        raise ValueError(f"headers are not supported with magic {magic}; they need magic 2")
+    size = LOG_OVERHEAD + legacy_record_size(magic, k, v)
+    if CompressionType(compression) is not CompressionType.NONE:
+        size += LOG_OVERHEAD + record_overhead(magic)
+    return size
+
+
+class CompressionRatioEstimator:
+    """Per-topic, per-codec estimate of compressed/uncompressed size (Java's CompressionRatioEstimator).
+
+    Starts at 1.0; after each closed batch it moves quickly towards a worse
+    observed ratio (+0.05) and slowly towards a better one (-0.005), so that
+    batches rarely overflow ``batch.size`` after compression.
+    """
+
+    IMPROVING_STEP = 0.005
+    DETERIORATE_STEP = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ratios: dict[tuple[str, int], float] = {}
+
+    def estimation(self, topic: str, compression: CompressionType | int) -> float:
+        return self._ratios.get((topic, int(compression)), 1.0)
+
+    def update_estimation(
+        self, topic: str, compression: CompressionType | int, observed_ratio: float
+    ) -> float:
+        key = (topic, int(compression))
+        with self._lock:
+            current = self._ratios.get(key, 1.0)
+            if observed_ratio > current:
+                current = max(current + self.DETERIORATE_STEP, observed_ratio)
+            elif observed_ratio < current:
+                current = max(current - self.IMPROVING_STEP, observed_ratio)
+            self._ratios[key] = current
+            return current
+
+    def reset_estimation(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._ratios if k[0] == topic]:
+                del self._ratios[key]
+
+
+class MemoryRecordsBuilder:
+    """Builds one record batch in a caller-supplied bytearray (seed 001)."""
+
+    __slots__ = (
+        "_buf",
+        "_magic",
+        "_compression",
+        "_compression_level",
+        "_timestamp_type",
+        "_base_offset",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_is_transactional",
+        "_partition_leader_epoch",
+        "_write_limit",
+        "_records_start",
+        "_pos",
+        "_num_records",
+        "_base_timestamp",
+        "_max_timestamp",
+        "_closed",
+        "_size",
+        "_compressed_records_size",
+        "_estimated_ratio",
+        "_topic",
+        "_ratio_estimator",
+    )
+
+    def __init__(
+        self,
+        buffer: bytearray,
+        *,
+        magic: int = 2,
+        compression: CompressionType | int | str = CompressionType.NONE,
+        compression_level: int | None = None,
+        timestamp_type: int = 0,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        partition_leader_epoch: int = -1,
+        write_limit: int,
+        estimated_compression_ratio: float | None = None,
+        topic: str | None = None,
+        ratio_estimator: CompressionRatioEstimator | None = None,
+    ) -> None:
+        if not isinstance(buffer, bytearray):
+            raise TypeError(f"buffer must be a bytearray, got {type(buffer).__name__}")
+        if magic not in (0, 1, 2):
+            raise ValueError(f"magic must be 0, 1 or 2, got {magic!r}")
+        if isinstance(compression, str):
+            ctype = compression_type_for_name(compression)
+        else:
+            try:
+                ctype = CompressionType(compression)
+            except ValueError:
+                raise ValueError(
+                    f"compression must be a CompressionType (0..4) or one of none, gzip, snappy, lz4, zstd; "
+                    f"got {compression!r}"
+                ) from None
+        if ctype is CompressionType.ZSTD and magic < 2:
+            raise ValueError(f"compression zstd requires magic 2, got magic {magic}")
+        validate_compression_level(ctype, compression_level)
+        if timestamp_type not in (0, 1):
+            raise ValueError(
+                f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {timestamp_type!r}"
+            )
+        if magic == 0 and timestamp_type != 0:
+            raise ValueError("timestamp_type must be 0 with magic 0 (v0 messages have no timestamp)")
+        if isinstance(write_limit, bool) or not isinstance(write_limit, int) or write_limit <= 0:
+            raise ValueError(f"write_limit must be a positive int, got {write_limit!r}")
+        if magic < 2 and (
+            producer_id != -1 or producer_epoch != -1 or base_sequence != -1 or is_transactional
+        ):
+            raise ValueError(f"idempotent/transactional producer state needs magic 2, got magic {magic}")
+        self._buf = buffer
+        self._magic = magic
+        self._compression = ctype
+        self._compression_level = compression_level
+        self._timestamp_type = timestamp_type
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._is_transactional = bool(is_transactional)
+        self._partition_leader_epoch = partition_leader_epoch
+        self._write_limit = write_limit
+        if magic == 2:
+            start = RECORD_BATCH_OVERHEAD
+        elif ctype is not CompressionType.NONE:
+            start = LOG_OVERHEAD + record_overhead(magic)
+        else:
+            start = 0
+        self._records_start = start
+        self._pos = start
+        self._num_records = 0
+        self._base_timestamp = NO_TIMESTAMP
+        self._max_timestamp = NO_TIMESTAMP
+        self._closed = False
+        self._size = 0
+        self._compressed_records_size = 0
+        self._topic = topic
+        self._ratio_estimator = ratio_estimator
+        if estimated_compression_ratio is None:
+            if ratio_estimator is not None and topic is not None:
+                estimated_compression_ratio = ratio_estimator.estimation(topic, ctype)
+            else:
+                estimated_compression_ratio = 1.0
+        self._estimated_ratio = float(estimated_compression_ratio)
+        if len(buffer) < start:
+            buffer.extend(bytes(start - len(buffer)))
+
+    # ------------------------------------------------------------ appending
+    def append(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[Header] | None = None,
+    ) -> None:
+        """Append one record at the next offset (Java's appendWithOffset)."""
+        if self._closed:
+            raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
+        if timestamp.__class__ is not int:
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+                raise TypeError(f"timestamp must be an int (ms), got {type(timestamp).__name__}")
+            timestamp = int(timestamp)
+        if timestamp < 0 and timestamp != NO_TIMESTAMP:
+            raise ValueError(f"timestamp must be >= 0 or -1 (NO_TIMESTAMP), got {timestamp}")
+        if self._magic != 2:
+            self._append_legacy(timestamp, key, value, headers)
+            return
+        V = _VARINT
+        if key.__class__ is bytes:
+            klen = len(key)
+        elif key is None:
+            klen = -1
+        else:
+            key = _coerce_bytes("key", key)
+            klen = _byte_len(key)
+        if value.__class__ is bytes:
+            vlen = len(value)
+        elif value is None:
+            vlen = -1
+        else:
+            value = _coerce_bytes("value", value)
+            vlen = _byte_len(value)
+        n = self._num_records
+        if n == 0:
+            self._base_timestamp = timestamp
+            tde = _ZERO
+        else:
+            td = timestamp - self._base_timestamp
+            tde = V[td] if 0 <= td < 16384 else encode_unsigned_varint(zigzag(td))
+        ode = V[n] if n < 16384 else encode_unsigned_varint(n << 1)
+        if klen < 0:
+            ke = _NULL_LEN
+            key = b""
+            klen = 0
+        else:
+            ke = V[klen] if klen < 16384 else encode_unsigned_varint(klen << 1)
+        if vlen < 0:
+            ve = _NULL_LEN
+            value = b""
+            vlen = 0
+        else:
+            ve = V[vlen] if vlen < 16384 else encode_unsigned_varint(vlen << 1)
+        if headers:
+            he, hlen = _encode_headers(headers)
+        elif headers is None or isinstance(headers, Sequence):
+            he = _ZERO
+            hlen = 1
+        else:
+            raise TypeError(
+                f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
+            )
+        body = 1 + len(tde) + len(ode) + len(ke) + klen + len(ve) + vlen + hlen
+        rec = b"".join(
+            (
+                V[body] if body < 16384 else encode_unsigned_varint(body << 1),
+                _ZERO,
+                tde,
+                ode,
+                ke,
+                key,
+                ve,
+                value,
+                he,
+            )  # type: ignore[arg-type]
+        )
+        pos = self._pos
+        end = pos + len(rec)
+        self._buf[pos:end] = rec
+        self._pos = end
+        self._num_records = n + 1
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+
+    def _append_legacy(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[Header] | None,
+    ) -> None:
+        if headers:
+            raise ValueError(f"headers are not supported with magic {self._magic}; they need magic 2")
+        key = _coerce_bytes("key", key)
+        value = _coerce_bytes("value", value)
+        n = self._num_records
+        compressed = self._compression is not CompressionType.NONE
+        # Inner offsets of a compressed v1 set are relative; v0 keeps absolute offsets (as Java).
+        offset = n if (compressed and self._magic > 0) else self._base_offset + n
+        attributes = (self._timestamp_type << 3) if self._magic == 1 else 0
+        ts = timestamp if self._magic == 1 else NO_TIMESTAMP
+        rec = encode_legacy_record(offset, self._magic, attributes, ts, key, value)
+        pos = self._pos
+        end = pos + len(rec)
+        self._buf[pos:end] = rec
+        self._pos = end
+        if n == 0:
+            self._base_timestamp = timestamp
+        self._num_records = n + 1
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+
+    # ------------------------------------------------------------ sizing
+    def _batch_header_size(self) -> int:
+        if self._magic == 2:
+            return RECORD_BATCH_OVERHEAD
+        return self._records_start
+
+    def _estimated_bytes_written(self) -> int:
+        uncompressed = self._pos - self._records_start
+        if self._compression is CompressionType.NONE:
+            return self._records_start + uncompressed
+        return self._records_start + int(
+            uncompressed * self._estimated_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
+        )
+
+    def has_room_for(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[Header] | None = None,
+    ) -> bool:
+        """Whether this record fits under ``write_limit``; always True for an empty open batch."""
+        if self._closed:
+            return False
+        if self._num_records == 0:
+            return True
+        if self.is_full():
+            return False
+        if key.__class__ is bytes:
+            k = len(key)
+        else:
+            k = _byte_len(_coerce_bytes("key", key))
+        if value.__class__ is bytes:
+            v = len(value)
+        else:
+            v = _byte_len(_coerce_bytes("value", value))
+        if self._magic < 2:
+            size = LOG_OVERHEAD + legacy_record_size(self._magic, k, v)
+        else:
+            td = timestamp - self._base_timestamp
+            n = self._num_records
+            L = _VARINT_LEN
+            body = (
+                (L[td] if 0 <= td < 16384 else varint_size(td))
+                + (L[n] if n < 16384 else varint_size(n))
+                + (L[k] if 0 <= k < 16384 else varint_size(k))
+                + (L[v] if 0 <= v < 16384 else varint_size(v))
+                + (2 if headers is None else 1 + _headers_size(headers))
+                + max(k, 0)
+                + max(v, 0)
+            )
+            size = (L[body] if body < 16384 else varint_size(body)) + body
+        if self._compression is not CompressionType.NONE:
+            size = int(size * self._estimated_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
+        return self._write_limit >= self._estimated_bytes_written() + size
+
+    def is_full(self) -> bool:
+        """Closed, or at least one record and the estimated size reached ``write_limit``."""
+        return self._closed or (
+            self._num_records > 0 and self._write_limit <= self._estimated_bytes_written()
+        )
+
+    def estimated_size_in_bytes(self) -> int:
+        """Exact size once closed, the (compression-ratio) estimate before."""
+        if self._closed:
+            return self._size
+        return self._estimated_bytes_written()
+
+    def set_estimated_compression_ratio(self, ratio: float) -> None:
+        """Use a per-topic estimate from the accumulator's CompressionRatioEstimator."""
+        if not ratio > 0:
+            raise ValueError(f"estimated compression ratio must be > 0, got {ratio!r}")
+        self._estimated_ratio = float(ratio)
+
+    @property
+    def estimated_compression_ratio(self) -> float:
+        return self._estimated_ratio
+
+    @property
+    def num_records(self) -> int:
+        return self._num_records
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_timestamp
+
+    @property
+    def magic(self) -> int:
+        return self._magic
+
+    @property
+    def compression(self) -> CompressionType:
+        return self._compression
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self._base_sequence
+
+    @property
+    def is_transactional(self) -> bool:
+        return self._is_transactional
+
+    @property
+    def write_limit(self) -> int:
+        return self._write_limit
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Size of the finished batch (0 before close and for an empty batch)."""
+        return self._size
+
+    @property
+    def uncompressed_size(self) -> int:
+        """Bytes of records as encoded before compression (plus the batch header)."""
+        return self._pos - self._records_start + self._batch_header_size()
+
+    @property
+    def compression_rate(self) -> float:
+        """Compressed / uncompressed records size after close (1.0 without compression or records)."""
+        uncompressed = self._pos - self._records_start
+        if not self._closed or uncompressed == 0 or self._compression is CompressionType.NONE:
+            return 1.0
+        return self._compressed_records_size / uncompressed
+
+    # ------------------------------------------------------------ producer state
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Assign the idempotence/transaction fields before close (Java's setProducerState)."""
+        if self._closed:
+            raise IllegalStateError("cannot set producer state on a closed batch; use rewrite_producer_state")
+        if self._magic < 2 and (
+            producer_id != -1 or producer_epoch != -1 or base_sequence != -1 or is_transactional
+        ):
+            raise ValueError(
+                f"idempotent/transactional producer state needs magic 2, got magic {self._magic}"
+            )
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._is_transactional = bool(is_transactional)
+
+    def rewrite_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Patch producer id/epoch/sequence and the transactional bit of a closed v2 batch and redo the CRC.
+
+        Used when a retried batch gets a new epoch or sequence (epoch bump after
+        an OutOfOrderSequence / UnknownProducerId); the records stay untouched.
+        """
+        if not self._closed:
+            self.set_producer_state(producer_id, producer_epoch, base_sequence, is_transactional)
+            return
+        if self._magic < 2:
+            raise ValueError(f"producer state cannot be written into a magic {self._magic} batch")
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._is_transactional = bool(is_transactional)
+        if self._size == 0:
+            return
+        buf = self._buf
+        PRODUCER_STATE.pack_into(buf, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
+        (attrs,) = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)
+        attrs = (attrs | TRANSACTIONAL_FLAG) if is_transactional else (attrs & ~TRANSACTIONAL_FLAG)
+        struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, attrs)
+        self._write_crc()
+
+    # ------------------------------------------------------------ closing
+    def _write_crc(self) -> None:
+        with memoryview(self._buf) as mv:
+            crc = crc32c.crc32c(mv[ATTRIBUTES_OFFSET : self._size])
+        struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
+
+    def close(self) -> None:
+        """Compress (if configured), write the batch header and CRC once; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._num_records == 0:
+            self._size = 0
+            return
+        if self._magic == 2:
+            self._close_v2()
+        else:
+            self._close_legacy()
+        if (
+            self._compression is not CompressionType.NONE
+            and self._ratio_estimator is not None
+            and self._topic
+        ):
+            self._ratio_estimator.update_estimation(self._topic, self._compression, self.compression_rate)
+
+    def _close_v2(self) -> None:
+        buf = self._buf
+        start = self._records_start
+        end = self._pos
+        ctype = self._compression
+        if ctype is not CompressionType.NONE:
+            with memoryview(buf) as mv:
+                compressed = compress(ctype, mv[start:end], self._compression_level, 2)
+            end = start + len(compressed)
+            buf[start:end] = compressed
+            self._compressed_records_size = len(compressed)
+        else:
+            self._compressed_records_size = end - start
+        self._size = end
+        attributes = int(ctype) | (self._timestamp_type << 3)
+        if self._is_transactional:
+            attributes |= TRANSACTIONAL_FLAG
+        BATCH_HEADER.pack_into(
+            buf,
+            0,
+            self._base_offset,
+            end - 12,
+            self._partition_leader_epoch,
+            2,
+            0,
+            attributes,
+            self._num_records - 1,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            self._num_records,
+        )
+        self._write_crc()
+
+    def _close_legacy(self) -> None:
+        ctype = self._compression
+        if ctype is CompressionType.NONE:
+            self._size = self._pos
+            self._compressed_records_size = self._pos
+            return
+        buf = self._buf
+        start = self._records_start
+        with memoryview(buf) as mv:
+            compressed = compress(ctype, mv[start : self._pos], self._compression_level, self._magic)
+        self._compressed_records_size = len(compressed)
+        attributes = int(ctype)
+        if self._magic == 1:
+            attributes |= self._timestamp_type << 3
+        wrapper = encode_legacy_record(
+            self._base_offset + self._num_records - 1,
+            self._magic,
+            attributes,
+            self._max_timestamp,
+            None,
+            compressed,
+        )
+        buf[0 : len(wrapper)] = wrapper
+        self._size = len(wrapper)
+
+    def buffer(self) -> memoryview:
+        """The finished batch bytes (a view into the pool buffer); closes the builder first."""
+        if not self._closed:
+            self.close()
+        return memoryview(self._buf)[: self._size]
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryRecordsBuilder(magic={self._magic}, compression={self._compression.name.lower()}, "
+            f"records={self._num_records}, closed={self._closed}, size={self._size or self._estimated_bytes_written()})"
+        )
