@@ -1,0 +1,409 @@
+"""Key and value serializers: turn application objects into the bytes a record carries.
+
+Serialization runs on the caller's thread inside ``send()``, so the built-ins
+are plain functions over the stdlib codecs with no per-call allocation beyond
+the result. The producer keeps a fast path that skips serializers entirely for
+bytes; :func:`is_passthrough` tells it when that path is allowed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from kproducer.errors import ConfigError, SerializationError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Headers",
+    "Serializer",
+    "AutoSerializer",
+    "BytesSerializer",
+    "StringSerializer",
+    "IntegerSerializer",
+    "LongSerializer",
+    "DoubleSerializer",
+    "JsonSerializer",
+    "NoneSerializer",
+    "CallableSerializer",
+    "SERIALIZER_NAMES",
+    "resolve_serializer",
+    "is_passthrough",
+]
+
+Headers = list[tuple[str, bytes | None]]
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """Converts a key or value to bytes (or None for a null key/value), like Java's ``Serializer``.
+
+    Optional extras a serializer may define: ``close()`` (called when the producer
+    closes) and ``passthrough`` (True when bytes come back unchanged, letting the
+    producer skip the call for ``bytes``). :func:`resolve_serializer` always returns
+    an object with ``passthrough`` set.
+    """
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None: ...
+
+
+def _field(is_key: bool) -> str:
+    return "key" if is_key else "value"
+
+
+def _config_key(is_key: bool) -> str:
+    return "key.serializer" if is_key else "value.serializer"
+
+
+def _type_error(is_key: bool, data: Any, expected: str, serializer: str) -> SerializationError:
+    return SerializationError(
+        f"cannot serialize {_field(is_key)} of type {type(data).__name__} with the {serializer} serializer "
+        f"(expected {expected}); set {_config_key(is_key)} to a serializer for this type"
+    )
+
+
+class _Base:
+    """Holds which field (key or value) a serializer serves, so errors can name it."""
+
+    __slots__ = ("is_key",)
+    name = "base"
+    passthrough = False
+
+    def __init__(self, *, is_key: bool = False) -> None:
+        self.is_key = is_key
+
+    def close(self) -> None:
+        """Built-ins hold no resources."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(is_key={self.is_key})"
+
+
+class BytesSerializer(_Base):
+    """Bytes-like passthrough (bytes, bytearray, memoryview); None stays None."""
+
+    __slots__ = ()
+    name = "bytes"
+    passthrough = True
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None or type(data) is bytes:
+            return data
+        if isinstance(data, _BYTES_LIKE):
+            return bytes(data)
+        raise _type_error(self.is_key, data, "bytes, bytearray or memoryview", self.name)
+
+
+class StringSerializer(_Base):
+    """``str`` encoded with a configurable codec (UTF-8 by default), like Java's StringSerializer."""
+
+    __slots__ = ("encoding",)
+    name = "str"
+
+    def __init__(self, encoding: str = "utf-8", *, is_key: bool = False) -> None:
+        super().__init__(is_key=is_key)
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigError(f"{_config_key(is_key)}: unknown string encoding {encoding!r}")
+        self.encoding = encoding
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        if isinstance(data, str):
+            try:
+                return data.encode(self.encoding)
+            except UnicodeEncodeError as e:
+                raise SerializationError(
+                    f"cannot encode {_field(self.is_key)} as {self.encoding}: {e}; "
+                    f"set {_config_key(self.is_key)} to another encoding or serializer"
+                )
+        raise _type_error(self.is_key, data, "str", self.name)
+
+
+def _check_int(is_key: bool, data: Any, name: str) -> int:
+    # bool is an int subclass; a True key is almost certainly a bug, so refuse it.
+    if type(data) is bool or not isinstance(data, int):
+        raise _type_error(is_key, data, "int", name)
+    return data
+
+
+class IntegerSerializer(_Base):
+    """Java IntegerSerializer: 4-byte big-endian two's complement."""
+
+    __slots__ = ()
+    name = "int"
+    _pack = struct.Struct(">i").pack
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        value = _check_int(self.is_key, data, self.name)
+        try:
+            return self._pack(value)
+        except struct.error:
+            raise SerializationError(
+                f"{_field(self.is_key)} {value} is outside the 32-bit signed range [-2**31, 2**31-1]; "
+                f"set {_config_key(self.is_key)} to 'long' for 64-bit values"
+            )
+
+
+class LongSerializer(_Base):
+    """Java LongSerializer: 8-byte big-endian two's complement."""
+
+    __slots__ = ()
+    name = "long"
+    _pack = struct.Struct(">q").pack
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        value = _check_int(self.is_key, data, self.name)
+        try:
+            return self._pack(value)
+        except struct.error:
+            raise SerializationError(
+                f"{_field(self.is_key)} {value} is outside the 64-bit signed range [-2**63, 2**63-1]"
+            )
+
+
+class DoubleSerializer(_Base):
+    """Java DoubleSerializer: 8-byte big-endian IEEE 754."""
+
+    __slots__ = ()
+    name = "float"
+    _pack = struct.Struct(">d").pack
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        if type(data) is bool or not isinstance(data, int | float):
+            raise _type_error(self.is_key, data, "float or int", self.name)
+        try:
+            return self._pack(float(data))
+        except OverflowError:
+            raise SerializationError(f"{_field(self.is_key)} {data} does not fit a 64-bit IEEE double")
+
+
+class JsonSerializer(_Base):
+    """Compact JSON (no spaces after separators), UTF-8; None stays a null record, not ``null``."""
+
+    __slots__ = ("_encode",)
+    name = "json"
+
+    def __init__(self, *, is_key: bool = False) -> None:
+        super().__init__(is_key=is_key)
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            return self._encode(data).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            raise SerializationError(
+                f"cannot serialize {_field(self.is_key)} of type {type(data).__name__} as JSON: {e}; "
+                f"set {_config_key(self.is_key)} to a serializer for this type"
+            )
+
+
+class NoneSerializer(_Base):
+    """Always None: for tombstones or key-less records whatever the caller passes."""
+
+    __slots__ = ()
+    name = "none"
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        return None
+
+
+class AutoSerializer(_Base):
+    """Used when no serializer is configured: bytes-like passthrough and str as UTF-8 (as confluent-kafka)."""
+
+    __slots__ = ()
+    name = "auto"
+    passthrough = True
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None or type(data) is bytes:
+            return data
+        if isinstance(data, str):
+            return data.encode("utf-8")
+        if isinstance(data, _BYTES_LIKE):
+            return bytes(data)
+        raise SerializationError(
+            f"{_field(self.is_key)} of type {type(data).__name__} needs a serializer: without "
+            f"{_config_key(self.is_key)} only bytes, bytearray, memoryview, str and None are accepted; "
+            f"set {_config_key(self.is_key)} (e.g. 'json', 'int', 'long', 'float' or a Serializer)"
+        )
+
+
+class CallableSerializer(_Base):
+    """Adapts a plain ``f(data) -> bytes`` function; checks what it returns."""
+
+    __slots__ = ("func",)
+    name = "callable"
+
+    def __init__(self, func: Callable[[Any], Any], *, is_key: bool = False) -> None:
+        super().__init__(is_key=is_key)
+        self.func = func
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        try:
+            out = self.func(data)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(
+                f"{_config_key(self.is_key)} callable {_qualname(self.func)} failed on "
+                f"{_field(self.is_key)} of type {type(data).__name__}: {type(e).__name__}: {e}"
+            ) from e
+        if out is None or type(out) is bytes:
+            return out
+        if isinstance(out, _BYTES_LIKE):
+            return bytes(out)
+        raise SerializationError(
+            f"{_config_key(self.is_key)} callable {_qualname(self.func)} returned {type(out).__name__}; "
+            "it must return bytes, bytearray, memoryview or None"
+        )
+
+    def __repr__(self) -> str:
+        return f"CallableSerializer({_qualname(self.func)}, is_key={self.is_key})"
+
+
+class _UserSerializer:
+    """Wraps a user Serializer lacking ``passthrough``; binds its methods directly, so no extra call layer."""
+
+    __slots__ = ("serialize", "close", "wrapped")
+    passthrough = False
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+        self.serialize = wrapped.serialize
+        close = getattr(wrapped, "close", None)
+        self.close = close if callable(close) else _noop
+
+    def __repr__(self) -> str:
+        return f"_UserSerializer({self.wrapped!r})"
+
+
+def _noop() -> None:
+    """close() of a serializer that defines none."""
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+_BUILTINS: dict[str, Callable[[bool], Serializer]] = {
+    "bytes": lambda k: BytesSerializer(is_key=k),
+    "str": lambda k: StringSerializer(is_key=k),
+    "string": lambda k: StringSerializer(is_key=k),
+    "int": lambda k: IntegerSerializer(is_key=k),
+    "integer": lambda k: IntegerSerializer(is_key=k),
+    "long": lambda k: LongSerializer(is_key=k),
+    "float": lambda k: DoubleSerializer(is_key=k),
+    "double": lambda k: DoubleSerializer(is_key=k),
+    "json": lambda k: JsonSerializer(is_key=k),
+    "none": lambda k: NoneSerializer(is_key=k),
+    "auto": lambda k: AutoSerializer(is_key=k),
+}
+
+# Java serializer class names map onto the built-in with the same wire format.
+_JAVA_NAMES = {
+    "org.apache.kafka.common.serialization.ByteArraySerializer": "bytes",
+    "org.apache.kafka.common.serialization.BytesSerializer": "bytes",
+    "org.apache.kafka.common.serialization.ByteBufferSerializer": "bytes",
+    "org.apache.kafka.common.serialization.StringSerializer": "str",
+    "org.apache.kafka.common.serialization.IntegerSerializer": "int",
+    "org.apache.kafka.common.serialization.LongSerializer": "long",
+    "org.apache.kafka.common.serialization.DoubleSerializer": "float",
+    "org.apache.kafka.common.serialization.VoidSerializer": "none",
+}
+
+SERIALIZER_NAMES: tuple[str, ...] = tuple(_BUILTINS)
+
+
+def _allowed(is_key: bool) -> str:
+    return (
+        f"{_config_key(is_key)} must be None, one of {', '.join(repr(n) for n in SERIALIZER_NAMES)}, "
+        "a dotted path 'pkg.mod:Class' or 'pkg.mod.Class', a Serializer class or instance, "
+        "or a callable f(data) -> bytes"
+    )
+
+
+def _load_dotted(spec: str, is_key: bool) -> Any:
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+    else:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"{_config_key(is_key)}: {spec!r} is not a known name nor a dotted path; {_allowed(is_key)}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"{_config_key(is_key)}: cannot import module {module_name!r} from {spec!r}: {e}")
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"{_config_key(is_key)}: module {module_name!r} has no attribute {attr!r}")
+    return obj
+
+
+def _from_object(obj: Any, is_key: bool, spec: Any) -> Serializer:
+    if isinstance(obj, type):
+        if not callable(getattr(obj, "serialize", None)):
+            raise ConfigError(
+                f"{_config_key(is_key)}: class {obj.__name__} has no serialize(); {_allowed(is_key)}"
+            )
+        try:
+            obj = obj()
+        except Exception as e:
+            raise ConfigError(
+                f"{_config_key(is_key)}: cannot instantiate {obj.__name__} with no arguments: {e}"
+            )
+    if callable(getattr(obj, "serialize", None)):
+        if isinstance(getattr(obj, "passthrough", None), bool):
+            return obj
+        return _UserSerializer(obj)
+    if callable(obj):
+        return CallableSerializer(obj, is_key=is_key)
+    raise ConfigError(
+        f"{_config_key(is_key)}: {spec!r} (type {type(spec).__name__}) is not usable; {_allowed(is_key)}"
+    )
+
+
+def resolve_serializer(spec: Any, *, is_key: bool) -> Serializer:
+    """Turn a ``key.serializer``/``value.serializer`` setting into a Serializer."""
+    if spec is None:
+        return AutoSerializer(is_key=is_key)
+    if isinstance(spec, str):
+        name = spec.strip()
+        lowered = name.lower()
+        if lowered in _BUILTINS:
+            return _BUILTINS[lowered](is_key)
+        if name in _JAVA_NAMES:
+            return _BUILTINS[_JAVA_NAMES[name]](is_key)
+        if "." not in name and ":" not in name:
+            raise ConfigError(f"{_config_key(is_key)}: unknown serializer {spec!r}; {_allowed(is_key)}")
+        return _from_object(_load_dotted(name, is_key), is_key, spec)
+    return _from_object(spec, is_key, spec)
+
+
+def is_passthrough(serializer: Serializer) -> bool:
+    """True when the serializer returns bytes unchanged, so the producer may skip calling it for bytes."""
+    return getattr(serializer, "passthrough", False) is True
