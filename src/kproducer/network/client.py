@@ -1,0 +1,661 @@
+"""NetworkClient: connection management, in-flight tracking and metadata refresh.
+
+Modelled on the Java client's NetworkClient + ClusterConnectionStates +
+InFlightRequests + DefaultMetadataUpdater. One thread (the Sender's) owns it;
+only ``wakeup()`` may be called from other threads. Callbacks fire inside
+``poll`` on the owning thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kproducer.errors import ConfigError, IllegalStateError, KafkaTimeoutError, NetworkError
+from kproducer.metadata import Metadata
+from kproducer.network import protocol
+from kproducer.network.connection import ConnectionState, KafkaConnection, ProtocolError
+from kproducer.network.protocol import ApiKey
+from kproducer.network.selector import Selector
+from kproducer.structs import Node
+
+__all__ = ["NetworkClient", "ClientRequest", "ClientResponse", "ExponentialBackoff", "parse_bootstrap_servers"]
+
+logger = logging.getLogger(__name__)
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ExponentialBackoff:
+    """initial * 2**attempts, capped at max, times a uniform jitter factor (Java's ExponentialBackoff)."""
+
+    def __init__(self, initial_ms: int, max_ms: int, jitter: float = 0.2, rng: random.Random | None = None) -> None:
+        self.initial_ms = initial_ms
+        self.max_ms = max(max_ms, initial_ms)
+        self.jitter = jitter
+        self._rng = rng or random.Random()
+        self._exp_max = math.log(self.max_ms / initial_ms, 2) if initial_ms > 0 and self.max_ms > initial_ms else 0.0
+
+    def backoff(self, attempts: int) -> int:
+        if self._exp_max == 0:
+            term = float(self.initial_ms)
+        else:
+            term = self.initial_ms * 2 ** min(float(attempts), self._exp_max)
+        factor = self._rng.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
+        return int(term * factor)
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """Parse ``host:port`` / ``[v6]:port`` / ``PLAINTEXT://host:port`` entries; ConfigError names a bad one."""
+    entries = [s.strip() for s in servers.split(",")] if isinstance(servers, str) else [s.strip() for s in servers]
+    entries = [e for e in entries if e]
+    if not entries:
+        raise ConfigError("bootstrap.servers is empty: give at least one host:port")
+    out = []
+    for entry in entries:
+        raw = entry.split("://", 1)[1] if "://" in entry else entry
+        if raw.startswith("["):
+            host, sep, rest = raw[1:].partition("]")
+            port_s = rest[1:] if rest.startswith(":") else ""
+            ok = bool(sep) and bool(host)
+        else:
+            host, _, port_s = raw.rpartition(":")
+            ok = bool(host) and ":" not in host
+        if not ok or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+            raise ConfigError(f"bootstrap.servers entry {entry!r} is not a valid host:port")
+        out.append((host, int(port_s)))
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class ClientRequest:
+    """A request for one node. ``request`` is a body, or a builder given the negotiated version."""
+
+    node_id: int
+    api_key: int
+    request: Any
+    expect_response: bool = True
+    callback: Callable[[ClientResponse], None] | None = None
+    created_ms: int = 0
+    request_timeout_ms: int | None = None
+    correlation_id: int = -1
+    api_version: int = -1
+    send_ms: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class ClientResponse:
+    request: ClientRequest
+    response: Any = None
+    received_ms: int = 0
+    disconnected: bool = False
+    timed_out: bool = False
+    error: Exception | None = None
+    latency_ms: int = 0
+
+    @property
+    def node_id(self) -> int:
+        return self.request.node_id
+
+    @property
+    def api_key(self) -> int:
+        return self.request.api_key
+
+
+@dataclass(slots=True)
+class _NodeState:
+    node_id: int
+    addresses: list[tuple[int, tuple[str, int]]] = field(default_factory=list)
+    address_index: int = 0
+    host: str = ""
+    port: int = 0
+    conn: KafkaConnection | None = None
+    state: ConnectionState = ConnectionState.DISCONNECTED
+    failed_attempts: int = 0
+    last_attempt_ms: int = -1
+    reconnect_backoff_ms: int = 0
+    setup_timeout_ms: int = 0
+    current_address: str = ""
+
+
+class NetworkClient:
+    """Java-style NetworkClient over the sans-I/O KafkaConnection and the Selector."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | Iterable[str],
+        client_id: str = "kproducer",
+        metadata: Metadata | None = None,
+        request_timeout_ms: int = 30_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        socket_connection_setup_timeout_ms: int = 10_000,
+        socket_connection_setup_timeout_max_ms: int = 30_000,
+        connections_max_idle_ms: int = 540_000,
+        max_in_flight_requests_per_connection: int = 5,
+        send_buffer_bytes: int = 131072,
+        receive_buffer_bytes: int = 32768,
+        client_dns_lookup: str = "use_all_dns_ips",
+        max_receive_size: int = 100 * 1024 * 1024,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        if client_dns_lookup not in ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"):
+            raise ConfigError(
+                f"client.dns.lookup {client_dns_lookup!r} is not one of use_all_dns_ips, "
+                "resolve_canonical_bootstrap_servers_only"
+            )
+        if max_in_flight_requests_per_connection < 1:
+            raise ConfigError("max.in.flight.requests.per.connection must be at least 1")
+        self.client_id = client_id
+        self.metadata = metadata if metadata is not None else Metadata()
+        self.request_timeout_ms = request_timeout_ms
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self.max_receive_size = max_receive_size
+        self.client_dns_lookup = client_dns_lookup
+        self._sasl = (sasl_mechanism, sasl_username, sasl_password)
+        self._clock = clock_ms
+        self._reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, 0.2, rng)
+        self._setup_timeout = ExponentialBackoff(
+            socket_connection_setup_timeout_ms, socket_connection_setup_timeout_max_ms, 0.2, rng
+        )
+        self._selector = Selector(send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes)
+        self._nodes: dict[int, _NodeState] = {}
+        self._in_flight: dict[int, dict[int, ClientRequest]] = {}
+        self._completed: list[ClientResponse] = []
+        self._metadata_in_flight: tuple[int, int, list[str] | None] | None = None  # (node, cid, topics)
+        self._closed = False
+        self._rr = 0
+        boot = parse_bootstrap_servers(bootstrap_servers)
+        self._bootstrap: list[Node] = []
+        for i, (host, port) in enumerate(boot):
+            self._bootstrap.append(Node(-(i + 1), host, port))
+        self.metadata.bootstrap(self._bootstrap)
+        # Resolve bootstrap names now (Java does it in the constructor): an unresolvable name is a config error.
+        for n in self._bootstrap:
+            self._state_for(n)
+
+    # ------------------------------------------------------------- nodes
+    def _known_nodes(self) -> list[Node]:
+        nodes = list(self.metadata.cluster.nodes.values())
+        return nodes if nodes else list(self._bootstrap)
+
+    def _node(self, node_id: int) -> Node | None:
+        n = self.metadata.cluster.node(node_id)
+        if n is not None:
+            return n
+        return next((b for b in self._bootstrap if b.id == node_id), None)
+
+    def _resolve(self, node: Node) -> list[tuple[int, tuple[str, int]]]:
+        try:
+            infos = socket.getaddrinfo(node.host, node.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as e:
+            if node.id < 0:
+                raise ConfigError(f"bootstrap.servers entry {node.address!r} cannot be resolved: {e}") from e
+            logger.warning("cannot resolve %s: %s", node.address, e)
+            return []
+        out = []
+        for family, _t, _p, canon, sockaddr in infos:
+            addr = (str(sockaddr[0]), int(sockaddr[1]))
+            if (family, addr) not in out:
+                out.append((int(family), addr))
+        if self.client_dns_lookup != "use_all_dns_ips":
+            out = out[:1]
+        return out
+
+    def _state_for(self, node: Node) -> _NodeState:
+        st = self._nodes.get(node.id)
+        if st is None or (st.host, st.port) != (node.host, node.port):
+            st = _NodeState(node.id, self._resolve(node), 0, node.host, node.port)
+            self._nodes[node.id] = st
+        return st
+
+    # ------------------------------------------------------------- readiness
+    def is_ready(self, node_id: int, now: int | None = None) -> bool:
+        st = self._nodes.get(node_id)
+        return st is not None and st.state is ConnectionState.READY and not self._closed
+
+    def ready(self, node_id: int, now: int) -> bool:
+        """True if we can send to the node now; otherwise start connecting when allowed."""
+        if self.is_ready(node_id, now):
+            return True
+        if self.can_connect(node_id, now):
+            self._initiate_connect(node_id, now)
+        return False
+
+    def can_connect(self, node_id: int, now: int) -> bool:
+        st = self._nodes.get(node_id)
+        if st is None:
+            return self._node(node_id) is not None
+        return st.state is ConnectionState.DISCONNECTED and (
+            st.last_attempt_ms < 0 or now - st.last_attempt_ms >= st.reconnect_backoff_ms
+        )
+
+    def is_connecting(self, node_id: int) -> bool:
+        st = self._nodes.get(node_id)
+        return st is not None and st.state in (
+            ConnectionState.CONNECTING,
+            ConnectionState.CHECKING_API_VERSIONS,
+            ConnectionState.AUTHENTICATING,
+        )
+
+    def can_send_more(self, node_id: int) -> bool:
+        """Java's InFlightRequests.canSendMore: room in the window and the last send fully written."""
+        st = self._nodes.get(node_id)
+        if st is None or st.conn is None:
+            return False
+        n = len(self._in_flight.get(node_id, ()))
+        return n == 0 or (n < self.max_in_flight and self._selector.pending_bytes(node_id) == 0)
+
+    def in_flight_request_count(self, node_id: int | None = None) -> int:
+        if node_id is None:
+            return sum(len(v) for v in self._in_flight.values())
+        return len(self._in_flight.get(node_id, ()))
+
+    def has_in_flight_requests(self, node_id: int | None = None) -> bool:
+        return self.in_flight_request_count(node_id) > 0
+
+    def connection_delay(self, node_id: int, now: int) -> int:
+        """Milliseconds before a connection attempt to the node is allowed (0 = now)."""
+        st = self._nodes.get(node_id)
+        if st is None or st.last_attempt_ms < 0:
+            return 0
+        if st.state is ConnectionState.DISCONNECTED:
+            return max(0, st.last_attempt_ms + st.reconnect_backoff_ms - now)
+        return 2**62
+
+    def is_connection_failed(self, node_id: int) -> bool:
+        st = self._nodes.get(node_id)
+        return st is not None and st.state is ConnectionState.DISCONNECTED and st.failed_attempts > 0
+
+    def api_version(self, node_id: int, api_key: int) -> int | None:
+        st = self._nodes.get(node_id)
+        if st is None or st.conn is None:
+            return None
+        return st.conn.api_version(api_key)
+
+    def broker_api_versions(self, node_id: int) -> dict[int, tuple[int, int]]:
+        st = self._nodes.get(node_id)
+        return {} if st is None or st.conn is None else dict(st.conn.broker_api_versions)
+
+    # ------------------------------------------------------------- connecting
+    def _initiate_connect(self, node_id: int, now: int) -> None:
+        node = self._node(node_id)
+        if node is None:
+            raise IllegalStateError(f"unknown node {node_id}")
+        st = self._state_for(node)
+        st.last_attempt_ms = now
+        if not st.addresses:
+            st.addresses = self._resolve(node)
+        if not st.addresses:
+            self._connect_failed(st, now, f"cannot resolve {node.address}")
+            return
+        family, addr = st.addresses[st.address_index % len(st.addresses)]
+        st.address_index += 1
+        st.current_address = f"{addr[0]}:{addr[1]}"
+        sasl_mechanism, user, password = self._sasl
+        st.conn = KafkaConnection(
+            node_id,
+            self.client_id,
+            max_receive_size=self.max_receive_size,
+            sasl_mechanism=sasl_mechanism,
+            sasl_username=user,
+            sasl_password=password,
+        )
+        st.conn.start_connect(now)
+        st.state = ConnectionState.CONNECTING
+        st.setup_timeout_ms = self._setup_timeout.backoff(st.failed_attempts)
+        logger.debug("connecting to node %s at %s", node_id, st.current_address)
+        try:
+            self._selector.connect(node_id, addr[0], addr[1], family)
+        except OSError as e:
+            self._connect_failed(st, now, str(e))
+
+    def _connect_failed(self, st: _NodeState, now: int, reason: str) -> None:
+        self._disconnected(st, now, reason)
+
+    def _disconnected(self, st: _NodeState, now: int, reason: str, *, timed_out: bool = False) -> None:
+        """Close a node's connection, fail its in-flight requests and schedule the reconnect backoff."""
+        was_ready = st.state is ConnectionState.READY
+        self._selector.close(st.node_id)
+        if st.conn is not None:
+            st.conn.close()
+        st.state = ConnectionState.DISCONNECTED
+        if was_ready:
+            st.failed_attempts = 0
+        st.reconnect_backoff_ms = self._reconnect.backoff(st.failed_attempts)
+        st.failed_attempts += 1
+        if not was_ready:
+            self.metadata.record_connection_failure(st.current_address or f"{st.host}:{st.port}", reason)
+            # Rotate over the resolved addresses: the next attempt uses the next one.
+        logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
+        pending = self._in_flight.pop(st.node_id, {})
+        for req in pending.values():
+            err: Exception
+            if timed_out:
+                err = KafkaTimeoutError(f"request to node {st.node_id} timed out: {reason}")
+            else:
+                err = NetworkError(f"connection to node {st.node_id} lost: {reason}")
+            self._completed.append(
+                ClientResponse(req, None, now, disconnected=True, timed_out=timed_out, error=err,
+                               latency_ms=now - req.send_ms)
+            )
+        if self._metadata_in_flight is not None and self._metadata_in_flight[0] == st.node_id:
+            self._metadata_in_flight = None
+            self.metadata.handle_failure(now, NetworkError(reason))
+
+    def disconnect(self, node_id: int, now: int | None = None) -> None:
+        st = self._nodes.get(node_id)
+        if st is not None and st.state is not ConnectionState.DISCONNECTED:
+            self._disconnected(st, self._clock() if now is None else now, "disconnected by the client")
+
+    # ------------------------------------------------------------- sending
+    def send(self, request: ClientRequest, now: int) -> None:
+        """Queue a request to a ready node; the bytes go out in ``poll``."""
+        node_id = request.node_id
+        st = self._nodes.get(node_id)
+        if st is None or st.conn is None or st.state is not ConnectionState.READY:
+            raise IllegalStateError(f"attempt to send a request to node {node_id} which is not ready")
+        if not self.can_send_more(node_id) and request.api_key != ApiKey.METADATA:
+            raise IllegalStateError(f"node {node_id} has {self.in_flight_request_count(node_id)} requests in flight")
+        body = request.request
+        if callable(body) and not hasattr(body, "__api_key__") and not isinstance(body, protocol.ProduceRequestData):
+            version = st.conn.api_version(request.api_key)
+            if version is None:
+                from kproducer.errors import UnsupportedVersionError
+
+                raise UnsupportedVersionError(f"node {node_id} supports no version of {ApiKey(request.api_key).name}")
+            body = body(version)
+        request.api_version = protocol.body_version(request.api_key, body)
+        request.send_ms = now
+        if request.created_ms == 0:
+            request.created_ms = now
+        if request.request_timeout_ms is None:
+            request.request_timeout_ms = self.request_timeout_ms
+        cid = st.conn.send_request(body, now, expect_response=request.expect_response, context=request)
+        request.correlation_id = cid
+        self._selector.send(node_id, st.conn.data_to_send())
+        if request.expect_response:
+            self._in_flight.setdefault(node_id, {})[cid] = request
+        else:
+            # acks=0: complete once written (Java completes it when the send finishes).
+            self._completed.append(ClientResponse(request, None, now, latency_ms=0))
+
+    def wakeup(self) -> None:
+        self._selector.wakeup()
+
+    # ------------------------------------------------------------- metadata
+    def least_loaded_node(self, now: int) -> int | None:
+        """The ready node with the fewest in-flight requests; else a connecting one; else one we may connect to."""
+        nodes = self._known_nodes()
+        if not nodes:
+            return None
+        start = self._rr % len(nodes)
+        self._rr += 1
+        best: int | None = None
+        best_inflight = 1 << 30
+        connecting: int | None = None
+        connectable: int | None = None
+        for i in range(len(nodes)):
+            n = nodes[(start + i) % len(nodes)]
+            cnt = self.in_flight_request_count(n.id)
+            if self.is_ready(n.id) and self.can_send_more(n.id):
+                if cnt == 0:
+                    return n.id
+                if cnt < best_inflight:
+                    best, best_inflight = n.id, cnt
+            elif self.is_connecting(n.id):
+                connecting = n.id
+            elif self.can_connect(n.id, now) and connectable is None:
+                connectable = n.id
+        if best is not None:
+            return best
+        if connecting is not None:
+            return connecting
+        return connectable
+
+    def _maybe_update_metadata(self, now: int) -> int:
+        """DefaultMetadataUpdater.maybeUpdate: returns ms until it should be called again."""
+        if self._metadata_in_flight is not None:
+            return self.request_timeout_ms
+        wait = self.metadata.time_to_next_update(now)
+        if wait > 0:
+            return wait
+        node_id = self.least_loaded_node(now)
+        if node_id is None:
+            # Nothing to try: wait for the earliest reconnect backoff to end.
+            delays = [self.connection_delay(n.id, now) for n in self._known_nodes()]
+            return max(1, min(delays, default=self._reconnect.initial_ms))
+        if self.is_ready(node_id) and self.can_send_more(node_id):
+            topics = self.metadata.topics_for_request(now)
+            if topics is not None and not topics and self.metadata.cluster.nodes:
+                # Nothing to ask about: a broker-only refresh keeps the broker list fresh.
+                pass
+            version = self.api_version(node_id, ApiKey.METADATA)
+            if version is None:
+                self.metadata.handle_failure(now)
+                return self.metadata.retry_backoff_ms
+            body = build_metadata_request(version, topics, self.metadata.allow_auto_topic_creation)
+            req = ClientRequest(node_id, ApiKey.METADATA, body, callback=None, created_ms=now)
+            self.send(req, now)
+            self._metadata_in_flight = (node_id, req.correlation_id, topics)
+            return self.request_timeout_ms
+        if self.is_connecting(node_id):
+            return self._reconnect.initial_ms
+        if self.can_connect(node_id, now):
+            self._initiate_connect(node_id, now)
+            return self._reconnect.initial_ms
+        return max(1, self.connection_delay(node_id, now))
+
+    # ------------------------------------------------------------- poll
+    def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
+        """Do network I/O for up to ``timeout_ms``; returns completed responses (callbacks already fired)."""
+        if self._closed:
+            raise IllegalStateError("NetworkClient is closed")
+        if self._completed:
+            timeout_ms = 0
+        metadata_timeout = self._maybe_update_metadata(now)
+        timeout_ms = min(timeout_ms, metadata_timeout, self._next_deadline(now))
+        result = self._selector.poll(max(0, timeout_ms) / 1000.0)
+        now = self._clock()
+        for node_id in result.connected:
+            st = self._nodes.get(node_id)
+            if st is not None and st.conn is not None:
+                st.state = ConnectionState.CHECKING_API_VERSIONS
+                st.conn.connection_made(now)
+                self._selector.send(node_id, st.conn.data_to_send())
+        for node_id, data in result.received:
+            st = self._nodes.get(node_id)
+            if st is None or st.conn is None:
+                continue
+            try:
+                responses = st.conn.receive_data(data, now)
+            except ProtocolError as e:
+                logger.error("node %s: %s", node_id, e)
+                self._disconnected(st, now, str(e))
+                continue
+            except Exception as e:  # a decode failure must not kill the Sender thread
+                logger.exception("node %s: failed to handle a response", node_id)
+                self._disconnected(st, now, f"cannot handle response: {e}")
+                continue
+            out = st.conn.data_to_send()
+            if out:
+                self._selector.send(node_id, out)
+            if st.state is not ConnectionState.READY and st.conn.state is ConnectionState.READY:
+                st.state = ConnectionState.READY
+                st.failed_attempts = 0
+                logger.debug("node %s ready; versions %s", node_id, st.conn.api_versions)
+            elif st.conn.state is ConnectionState.AUTHENTICATING:
+                st.state = ConnectionState.AUTHENTICATING
+            for resp in responses:
+                req = self._in_flight.get(node_id, {}).pop(resp.correlation_id, None)
+                if (
+                    self._metadata_in_flight is not None
+                    and self._metadata_in_flight[:2] == (node_id, resp.correlation_id)
+                ):
+                    topics = self._metadata_in_flight[2]
+                    self._metadata_in_flight = None
+                    self.metadata.handle_response(resp.body, topics, now)
+                    continue
+                if req is None:
+                    continue
+                self._completed.append(ClientResponse(req, resp.body, now, latency_ms=now - req.send_ms))
+        for node_id, reason in result.disconnected:
+            st = self._nodes.get(node_id)
+            if st is not None and st.state is not ConnectionState.DISCONNECTED:
+                self._disconnected(st, now, reason)
+        self._handle_timeouts(now)
+        done, self._completed = self._completed, []
+        for resp in done:
+            cb = resp.request.callback
+            if cb is not None:
+                try:
+                    cb(resp)
+                except Exception:
+                    logger.exception("uncaught error in a request callback")
+        return done
+
+    def _next_deadline(self, now: int) -> int:
+        """Milliseconds until the earliest request or connection-setup timeout."""
+        best = 2**31
+        for node_id, reqs in self._in_flight.items():
+            for r in reqs.values():
+                best = min(best, r.send_ms + (r.request_timeout_ms or self.request_timeout_ms) - now)
+        for st in self._nodes.values():
+            if st.state is not ConnectionState.DISCONNECTED and st.state is not ConnectionState.READY:
+                best = min(best, st.last_attempt_ms + st.setup_timeout_ms - now)
+        return max(0, best)
+
+    def _handle_timeouts(self, now: int) -> None:
+        for st in list(self._nodes.values()):
+            if st.state is ConnectionState.DISCONNECTED:
+                continue
+            if st.state is not ConnectionState.READY and now - st.last_attempt_ms >= st.setup_timeout_ms:
+                self._disconnected(st, now, f"connection setup timed out after {st.setup_timeout_ms} ms")
+                continue
+            reqs = self._in_flight.get(st.node_id)
+            if reqs and any(now - r.send_ms >= (r.request_timeout_ms or self.request_timeout_ms) for r in reqs.values()):
+                self._disconnected(st, now, "request timed out; closing the connection", timed_out=True)
+                continue
+            if (
+                st.state is ConnectionState.READY
+                and not reqs
+                and st.conn is not None
+                and now - st.conn.last_activity_ms > self.connections_max_idle_ms
+            ):
+                logger.debug("closing idle connection to node %s", st.node_id)
+                self._selector.close(st.node_id)
+                st.conn.close()
+                st.state = ConnectionState.DISCONNECTED
+        if self._metadata_in_flight is not None:
+            node_id = self._metadata_in_flight[0]
+            st = self._nodes.get(node_id)
+            if st is None or st.state is ConnectionState.DISCONNECTED:
+                self._metadata_in_flight = None
+                self.metadata.handle_failure(now)
+
+    # ------------------------------------------------------------- blocking helpers
+    def await_ready(self, node_id: int, timeout_ms: int) -> bool:
+        """Poll until the node is ready (admin and CLI use; never on the Sender's hot path)."""
+        deadline = self._clock() + timeout_ms
+        while True:
+            now = self._clock()
+            if self.ready(node_id, now):
+                return True
+            if now >= deadline:
+                return False
+            self.poll(min(50, deadline - now), now)
+
+    def send_and_receive(self, request: ClientRequest, timeout_ms: int) -> ClientResponse:
+        """Send one request and poll until its response (admin and CLI use)."""
+        if not self.await_ready(request.node_id, timeout_ms):
+            raise KafkaTimeoutError(f"node {request.node_id} not ready within {timeout_ms} ms")
+        box: list[ClientResponse] = []
+        user_cb = request.callback
+
+        def _cb(r: ClientResponse) -> None:
+            box.append(r)
+            if user_cb is not None:
+                user_cb(r)
+
+        request.callback = _cb
+        deadline = self._clock() + timeout_ms
+        self.send(request, self._clock())
+        while not box:
+            now = self._clock()
+            if now >= deadline:
+                raise KafkaTimeoutError(f"no response from node {request.node_id} within {timeout_ms} ms")
+            self.poll(min(100, deadline - now), now)
+        return box[0]
+
+    def fetch_metadata(self, topics: list[str] | None, timeout_ms: int) -> None:
+        """Refresh metadata for ``topics`` (None = all) and wait for it, polling this client."""
+        now = self._clock()
+        if topics is None:
+            version = self.metadata.request_update_for_all_topics()
+        else:
+            for t in topics:
+                self.metadata.add_topic(t, now)
+            version = self.metadata.request_update()
+        deadline = now + timeout_ms
+        while self.metadata.version <= version:
+            now = self._clock()
+            if now >= deadline:
+                tried = ", ".join(f"{a} ({r})" for a, r in self.metadata.tried_addresses.items())
+                boot = ", ".join(n.address for n in self._bootstrap)
+                raise KafkaTimeoutError(
+                    f"metadata not received within {timeout_ms} ms from bootstrap servers {boot}"
+                    + (f"; addresses tried: {tried}" if tried else "")
+                )
+            self.poll(min(100, deadline - now), now)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._selector.close_all()
+        for st in self._nodes.values():
+            if st.conn is not None:
+                st.conn.close()
+            st.state = ConnectionState.DISCONNECTED
+
+
+def build_metadata_request(version: int, topics: list[str] | None, allow_auto_topic_creation: bool) -> Any:
+    """A Metadata request naming ``topics`` (None = all topics)."""
+    mod = protocol.request_class(ApiKey.METADATA, version)
+    topic_cls = _metadata_topic_class(version)
+    if topics is None:
+        entries = None
+    else:
+        if version >= 10:
+            entries = tuple(topic_cls(name=t, topic_id=None) for t in topics)
+        else:
+            entries = tuple(topic_cls(name=t) for t in topics)
+    kwargs: dict[str, Any] = {"topics": entries}
+    if version >= 4:
+        kwargs["allow_auto_topic_creation"] = allow_auto_topic_creation
+    if 8 <= version <= 10:
+        kwargs["include_cluster_authorized_operations"] = False
+    if version >= 8:
+        kwargs["include_topic_authorized_operations"] = False
+    return mod(**kwargs)
+
+
+def _metadata_topic_class(version: int) -> Any:
+    import importlib
+
+    m = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+    return m.MetadataRequestTopic

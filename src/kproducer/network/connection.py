@@ -1,0 +1,268 @@
+"""A sans-I/O Kafka connection: bytes in, bytes out, no sockets.
+
+It frames requests (int32 size prefix), hands out correlation ids, matches
+responses to in-flight requests in order, negotiates API versions
+(ApiVersions first, then the highest version both sides support) and runs the
+SASL/PLAIN exchange. The I/O layer (``selector``) only moves bytes; the
+NetworkClient decides when to connect, time out and back off.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kproducer.network import protocol
+from kproducer.network.protocol import ApiKey, Buffer, ProtocolError
+
+__all__ = ["ConnectionState", "KafkaConnection", "InFlightRequest", "Response", "ProtocolError"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_RECEIVE_SIZE = 100 * 1024 * 1024
+_I32 = struct.Struct(">i")
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    CHECKING_API_VERSIONS = "checking_api_versions"
+    AUTHENTICATING = "authenticating"
+    READY = "ready"
+
+
+@dataclass(slots=True)
+class InFlightRequest:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    send_time_ms: int
+    internal: bool
+    context: Any = None
+
+
+@dataclass(slots=True)
+class Response:
+    """A parsed response to a non-internal request, with what the caller attached when sending."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    body: Any
+    context: Any
+    send_time_ms: int
+
+
+class KafkaConnection:
+    """Protocol state of one broker connection (see module docstring)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        client_id: str | None,
+        *,
+        max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
+        client_versions: Mapping[ApiKey, tuple[int, int]] = protocol.CLIENT_VERSIONS,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+    ) -> None:
+        if sasl_mechanism is not None and sasl_mechanism != "PLAIN":
+            raise ValueError(f"unsupported SASL mechanism {sasl_mechanism!r} (only PLAIN)")
+        self.node_id = node_id
+        self.client_id = client_id
+        self.max_receive_size = max_receive_size
+        self.client_versions = client_versions
+        self.sasl_mechanism = sasl_mechanism
+        self._sasl_user = sasl_username or ""
+        self._sasl_password = sasl_password or ""
+        self.state = ConnectionState.DISCONNECTED
+        self.api_versions: dict[int, int] = {}
+        self.broker_api_versions: dict[int, tuple[int, int]] = {}
+        self.in_flight: deque[InFlightRequest] = deque()
+        self._outbound: list[Buffer] = []
+        self._inbound = bytearray()
+        self._next_correlation_id = 0
+        self.last_activity_ms = 0
+        self.error: Exception | None = None
+
+    # ------------------------------------------------------------- lifecycle
+    def start_connect(self, now: int) -> None:
+        self._reset()
+        self.state = ConnectionState.CONNECTING
+        self.last_activity_ms = now
+
+    def connection_made(self, now: int) -> None:
+        """The transport is up: ask for the broker's API versions before anything else."""
+        self.state = ConnectionState.CHECKING_API_VERSIONS
+        self.last_activity_ms = now
+        self._send_api_versions(self.client_versions[ApiKey.API_VERSIONS][1], now)
+
+    def close(self, error: Exception | None = None) -> list[InFlightRequest]:
+        """Drop all state; returns the in-flight requests that will never be answered."""
+        pending = [r for r in self.in_flight if not r.internal]
+        self.error = error
+        self._reset()
+        self.state = ConnectionState.DISCONNECTED
+        return pending
+
+    def _reset(self) -> None:
+        self.in_flight.clear()
+        self._outbound = []
+        self._inbound = bytearray()
+        self.api_versions = {}
+        self.broker_api_versions = {}
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    # ------------------------------------------------------------- sending
+    def _correlation_id(self) -> int:
+        cid = self._next_correlation_id
+        self._next_correlation_id = (cid + 1) & 0x7FFFFFFF
+        return cid
+
+    def send_request(
+        self, body: Any, now: int, *, expect_response: bool = True, context: Any = None, internal: bool = False
+    ) -> int:
+        """Queue one request; returns its correlation id. The version is the body's own."""
+        api_key = int(body.api_key) if isinstance(body, protocol.ProduceRequestData) else int(body.__api_key__)
+        version = protocol.body_version(api_key, body)
+        if not internal and self.state is not ConnectionState.READY:
+            raise ProtocolError(f"node {self.node_id} is {self.state.value}, not ready to send {ApiKey(api_key).name}")
+        cid = self._correlation_id()
+        self._outbound.extend(protocol.encode_request(api_key, version, cid, self.client_id, body))
+        if expect_response:
+            self.in_flight.append(InFlightRequest(cid, api_key, version, now, internal, context))
+        self.last_activity_ms = now
+        return cid
+
+    def data_to_send(self) -> list[Buffer]:
+        """Everything queued since the last call, in order (the caller writes it all)."""
+        out, self._outbound = self._outbound, []
+        return out
+
+    def api_version(self, api_key: int) -> int | None:
+        """The negotiated version of ``api_key``, or None when the broker and we share none."""
+        return self.api_versions.get(int(api_key))
+
+    # ------------------------------------------------------------- receiving
+    def receive_data(self, data: Buffer, now: int) -> list[Response]:
+        """Feed bytes from the socket; returns the complete responses for the caller.
+
+        Raises ProtocolError on a bad frame; the connection is then closed and
+        the caller must fail its in-flight requests.
+        """
+        self._inbound += data
+        self.last_activity_ms = now
+        out: list[Response] = []
+        buf = self._inbound
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                (size,) = _I32.unpack_from(buf, pos)
+                if size < 4 or size > self.max_receive_size:
+                    raise ProtocolError(
+                        f"invalid frame size {size} from node {self.node_id} "
+                        f"(must be 4..{self.max_receive_size}); closing the connection"
+                    )
+                if len(buf) - pos - 4 < size:
+                    break
+                whole = memoryview(buf)
+                frame = whole[pos + 4 : pos + 4 + size].toreadonly()
+                try:
+                    resp = self._handle_frame(frame, now)
+                finally:
+                    frame.release()
+                    whole.release()
+                pos += 4 + size
+                if resp is not None:
+                    out.append(resp)
+        except ProtocolError as e:
+            self.close(e)
+            raise
+        if pos:
+            del buf[:pos]
+        return out
+
+    def _handle_frame(self, frame: memoryview, now: int) -> Response | None:
+        (cid,) = _I32.unpack_from(frame, 0)
+        head = self.in_flight[0] if self.in_flight else None
+        if head is None or head.correlation_id != cid:
+            if any(r.correlation_id == cid for r in self.in_flight):
+                raise ProtocolError(
+                    f"node {self.node_id} answered correlation id {cid} before "
+                    f"{head.correlation_id if head else None}: responses out of order"
+                )
+            logger.warning(
+                "node %s: dropping a response with unknown correlation id %s (%d bytes)",
+                self.node_id,
+                cid,
+                len(frame),
+            )
+            return None
+        self.in_flight.popleft()
+        _, body_offset = protocol.decode_response_header(
+            protocol.response_header_version(head.api_key, head.api_version), frame
+        )
+        body = protocol.decode_response(head.api_key, head.api_version, frame, body_offset)
+        if head.internal:
+            self._handle_internal(head, body, now)
+            return None
+        return Response(cid, head.api_key, head.api_version, body, head.context, head.send_time_ms)
+
+    # ------------------------------------------------------------- handshake
+    def _send_api_versions(self, version: int, now: int) -> None:
+        cls = protocol.request_class(ApiKey.API_VERSIONS, version)
+        if version >= 3:
+            body = cls(client_software_name="kproducer", client_software_version="0.1.0")
+        else:
+            body = cls()
+        self.send_request(body, now, internal=True)
+
+    def _handle_internal(self, head: Any, body: Any, now: int) -> None:
+        if head.api_key == ApiKey.API_VERSIONS:
+            code = int(body.error_code)
+            broker = protocol.api_version_entries(body)
+            if code == 35:
+                theirs = broker.get(ApiKey.API_VERSIONS, (0, 0))[1]
+                retry = min(theirs, head.api_version - 1)
+                if retry < 0:
+                    raise ProtocolError(f"node {self.node_id} supports no ApiVersions version")
+                logger.debug("node %s: retrying ApiVersions at v%d", self.node_id, retry)
+                self._send_api_versions(retry, now)
+                return
+            if code != 0:
+                raise ProtocolError(f"node {self.node_id}: ApiVersions failed with error {code}")
+            self.broker_api_versions = broker
+            self.api_versions = protocol.negotiate(broker, self.client_versions)
+            logger.debug("node %s: negotiated %s", self.node_id, self.api_versions)
+            if self.sasl_mechanism is None:
+                self.state = ConnectionState.READY
+                return
+            if ApiKey.SASL_HANDSHAKE not in self.api_versions or ApiKey.SASL_AUTHENTICATE not in self.api_versions:
+                raise ProtocolError(f"node {self.node_id} does not support SaslHandshake v1 / SaslAuthenticate")
+            self.state = ConnectionState.AUTHENTICATING
+            hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)
+            self.send_request(hs, now, internal=True)
+        elif head.api_key == ApiKey.SASL_HANDSHAKE:
+            if int(body.error_code) != 0:
+                raise ProtocolError(
+                    f"node {self.node_id} rejected SASL mechanism {self.sasl_mechanism} "
+                    f"(enabled: {list(body.mechanisms)})"
+                )
+            token = b"\x00" + self._sasl_user.encode() + b"\x00" + self._sasl_password.encode()
+            v = self.api_versions[ApiKey.SASL_AUTHENTICATE]
+            self.send_request(
+                protocol.request_class(ApiKey.SASL_AUTHENTICATE, v)(auth_bytes=token), now, internal=True
+            )
+        elif head.api_key == ApiKey.SASL_AUTHENTICATE:
+            if int(body.error_code) != 0:
+                raise ProtocolError(f"node {self.node_id}: SASL authentication failed: {body.error_message}")
+            self.state = ConnectionState.READY

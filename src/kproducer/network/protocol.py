@@ -1,0 +1,480 @@
+"""Kafka wire protocol: headers, kio-backed bodies and a zero-copy Produce framer.
+
+Headers (request v0/v1/v2, response v0/v1) are handled here and only here.
+Bodies of most APIs go through kio's generated schemas. Produce is framed by
+hand for every version: kio's writer copies a ``records`` field into its
+output buffer, whereas the producer wants the batches (memoryviews into the
+BufferPool) handed to ``socket.sendmsg`` untouched. v0–v2 carry legacy message
+sets (magic 0/1) but the framing around the records is the same.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import io
+import logging
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, NamedTuple
+
+from kio.serial import entity_reader, entity_writer
+
+from kproducer.structs import TopicPartition
+
+__all__ = [
+    "ApiKey",
+    "CLIENT_VERSIONS",
+    "Buffer",
+    "ProtocolError",
+    "ProduceRequestData",
+    "PartitionProduceResponse",
+    "ProduceResponseData",
+    "RecordError",
+    "build_produce_request",
+    "parse_produce_response",
+    "request_class",
+    "response_class",
+    "is_flexible",
+    "request_header_version",
+    "response_header_version",
+    "encode_request_header",
+    "decode_response_header",
+    "encode_request",
+    "decode_response",
+]
+
+logger = logging.getLogger(__name__)
+
+Buffer = bytes | bytearray | memoryview
+
+
+class ProtocolError(Exception):
+    """Bytes from the broker that cannot be a valid Kafka frame: the connection must be closed."""
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    END_TXN = 26
+    SASL_AUTHENTICATE = 36
+
+
+# The versions this client implements, per API. Produce stops at 11: v12 changes
+# transactional semantics (KIP-890 part 2) and v13 names topics by id.
+# AddPartitionsToTxn v4+ is the broker-to-broker batched form.
+CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.METADATA: (1, 12),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+}
+
+_MODULES: Mapping[ApiKey, str] = {
+    ApiKey.PRODUCE: "produce",
+    ApiKey.METADATA: "metadata",
+    ApiKey.FIND_COORDINATOR: "find_coordinator",
+    ApiKey.SASL_HANDSHAKE: "sasl_handshake",
+    ApiKey.API_VERSIONS: "api_versions",
+    ApiKey.CREATE_TOPICS: "create_topics",
+    ApiKey.INIT_PRODUCER_ID: "init_producer_id",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
+    ApiKey.END_TXN: "end_txn",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
+}
+
+# First flexible version of each API (KIP-482), from Kafka's message JSON specs.
+_FIRST_FLEXIBLE: Mapping[int, int] = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.METADATA: 9,
+    ApiKey.FIND_COORDINATOR: 3,
+    ApiKey.SASL_HANDSHAKE: 1 << 15,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.CREATE_TOPICS: 5,
+    ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.END_TXN: 3,
+    ApiKey.SASL_AUTHENTICATE: 2,
+}
+
+
+@cache
+def request_class(api_key: int, version: int) -> Any:
+    """kio's generated request class for ``api_key`` at ``version``."""
+    mod = importlib.import_module(f"kio.schema.{_MODULES[ApiKey(api_key)]}.v{version}.request")
+    return next(v for k, v in vars(mod).items() if k.endswith("Request") and isinstance(v, type))
+
+
+@cache
+def response_class(api_key: int, version: int) -> Any:
+    """kio's generated response class for ``api_key`` at ``version``."""
+    mod = importlib.import_module(f"kio.schema.{_MODULES[ApiKey(api_key)]}.v{version}.response")
+    return next(v for k, v in vars(mod).items() if k.endswith("Response") and isinstance(v, type))
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return version >= _FIRST_FLEXIBLE.get(api_key, 1 << 15)
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    """v2 for flexible requests, v1 otherwise (v0 is ControlledShutdown v0 only, not sent by a producer)."""
+    return 2 if is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """v1 for flexible responses; ApiVersions always answers with v0 so that any client can read it."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0
+
+
+# ------------------------------------------------------------------ primitives
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HDR = struct.Struct(">hhi")
+_PART_HEAD = struct.Struct(">ii")  # partition index + legacy records length
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint longer than 5 bytes")
+
+
+def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    n, pos = _read_uvarint(buf, pos)
+    for _ in range(n):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise ProtocolError("truncated tagged field")
+    return pos
+
+
+def _legacy_string(s: str | None) -> bytes:
+    if s is None:
+        return b"\xff\xff"
+    b = s.encode()
+    return _I16.pack(len(b)) + b
+
+
+def _compact_string(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+# ------------------------------------------------------------------ headers
+def encode_request_header(
+    header_version: int, api_key: int, api_version: int, correlation_id: int, client_id: str | None
+) -> bytes:
+    """Request header v0 (no client id), v1 (client id), v2 (v1 + empty tagged fields).
+
+    client_id stays a legacy int16 string even in v2, as Kafka specifies.
+    """
+    head = _HDR.pack(api_key, api_version, correlation_id)
+    if header_version == 0:
+        return head
+    head += _legacy_string(client_id)
+    if header_version >= 2:
+        head += b"\x00"
+    return head
+
+
+def decode_response_header(header_version: int, buf: memoryview) -> tuple[int, int]:
+    """Returns (correlation_id, offset of the body)."""
+    if len(buf) < 4:
+        raise ProtocolError(f"response of {len(buf)} bytes is shorter than its header")
+    (correlation_id,) = _I32.unpack_from(buf, 0)
+    pos = 4
+    if header_version >= 1:
+        pos = _skip_tagged_fields(buf, pos)
+    return correlation_id, pos
+
+
+# ------------------------------------------------------------------ generic bodies
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> list[Buffer]:
+    """The size-prefixed frame of one request, as buffers for ``sendmsg``."""
+    header = encode_request_header(
+        request_header_version(api_key, api_version), api_key, api_version, correlation_id, client_id
+    )
+    if isinstance(body, ProduceRequestData):
+        parts: list[Buffer] = [b"", header, *body.buffers]
+        size = len(header) + body.size
+    else:
+        out = io.BytesIO()
+        entity_writer(type(body))(out, body)
+        payload = out.getvalue()
+        parts = [b"", header, payload]
+        size = len(header) + len(payload)
+    parts[0] = _I32.pack(size)
+    return parts
+
+
+def body_version(api_key: int, body: Any) -> int:
+    if isinstance(body, ProduceRequestData):
+        return body.version
+    return int(body.__version__)
+
+
+def decode_response(api_key: int, api_version: int, buf: memoryview, offset: int) -> Any:
+    """Decode a response body (the header already consumed up to ``offset``)."""
+    if api_key == ApiKey.PRODUCE:
+        parts, throttle = parse_produce_response(api_version, buf[offset:])
+        return ProduceResponseData(parts, throttle)
+    if api_key == ApiKey.API_VERSIONS and len(buf) - offset >= 2:
+        # A broker that does not know our ApiVersions version answers UNSUPPORTED_VERSION in v0 format.
+        (code,) = _I16.unpack_from(buf, offset)
+        if code == 35:
+            api_version = 0
+    cls = response_class(api_key, api_version)
+    try:
+        value, size = entity_reader(cls)(buf, offset)
+    except Exception as e:
+        raise ProtocolError(f"cannot decode {ApiKey(api_key).name} v{api_version} response: {e}") from e
+    return value
+
+
+# ------------------------------------------------------------------ Produce
+@dataclass(slots=True)
+class ProduceRequestData:
+    """A framed Produce body: small header chunks interleaved with the batches themselves."""
+
+    version: int
+    acks: int
+    timeout_ms: int
+    transactional_id: str | None
+    buffers: list[Buffer]
+    size: int
+    partitions: tuple[TopicPartition, ...] = field(default=())
+
+    api_key: int = ApiKey.PRODUCE
+
+
+def build_produce_request(
+    version: int,
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None,
+    batches: Mapping[TopicPartition, bytes | memoryview],
+) -> ProduceRequestData:
+    """Frame a Produce request of ``version`` (0–11) without copying any batch."""
+    lo, hi = CLIENT_VERSIONS[ApiKey.PRODUCE]
+    if not lo <= version <= hi:
+        raise ValueError(f"Produce v{version} is not implemented (supported {lo}..{hi})")
+    flexible = version >= 9
+    by_topic: dict[str, list[tuple[int, bytes | memoryview]]] = {}
+    for tp, data in batches.items():
+        by_topic.setdefault(tp.topic, []).append((tp.partition, data))
+
+    buffers: list[Buffer] = []
+    head = bytearray()
+    size = 0
+    if version >= 3:
+        head += _compact_string(transactional_id) if flexible else _legacy_string(transactional_id)
+    head += _I16.pack(acks) + _I32.pack(timeout_ms)
+    head += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+    for topic, plist in by_topic.items():
+        head += _compact_string(topic) if flexible else _legacy_string(topic)
+        head += _uvarint(len(plist) + 1) if flexible else _I32.pack(len(plist))
+        for partition, data in plist:
+            n = len(data) if not isinstance(data, memoryview) else data.nbytes
+            if flexible:
+                head += _I32.pack(partition) + _uvarint(n + 1)
+            else:
+                head += _PART_HEAD.pack(partition, n)
+            buffers.append(bytes(head))
+            size += len(head)
+            head = bytearray()
+            buffers.append(data)
+            size += n
+            if flexible:
+                head += b"\x00"  # partition tagged fields
+        if flexible:
+            head += b"\x00"  # topic tagged fields
+    if flexible:
+        head += b"\x00"  # request tagged fields
+    if head:
+        buffers.append(bytes(head))
+        size += len(head)
+    return ProduceRequestData(version, acks, timeout_ms, transactional_id, buffers, size, tuple(batches))
+
+
+class RecordError(NamedTuple):
+    batch_index: int
+    message: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionProduceResponse:
+    error_code: int
+    error_message: str | None
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    record_errors: tuple[RecordError, ...]
+
+
+class ProduceResponseData(NamedTuple):
+    responses: dict[TopicPartition, PartitionProduceResponse]
+    throttle_time_ms: int
+
+
+class _Reader:
+    """A cursor over a response body that turns short reads into ProtocolError."""
+
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: memoryview, flexible: bool) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.flexible = flexible
+
+    def _need(self, n: int) -> None:
+        if self.pos + n > len(self.buf):
+            raise ProtocolError(f"truncated response: need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}")
+
+    def i16(self) -> int:
+        self._need(2)
+        (v,) = _I16.unpack_from(self.buf, self.pos)
+        self.pos += 2
+        return int(v)
+
+    def i32(self) -> int:
+        self._need(4)
+        (v,) = _I32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def i64(self) -> int:
+        self._need(8)
+        (v,) = _I64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return int(v)
+
+    def array_len(self) -> int:
+        if self.flexible:
+            n, self.pos = _read_uvarint(self.buf, self.pos)
+            n -= 1
+        else:
+            n = self.i32()
+        if n > len(self.buf):
+            raise ProtocolError(f"array length {n} exceeds the response size")
+        return max(n, 0)
+
+    def string(self) -> str | None:
+        if self.flexible:
+            n, self.pos = _read_uvarint(self.buf, self.pos)
+            n -= 1
+        else:
+            n = self.i16()
+        if n < 0:
+            return None
+        self._need(n)
+        s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.pos = _skip_tagged_fields(self.buf, self.pos)
+
+
+def parse_produce_response(
+    version: int, body: bytes | memoryview
+) -> tuple[dict[TopicPartition, PartitionProduceResponse], int]:
+    """Decode a Produce response body of ``version`` (0–11)."""
+    r = _Reader(memoryview(body), version >= 9)
+    out: dict[TopicPartition, PartitionProduceResponse] = {}
+    for _ in range(r.array_len()):
+        topic = r.string()
+        if topic is None:
+            raise ProtocolError("null topic name in produce response")
+        for _ in range(r.array_len()):
+            partition = r.i32()
+            error_code = r.i16()
+            base_offset = r.i64()
+            log_append_time = r.i64() if version >= 2 else -1
+            log_start_offset = r.i64() if version >= 5 else -1
+            record_errors: tuple[RecordError, ...] = ()
+            error_message = None
+            if version >= 8:
+                errs = []
+                for _ in range(r.array_len()):
+                    idx = r.i32()
+                    msg = r.string()
+                    r.tags()
+                    errs.append(RecordError(idx, msg))
+                record_errors = tuple(errs)
+                error_message = r.string()
+            r.tags()
+            out[TopicPartition(topic, partition)] = PartitionProduceResponse(
+                error_code, error_message, base_offset, log_append_time, log_start_offset, record_errors
+            )
+        r.tags()
+    throttle = r.i32() if version >= 1 else 0
+    r.tags()
+    return out, throttle
+
+
+def api_version_entries(response: Any) -> dict[int, tuple[int, int]]:
+    """{api_key: (min, max)} from an ApiVersions response of any version."""
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+def negotiate(
+    broker: Mapping[int, tuple[int, int]], client: Mapping[ApiKey, tuple[int, int]] = CLIENT_VERSIONS
+) -> dict[int, int]:
+    """Per API, the highest version both sides support; APIs with no overlap are left out."""
+    out: dict[int, int] = {}
+    for key, (c_lo, c_hi) in client.items():
+        b = broker.get(int(key))
+        if b is None:
+            continue
+        lo, hi = max(c_lo, b[0]), min(c_hi, b[1])
+        if lo <= hi:
+            out[int(key)] = hi
+    return out
+
+
+def describe(parts: Sequence[Buffer]) -> int:
+    """Total bytes of a buffer list (for logging and metrics)."""
+    return sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)

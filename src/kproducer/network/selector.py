@@ -1,0 +1,221 @@
+"""Non-blocking socket I/O for many broker connections on one thread.
+
+``selectors`` plus non-blocking sockets; a socketpair lets other threads
+``wakeup()`` a blocked ``poll``. Sends are lists of buffers written with
+``socket.sendmsg`` so that record batches are never joined into one blob.
+Only the Sender thread calls anything here except ``wakeup()``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import selectors
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+
+from kproducer.network.protocol import Buffer
+
+__all__ = ["Selector", "PollResult"]
+
+logger = logging.getLogger(__name__)
+
+_IOV_MAX = 512
+_RECV_CHUNK = 256 * 1024
+
+
+@dataclass(slots=True)
+class PollResult:
+    connected: list[int] = field(default_factory=list)
+    disconnected: list[tuple[int, str]] = field(default_factory=list)
+    received: list[tuple[int, bytes]] = field(default_factory=list)
+    sends_completed: list[int] = field(default_factory=list)
+
+
+class _Channel:
+    __slots__ = ("conn_id", "sock", "connecting", "pending", "pending_bytes", "address")
+
+    def __init__(self, conn_id: int, sock: socket.socket, address: tuple[str, int]) -> None:
+        self.conn_id = conn_id
+        self.sock = sock
+        self.connecting = True
+        self.pending: deque[memoryview] = deque()
+        self.pending_bytes = 0
+        self.address = address
+
+
+class Selector:
+    """Moves bytes between sockets and connection ids (see module docstring)."""
+
+    def __init__(self, *, send_buffer_bytes: int = 131072, receive_buffer_bytes: int = 32768) -> None:
+        self._sel = selectors.DefaultSelector()
+        self._channels: dict[int, _Channel] = {}
+        self._send_buffer_bytes = send_buffer_bytes
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+
+    # ------------------------------------------------------------- connections
+    def connect(self, conn_id: int, host: str, port: int, family: int = socket.AF_INET) -> None:
+        """Start a non-blocking connect; completion is reported by ``poll``."""
+        if conn_id in self._channels:
+            raise ValueError(f"connection {conn_id} already exists")
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self._send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
+        if self._receive_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+        ch = _Channel(conn_id, sock, (host, port))
+        rc = sock.connect_ex((host, port))
+        if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            sock.close()
+            raise OSError(rc, f"connect to {host}:{port} failed: {errno.errorcode.get(rc, rc)}")
+        self._channels[conn_id] = ch
+        self._sel.register(sock, selectors.EVENT_WRITE, ch)
+
+    def close(self, conn_id: int) -> None:
+        ch = self._channels.pop(conn_id, None)
+        if ch is None:
+            return
+        try:
+            self._sel.unregister(ch.sock)
+        except (KeyError, ValueError):
+            pass
+        ch.sock.close()
+
+    def is_connected(self, conn_id: int) -> bool:
+        ch = self._channels.get(conn_id)
+        return ch is not None and not ch.connecting
+
+    def send(self, conn_id: int, buffers: list[Buffer]) -> None:
+        """Queue buffers for writing; they go out on the next ``poll`` (or now, if the socket allows)."""
+        ch = self._channels[conn_id]
+        for b in buffers:
+            mv = b if isinstance(b, memoryview) else memoryview(b)
+            if mv.nbytes:
+                ch.pending.append(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv)
+                ch.pending_bytes += mv.nbytes
+        if not ch.connecting:
+            self._update_interest(ch)
+
+    def pending_bytes(self, conn_id: int) -> int:
+        ch = self._channels.get(conn_id)
+        return 0 if ch is None else ch.pending_bytes
+
+    def wakeup(self) -> None:
+        """Interrupt a blocked ``poll`` from any thread."""
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):
+            pass
+
+    # ------------------------------------------------------------- polling
+    def poll(self, timeout_s: float) -> PollResult:
+        result = PollResult()
+        # Try writing first: most sends complete without waiting for the selector.
+        for ch in list(self._channels.values()):
+            if not ch.connecting and ch.pending:
+                self._write(ch, result)
+        events = self._sel.select(max(0.0, timeout_s))
+        for key, mask in events:
+            ch = key.data
+            if ch is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+                continue
+            if ch.conn_id not in self._channels:
+                continue
+            if ch.connecting:
+                if mask & selectors.EVENT_WRITE:
+                    err = ch.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        self.close(ch.conn_id)
+                        result.disconnected.append(
+                            (ch.conn_id, f"connect to {ch.address[0]}:{ch.address[1]} failed: {errno.errorcode.get(err, err)}")
+                        )
+                        continue
+                    ch.connecting = False
+                    result.connected.append(ch.conn_id)
+                    self._update_interest(ch)
+                continue
+            if mask & selectors.EVENT_READ:
+                self._read(ch, result)
+                if ch.conn_id not in self._channels:
+                    continue
+            if mask & selectors.EVENT_WRITE and ch.pending:
+                self._write(ch, result)
+        return result
+
+    def _read(self, ch: _Channel, result: PollResult) -> None:
+        chunks = []
+        while True:
+            try:
+                data = ch.sock.recv(_RECV_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                self.close(ch.conn_id)
+                result.disconnected.append((ch.conn_id, f"read failed: {e}"))
+                break
+            if not data:
+                self.close(ch.conn_id)
+                if chunks:
+                    result.received.append((ch.conn_id, b"".join(chunks)))
+                result.disconnected.append((ch.conn_id, "connection closed by the broker"))
+                return
+            chunks.append(data)
+            if len(data) < _RECV_CHUNK:
+                break
+        if chunks:
+            result.received.append((ch.conn_id, b"".join(chunks)))
+
+    def _write(self, ch: _Channel, result: PollResult) -> None:
+        while ch.pending:
+            iov = list(ch.pending)[:_IOV_MAX] if len(ch.pending) > _IOV_MAX else list(ch.pending)
+            try:
+                sent = ch.sock.sendmsg(iov)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                self.close(ch.conn_id)
+                result.disconnected.append((ch.conn_id, f"write failed: {e}"))
+                return
+            ch.pending_bytes -= sent
+            while sent:
+                head = ch.pending[0]
+                if head.nbytes <= sent:
+                    sent -= head.nbytes
+                    ch.pending.popleft()
+                else:
+                    ch.pending[0] = head[sent:]
+                    sent = 0
+        if not ch.pending:
+            result.sends_completed.append(ch.conn_id)
+        self._update_interest(ch)
+
+    def _update_interest(self, ch: _Channel) -> None:
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ch.pending else 0)
+        try:
+            self._sel.modify(ch.sock, events, ch)
+        except (KeyError, ValueError):
+            pass
+
+    def close_all(self) -> None:
+        for conn_id in list(self._channels):
+            self.close(conn_id)
+        if not self._closed:
+            self._closed = True
+            self._sel.unregister(self._wake_r)
+            self._wake_r.close()
+            self._wake_w.close()
+            self._sel.close()
