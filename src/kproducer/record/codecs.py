@@ -280,7 +280,10 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, magic: int) -> bytes:
         if raw:
             out.append(bytes(block))
         else:
-            out.append(bytes(cramjam.lz4.decompress_block(block, output_len=block_max)))
+            scratch = bytearray(block_max)
+            produced = cramjam.lz4.decompress_block_into(block, scratch)
+            del scratch[produced:]
+            out.append(bytes(scratch))
     if content_checksum:
         pos += 4
     return b"".join(out)
