@@ -1,0 +1,727 @@
+"""Sensors and windowed stats with the Java client's metric names and semantics.
+
+Mirrors ``org.apache.kafka.common.metrics``: a :class:`Sensor` is recorded once per
+event (per batch, per request, never per record) and feeds every stat added to it;
+sampled stats keep ``num_samples`` windows of ``sample_window_ms`` each and forget
+older ones, so rates and averages describe the recent past. :class:`Rate` divides
+by the elapsed time exactly as Java does (assuming ``num_samples - 1`` full windows
+while the producer is young), so dashboards read the same numbers as for a Java
+producer. Seed 003 lists the metrics operators watch.
+
+Times are integer milliseconds from the clock passed to :class:`Metrics`; tests pass
+a fake one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = [
+    "PRODUCER_GROUP",
+    "PRODUCER_TOPIC_GROUP",
+    "PRODUCER_GAUGES",
+    "Avg",
+    "CumulativeCount",
+    "CumulativeSum",
+    "Max",
+    "MetricConfig",
+    "MetricName",
+    "Metrics",
+    "Min",
+    "ProducerSensors",
+    "Rate",
+    "Sensor",
+    "Stat",
+    "TopicSensors",
+    "Value",
+    "WindowedCount",
+    "WindowedSum",
+    "register_producer_metrics",
+]
+
+logger = logging.getLogger(__name__)
+
+PRODUCER_GROUP = "producer-metrics"
+PRODUCER_TOPIC_GROUP = "producer-topic-metrics"
+
+#: Java's Sensor.RecordingLevel, most important first.
+_LEVELS = {"INFO": 0, "DEBUG": 1, "TRACE": 2}
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class MetricConfig:
+    """The sampling shape shared by a sensor's stats (Java's MetricConfig)."""
+
+    sample_window_ms: int = 30000
+    num_samples: int = 2
+    #: Java's event window: a sample is also complete after this many events.
+    event_window: int = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class MetricName:
+    """A metric's identity: its Java name, group and tags; ``key`` is how snapshots name it."""
+
+    name: str
+    group: str = PRODUCER_GROUP
+    tags: tuple[tuple[str, str], ...] = ()
+    key: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.tags:
+            inner = ",".join(f"{k}={v}" for k, v in self.tags)
+            object.__setattr__(self, "key", f"{self.name}[{inner}]")
+        else:
+            object.__setattr__(self, "key", self.name)
+
+
+class Stat(Protocol):
+    """What a sensor feeds: ``record`` is called under the sensor's lock, ``measure`` too."""
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None: ...
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float: ...
+
+
+# ---------------------------------------------------------------------------- sampled stats
+
+
+class _Sample:
+    __slots__ = ("initial", "value", "event_count", "last_window_ms")
+
+    def __init__(self, initial: float, now_ms: int) -> None:
+        self.initial = initial
+        self.value = initial
+        self.event_count = 0
+        self.last_window_ms = now_ms
+
+    def reset(self, now_ms: int) -> None:
+        self.value = self.initial
+        self.event_count = 0
+        self.last_window_ms = now_ms
+
+    def is_complete(self, now_ms: int, config: MetricConfig) -> bool:
+        return (
+            now_ms - self.last_window_ms >= config.sample_window_ms or self.event_count >= config.event_window
+        )
+
+
+class _SampledStat(ABC):
+    """A ring of samples; ``_update`` folds a value into the current one (Java's SampledStat)."""
+
+    __slots__ = ("_samples", "_current")
+
+    initial: float = 0.0
+
+    def __init__(self) -> None:
+        self._samples: list[_Sample] = []
+        self._current = 0
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        samples = self._samples
+        if not samples:
+            samples.append(_Sample(self.initial, now_ms))
+        sample = samples[self._current]
+        if sample.is_complete(now_ms, config):
+            sample = self._advance(config, now_ms)
+        self._update(sample, value)
+        sample.event_count += 1
+
+    def _advance(self, config: MetricConfig, now_ms: int) -> _Sample:
+        self._current = (self._current + 1) % config.num_samples
+        if self._current >= len(self._samples):
+            sample = _Sample(self.initial, now_ms)
+            self._samples.append(sample)
+            return sample
+        sample = self._samples[self._current]
+        sample.reset(now_ms)
+        return sample
+
+    @abstractmethod
+    def _update(self, sample: _Sample, value: float) -> None:
+        """Fold one value into the current sample."""
+
+    @abstractmethod
+    def _combine(self, samples: list[_Sample]) -> float:
+        """The stat's value over the live samples."""
+
+    def purge_obsolete(self, config: MetricConfig, now_ms: int) -> None:
+        """Reset samples older than the whole window, so idle periods read as no data."""
+        expire_age = config.num_samples * config.sample_window_ms
+        for sample in self._samples:
+            if now_ms - sample.last_window_ms >= expire_age:
+                sample.reset(now_ms)
+
+    def oldest(self, now_ms: int) -> _Sample:
+        if not self._samples:
+            self._samples.append(_Sample(self.initial, now_ms))
+        return min(self._samples, key=lambda s: s.last_window_ms)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        self.purge_obsolete(config, now_ms)
+        return self._combine(self._samples)
+
+
+class Avg(_SampledStat):
+    """Mean of the values recorded in the live windows; NaN with none."""
+
+    __slots__ = ()
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        sample.value += value
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        count = sum(s.event_count for s in samples)
+        if count == 0:
+            return math.nan
+        return sum(s.value for s in samples) / count
+
+
+class Max(_SampledStat):
+    """Largest value in the live windows; NaN with none."""
+
+    __slots__ = ()
+    initial = -math.inf
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        if value > sample.value:
+            sample.value = value
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        live = [s.value for s in samples if s.event_count > 0]
+        return max(live) if live else math.nan
+
+
+class Min(_SampledStat):
+    """Smallest value in the live windows; NaN with none."""
+
+    __slots__ = ()
+    initial = math.inf
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        if value < sample.value:
+            sample.value = value
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        live = [s.value for s in samples if s.event_count > 0]
+        return min(live) if live else math.nan
+
+
+class WindowedSum(_SampledStat):
+    """Sum of the values recorded in the live windows."""
+
+    __slots__ = ()
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        sample.value += value
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        return float(sum(s.value for s in samples))
+
+
+class WindowedCount(WindowedSum):
+    """Number of recordings in the live windows (the value is ignored)."""
+
+    __slots__ = ()
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        sample.value += 1.0
+
+
+class Rate:
+    """Per-second (or per ``unit_ms``) rate of a windowed stat, with Java's elapsed-time rule.
+
+    The elapsed time is measured from the oldest live window, but never taken as less than
+    ``num_samples - 1`` full windows: otherwise a burst in the first second after start-up
+    would read as a huge rate.
+    """
+
+    __slots__ = ("_stat", "_unit_ms")
+
+    def __init__(self, stat: _SampledStat | None = None, *, unit_ms: float = 1000.0) -> None:
+        self._stat = stat if stat is not None else WindowedSum()
+        self._unit_ms = unit_ms
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self._stat.record(config, value, now_ms)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        value = self._stat.measure(config, now_ms)
+        return value / (self.window_size_ms(config, now_ms) / self._unit_ms)
+
+    def window_size_ms(self, config: MetricConfig, now_ms: int) -> int:
+        self._stat.purge_obsolete(config, now_ms)
+        elapsed = now_ms - self._stat.oldest(now_ms).last_window_ms
+        full_windows = elapsed // config.sample_window_ms if config.sample_window_ms > 0 else 0
+        min_full_windows = config.num_samples - 1
+        if full_windows < min_full_windows:
+            elapsed += (min_full_windows - full_windows) * config.sample_window_ms
+        return max(elapsed, 1)
+
+
+# ---------------------------------------------------------------------------- cumulative stats
+
+
+class CumulativeSum:
+    """Sum of every value ever recorded (the ``*-total`` metrics)."""
+
+    __slots__ = ("_total",)
+
+    def __init__(self) -> None:
+        self._total = 0.0
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self._total += value
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self._total
+
+
+class CumulativeCount(CumulativeSum):
+    """Number of recordings ever made."""
+
+    __slots__ = ()
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self._total += 1.0
+
+
+class Value:
+    """The last value recorded; NaN before any."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = math.nan
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self._value = value
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self._value
+
+
+# ---------------------------------------------------------------------------- sensors and registry
+
+
+@dataclass(slots=True)
+class _Metric:
+    name: MetricName
+    description: str
+    stat: Stat | None
+    gauge: Callable[[], float] | None
+    sensor: Sensor | None
+
+
+class Sensor:
+    """Records one kind of event into all its stats under one lock (Java's Sensor)."""
+
+    __slots__ = ("name", "_metrics", "_config", "_clock", "_lock", "_stats", "_enabled")
+
+    def __init__(
+        self,
+        name: str,
+        metrics: Metrics,
+        config: MetricConfig,
+        clock_ms: Callable[[], int],
+        enabled: bool,
+    ) -> None:
+        self.name = name
+        self._metrics = metrics
+        self._config = config
+        self._clock = clock_ms
+        self._lock = threading.Lock()
+        self._stats: tuple[Stat, ...] = ()
+        self._enabled = enabled
+
+    @property
+    def enabled(self) -> bool:
+        """False when the sensor's recording level is above metrics.recording.level."""
+        return self._enabled
+
+    def add(
+        self,
+        metric_name: str | MetricName,
+        stat: Stat,
+        description: str = "",
+        *,
+        tags: Mapping[str, str] | None = None,
+        group: str = PRODUCER_GROUP,
+    ) -> Sensor:
+        """Register ``stat`` under a metric name; it sees every later ``record``."""
+        name = _metric_name(metric_name, group, tags)
+        self._metrics._register(_Metric(name, description, stat, None, self))
+        with self._lock:
+            self._stats = (*self._stats, stat)
+        return self
+
+    def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
+        """Feed one event to every stat; called per batch or per request, so kept short."""
+        if not self._enabled:
+            return
+        if now_ms is None:
+            now_ms = self._clock()
+        config = self._config
+        with self._lock:
+            for stat in self._stats:
+                stat.record(config, value, now_ms)
+
+    def _measure(self, stat: Stat, now_ms: int) -> float:
+        with self._lock:
+            return stat.measure(self._config, now_ms)
+
+
+def _metric_name(name: str | MetricName, group: str, tags: Mapping[str, str] | None) -> MetricName:
+    if isinstance(name, MetricName):
+        return name
+    return MetricName(name, group, tuple(sorted(tags.items())) if tags else ())
+
+
+class Metrics:
+    """The registry of sensors and metrics of one producer; reads come from :meth:`snapshot`."""
+
+    def __init__(
+        self,
+        clock_ms: Callable[[], int] | None = None,
+        sample_window_ms: int = 30000,
+        num_samples: int = 2,
+        recording_level: str = "INFO",
+    ) -> None:
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        if sample_window_ms < 0:
+            raise ValueError(f"sample_window_ms must be >= 0, got {sample_window_ms}")
+        level = recording_level.upper()
+        if level not in _LEVELS:
+            raise ValueError(f"recording_level must be one of {', '.join(_LEVELS)}, got {recording_level!r}")
+        self.clock_ms: Callable[[], int] = clock_ms if clock_ms is not None else _monotonic_ms
+        self.config = MetricConfig(sample_window_ms=sample_window_ms, num_samples=num_samples)
+        self.recording_level = level
+        self._lock = threading.Lock()
+        self._sensors: dict[str, Sensor] = {}
+        self._metrics: dict[str, _Metric] = {}
+
+    def sensor(self, name: str, recording_level: str = "INFO", config: MetricConfig | None = None) -> Sensor:
+        """Get or create the sensor ``name``; safe to call from any thread."""
+        found = self._sensors.get(name)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._sensors.get(name)
+            if found is None:
+                enabled = _LEVELS[recording_level.upper()] <= _LEVELS[self.recording_level]
+                found = Sensor(name, self, config or self.config, self.clock_ms, enabled)
+                self._sensors[name] = found
+            return found
+
+    def get_sensor(self, name: str) -> Sensor | None:
+        return self._sensors.get(name)
+
+    def add_gauge(
+        self,
+        metric_name: str | MetricName,
+        fn: Callable[[], float],
+        description: str = "",
+        *,
+        tags: Mapping[str, str] | None = None,
+        group: str = PRODUCER_GROUP,
+    ) -> None:
+        """A metric read on demand from ``fn`` (buffer-available-bytes, requests-in-flight...)."""
+        self._register(_Metric(_metric_name(metric_name, group, tags), description, None, fn, None))
+
+    def _register(self, metric: _Metric) -> None:
+        with self._lock:
+            if metric.name.key in self._metrics:
+                raise ValueError(f"a metric named {metric.name.key!r} already exists")
+            self._metrics[metric.name.key] = metric
+
+    def remove_metric(self, key: str) -> bool:
+        """Forget one metric (gauges of a closed component); True if it existed."""
+        with self._lock:
+            metric = self._metrics.pop(key, None)
+        if metric is not None and metric.sensor is not None and metric.stat is not None:
+            sensor = metric.sensor
+            with sensor._lock:
+                sensor._stats = tuple(s for s in sensor._stats if s is not metric.stat)
+        return metric is not None
+
+    def remove_sensor(self, name: str) -> bool:
+        """Forget a sensor and every metric it feeds (per-topic sensors of an evicted topic)."""
+        with self._lock:
+            sensor = self._sensors.pop(name, None)
+            if sensor is None:
+                return False
+            for key in [k for k, m in self._metrics.items() if m.sensor is sensor]:
+                del self._metrics[key]
+        return True
+
+    def _read(self, metric: _Metric, now_ms: int) -> float:
+        if metric.gauge is not None:
+            try:
+                return float(metric.gauge())
+            except Exception:
+                logger.exception("gauge %s failed", metric.name.key)
+                return math.nan
+        if metric.sensor is None or metric.stat is None:
+            return math.nan
+        return metric.sensor._measure(metric.stat, now_ms)
+
+    def value(self, key: str, now_ms: int | None = None) -> float:
+        """One metric's current value by snapshot key; KeyError if unknown."""
+        metric = self._metrics[key]
+        return self._read(metric, self.clock_ms() if now_ms is None else now_ms)
+
+    def snapshot(self, now_ms: int | None = None) -> dict[str, float]:
+        """Every metric's current value, keyed by Java name (``name[topic=x]`` when tagged)."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        with self._lock:
+            metrics = list(self._metrics.values())
+        return {m.name.key: self._read(m, now) for m in metrics}
+
+    def describe(self) -> dict[str, str]:
+        """Each metric's description, by snapshot key."""
+        with self._lock:
+            return {k: m.description for k, m in self._metrics.items()}
+
+    def metric_names(self) -> list[MetricName]:
+        with self._lock:
+            return [m.name for m in self._metrics.values()]
+
+
+# ---------------------------------------------------------------------------- the producer's metrics
+
+#: Gauges the producer registers once the objects they read exist (name -> description).
+PRODUCER_GAUGES: dict[str, str] = {
+    "requests-in-flight": "Produce requests sent and not yet answered, over all brokers.",
+    "buffer-available-bytes": "Bytes of buffer.memory not held by batches (free list plus unallocated).",
+    "buffer-total-bytes": "The buffer.memory the BufferPool manages.",
+    "metadata-urgent-topics": "Topics whose metadata is needed now (KIP-526's urgent set).",
+    "metadata-age-max": "Seconds since the least recently refreshed topic's metadata was fetched.",
+    "waiting-threads": "Caller threads blocked waiting for buffer memory.",
+}
+
+
+@dataclass(slots=True)
+class TopicSensors:
+    """Per-topic sensors (group producer-topic-metrics, tag topic=...), as the Java Sender keeps."""
+
+    record_send: Sensor
+    byte_send: Sensor
+    compression_rate: Sensor
+    record_retry: Sensor
+    record_error: Sensor
+
+
+@dataclass(slots=True)
+class ProducerSensors:
+    """The producer's sensors; the Sender, accumulator and metadata code record into them."""
+
+    metrics: Metrics
+    #: record(count of records in a batch) when a batch is sent.
+    record_send: Sensor
+    #: record(count of records) when a batch fails for good.
+    record_error: Sensor
+    #: record(count of records) when a batch is retried.
+    record_retry: Sensor
+    #: record(ms from send to response) per produce request.
+    request_latency: Sensor
+    #: record() per produce request sent.
+    request: Sensor
+    #: record(bytes) per batch sent.
+    batch_size: Sensor
+    #: record(records) per produce request.
+    records_per_request: Sensor
+    #: record(compressed / uncompressed) per batch sent.
+    compression_rate: Sensor
+    #: record() when an allocation times out.
+    buffer_exhausted: Sensor
+    #: record(ns waited) per blocking allocation.
+    bufferpool_wait_time: Sensor
+    #: record(ms from batch creation to drain) per batch.
+    record_queue_time: Sensor
+    #: record(throttle_time_ms) per produce response.
+    produce_throttle_time: Sensor
+    #: record(bytes) per record appended (key, value and headers).
+    record_size: Sensor
+    #: record(number of topics asked for) per metadata request.
+    metadata_request: Sensor
+    #: record(bytes) per metadata response.
+    metadata_response_bytes: Sensor
+    _topics: dict[str, TopicSensors] = field(default_factory=dict)
+    _topics_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_gauge(self, name: str, fn: Callable[[], float]) -> None:
+        """Register one of :data:`PRODUCER_GAUGES` once the object it reads exists."""
+        if name not in PRODUCER_GAUGES:
+            raise ValueError(f"unknown producer gauge {name!r}; known: {', '.join(sorted(PRODUCER_GAUGES))}")
+        self.metrics.add_gauge(name, fn, PRODUCER_GAUGES[name])
+
+    def topic(self, topic: str) -> TopicSensors:
+        """Get or create the per-topic sensors (``record-send-rate[topic=...]`` and friends)."""
+        found = self._topics.get(topic)
+        if found is not None:
+            return found
+        with self._topics_lock:
+            found = self._topics.get(topic)
+            if found is None:
+                found = _register_topic(self.metrics, topic)
+                self._topics[topic] = found
+            return found
+
+    def remove_topic(self, topic: str) -> None:
+        """Drop a topic's sensors (its metadata was evicted)."""
+        with self._topics_lock:
+            if self._topics.pop(topic, None) is None:
+                return
+        for suffix in ("records-send", "bytes", "compression-rate", "record-retries", "record-errors"):
+            self.metrics.remove_sensor(f"topic.{topic}.{suffix}")
+
+
+def _meter(
+    sensor: Sensor,
+    base: str,
+    what: str,
+    *,
+    tags: Mapping[str, str] | None = None,
+    group: str = PRODUCER_GROUP,
+    count: bool = False,
+) -> None:
+    """Java's Meter: ``base-rate`` per second and ``base-total`` since start."""
+    sensor.add(
+        f"{base}-rate",
+        Rate(WindowedCount() if count else WindowedSum()),
+        f"The number of {what} per second.",
+        tags=tags,
+        group=group,
+    )
+    sensor.add(
+        f"{base}-total",
+        CumulativeCount() if count else CumulativeSum(),
+        f"The total number of {what}.",
+        tags=tags,
+        group=group,
+    )
+
+
+def _register_topic(metrics: Metrics, topic: str) -> TopicSensors:
+    tags = {"topic": topic}
+    g = PRODUCER_TOPIC_GROUP
+    send = metrics.sensor(f"topic.{topic}.records-send")
+    _meter(send, "record-send", f"records sent to {topic}", tags=tags, group=g)
+    byte = metrics.sensor(f"topic.{topic}.bytes")
+    _meter(byte, "byte", f"bytes sent to {topic}", tags=tags, group=g)
+    comp = metrics.sensor(f"topic.{topic}.compression-rate")
+    comp.add(
+        "compression-rate", Avg(), f"The average compression ratio of {topic}'s batches.", tags=tags, group=g
+    )
+    retry = metrics.sensor(f"topic.{topic}.record-retries")
+    _meter(retry, "record-retry", f"record sends to {topic} retried", tags=tags, group=g)
+    error = metrics.sensor(f"topic.{topic}.record-errors")
+    _meter(error, "record-error", f"record sends to {topic} that failed", tags=tags, group=g)
+    return TopicSensors(send, byte, comp, retry, error)
+
+
+def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
+    """Create the producer-metrics sensors under their Java names (see seed 003's table)."""
+    s = metrics.sensor
+
+    record_send = s("records-send")
+    _meter(record_send, "record-send", "records sent")
+    record_error = s("errors")
+    _meter(record_error, "record-error", "record sends that failed")
+    record_retry = s("record-retries")
+    _meter(record_retry, "record-retry", "record sends retried")
+
+    request_latency = s("request-latency")
+    request_latency.add("request-latency-avg", Avg(), "The average produce request latency in ms.")
+    request_latency.add("request-latency-max", Max(), "The largest produce request latency in ms.")
+
+    request = s("requests-sent")
+    _meter(request, "request", "produce requests sent", count=True)
+
+    batch_size = s("batch-size")
+    batch_size.add("batch-size-avg", Avg(), "The average bytes per partition batch sent.")
+    batch_size.add("batch-size-max", Max(), "The largest partition batch sent, in bytes.")
+
+    records_per_request = s("records-per-request")
+    records_per_request.add("records-per-request-avg", Avg(), "The average number of records per request.")
+
+    compression_rate = s("compression-rate")
+    compression_rate.add(
+        "compression-rate-avg", Avg(), "The average ratio of compressed to uncompressed batch size."
+    )
+
+    buffer_exhausted = s("buffer-exhausted-records")
+    _meter(
+        buffer_exhausted, "buffer-exhausted", "sends that failed because buffer memory ran out", count=True
+    )
+
+    bufferpool_wait_time = s("bufferpool-wait-time")
+    bufferpool_wait_time.add(
+        "bufferpool-wait-ratio",
+        Rate(unit_ms=1e-6),
+        "The fraction of time caller threads spent waiting for buffer memory.",
+    )
+    bufferpool_wait_time.add(
+        "bufferpool-wait-time-ns-total",
+        CumulativeSum(),
+        "The total nanoseconds caller threads spent waiting for buffer memory.",
+    )
+
+    record_queue_time = s("queue-time")
+    record_queue_time.add("record-queue-time-avg", Avg(), "The average ms a batch waited in the accumulator.")
+    record_queue_time.add("record-queue-time-max", Max(), "The longest ms a batch waited in the accumulator.")
+
+    throttle = s("produce-throttle-time")
+    throttle.add("produce-throttle-time-avg", Avg(), "The average ms brokers throttled produce requests.")
+    throttle.add("produce-throttle-time-max", Max(), "The longest ms a broker throttled a produce request.")
+
+    record_size = s("record-size")
+    record_size.add("record-size-avg", Avg(), "The average record size in bytes.")
+    record_size.add("record-size-max", Max(), "The largest record size in bytes.")
+
+    metadata_request = s("metadata-requests")
+    metadata_request.add("metadata-request-rate", Rate(WindowedCount()), "Metadata requests sent per second.")
+    metadata_request.add(
+        "metadata-request-total", CumulativeCount(), "The total number of metadata requests."
+    )
+    metadata_request.add(
+        "metadata-topics-per-request-avg",
+        Avg(),
+        "The average number of topics asked for per metadata request.",
+    )
+
+    metadata_response_bytes = s("metadata-response-bytes")
+    metadata_response_bytes.add(
+        "metadata-response-bytes-total", CumulativeSum(), "The total bytes of metadata responses received."
+    )
+
+    return ProducerSensors(
+        metrics=metrics,
+        record_send=record_send,
+        record_error=record_error,
+        record_retry=record_retry,
+        request_latency=request_latency,
+        request=request,
+        batch_size=batch_size,
+        records_per_request=records_per_request,
+        compression_rate=compression_rate,
+        buffer_exhausted=buffer_exhausted,
+        bufferpool_wait_time=bufferpool_wait_time,
+        record_queue_time=record_queue_time,
+        produce_throttle_time=throttle,
+        record_size=record_size,
+        metadata_request=metadata_request,
+        metadata_response_bytes=metadata_response_bytes,
+    )
