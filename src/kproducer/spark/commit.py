@@ -1,0 +1,216 @@
+"""What each task reports back (its commit message) and the driver's aggregate of them.
+
+A task counts acknowledgements in the delivery callback (on the producer's
+I/O thread) and returns, after its flush, a :class:`TaskCommit`: records,
+bytes, per-partition offset ranges and the producer-metric deltas of the task.
+The driver's ``commit()`` folds them into a :class:`WriteSummary`, logs one
+line and, when the ``summary.path`` option is set, appends it as a JSON line:
+``commit()`` runs in a separate Python worker, so a file is how the summary
+reaches the caller's process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DeliveryTracker",
+    "TaskCommit",
+    "WriteSummary",
+    "aggregate",
+    "append_summary",
+    "metrics_delta",
+    "read_summaries",
+]
+
+# Offsets of one partition: [first, last, count].
+OffsetRange = list[int]
+
+
+class DeliveryTracker:
+    """The delivery callback of one task: acknowledged counts, offset ranges and the first error.
+
+    Called on the producer's single I/O thread; the task reads it only after
+    ``flush()`` returned, which orders the two, so no lock is needed.
+    """
+
+    __slots__ = ("acked", "failed", "first_error", "ranges")
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.failed = 0
+        self.first_error: BaseException | None = None
+        self.ranges: dict[tuple[str, int], OffsetRange] = {}
+
+    def __call__(self, metadata: Any, exception: BaseException | None) -> None:
+        if exception is not None:
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = exception
+            return
+        self.acked += 1
+        tp = (metadata.topic, metadata.partition)
+        r = self.ranges.get(tp)
+        off = metadata.offset
+        if r is None:
+            self.ranges[tp] = [off, off, 1]
+        else:
+            if off < r[0]:
+                r[0] = off
+            if off > r[1]:
+                r[1] = off
+            r[2] += 1
+
+    def partitions(self) -> dict[str, dict[int, OffsetRange]]:
+        out: dict[str, dict[int, OffsetRange]] = {}
+        for (topic, partition), r in self.ranges.items():
+            out.setdefault(topic, {})[partition] = list(r)
+        return out
+
+
+def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Counters (``*-total``) as the task's difference; gauges and averages as their value at the end."""
+    out: dict[str, float] = {}
+    for name, value in after.items():
+        if not isinstance(value, int | float):
+            continue
+        if name.endswith("-total"):
+            out[name] = float(value) - float(before.get(name, 0.0))
+        else:
+            out[name] = float(value)
+    return out
+
+
+@dataclass
+class TaskCommit(WriterCommitMessage):
+    """One task's report: picklable, small (one entry per partition written)."""
+
+    partition_id: int
+    attempt: int
+    records: int
+    bytes: int
+    partitions: dict[str, dict[int, OffsetRange]]
+    metrics: dict[str, float]
+    producer_serial: int
+    producer_pid: int
+    producer_created: bool
+    started: float
+    finished: float
+
+
+@dataclass
+class WriteSummary:
+    """The aggregate of a write (or of one micro-batch, with ``batch_id``)."""
+
+    tasks: int = 0
+    records: int = 0
+    bytes: int = 0
+    partitions: dict[str, dict[int, OffsetRange]] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    producers_created: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    batch_id: int | None = None
+    aborted: bool = False
+    missing_tasks: int = 0
+
+    @property
+    def elapsed(self) -> float:
+        return max(0.0, self.finished - self.started)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.elapsed if self.elapsed > 0 else 0.0
+
+    def topic_counts(self) -> dict[str, int]:
+        return {t: sum(r[2] for r in parts.values()) for t, parts in self.partitions.items()}
+
+    def line(self) -> str:
+        """The one summary line the driver logs."""
+        topics = ", ".join(f"{t}={n}" for t, n in sorted(self.topic_counts().items()))
+        where = f"batch {self.batch_id}: " if self.batch_id is not None else ""
+        state = "aborted" if self.aborted else "committed"
+        return (
+            f"kproducer sink {state} {where}{self.records} records, {self.bytes} bytes from {self.tasks} tasks "
+            f"in {self.elapsed:.2f}s ({self.records_per_second:,.0f} rec/s); "
+            f"{self.producers_created} producers created; topics: {topics or '-'}"
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WriteSummary:
+        raw = json.loads(text)
+        raw["partitions"] = {
+            t: {int(p): r for p, r in parts.items()} for t, parts in raw["partitions"].items()
+        }
+        return cls(**raw)
+
+
+# Averages are weighted by the records each task sent, so a tiny task does not skew them.
+def aggregate(
+    messages: Iterable[WriterCommitMessage | None], batch_id: int | None = None, aborted: bool = False
+) -> WriteSummary:
+    """Fold the tasks' commit messages (None for a failed task) into one summary."""
+    s = WriteSummary(batch_id=batch_id, aborted=aborted)
+    weights: dict[str, float] = {}
+    starts: list[float] = []
+    ends: list[float] = []
+    for m in messages:
+        if not isinstance(m, TaskCommit):
+            s.missing_tasks += 1
+            continue
+        s.tasks += 1
+        s.records += m.records
+        s.bytes += m.bytes
+        s.producers_created += int(m.producer_created)
+        starts.append(m.started)
+        ends.append(m.finished)
+        for topic, parts in m.partitions.items():
+            dest = s.partitions.setdefault(topic, {})
+            for p, (first, last, count) in parts.items():
+                r = dest.get(p)
+                dest[p] = (
+                    [first, last, count] if r is None else [min(r[0], first), max(r[1], last), r[2] + count]
+                )
+        w = float(max(m.records, 1))
+        for name, value in m.metrics.items():
+            if name.endswith("-total"):
+                s.metrics[name] = s.metrics.get(name, 0.0) + value
+            elif name.endswith("-max"):
+                s.metrics[name] = max(s.metrics.get(name, value), value)
+            else:
+                s.metrics[name] = s.metrics.get(name, 0.0) + value * w
+                weights[name] = weights.get(name, 0.0) + w
+    for name, w in weights.items():
+        s.metrics[name] = s.metrics[name] / w
+    s.started = min(starts, default=0.0)
+    s.finished = max(ends, default=0.0)
+    return s
+
+
+def append_summary(path: str, summary: WriteSummary) -> None:
+    """Append one JSON line; a single write() of a short line, so concurrent appends stay whole."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(summary.to_json() + "\n")
+
+
+def read_summaries(path: str) -> list[WriteSummary]:
+    """Every summary a sink appended to ``path`` (one per write or micro-batch), oldest first."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [WriteSummary.from_json(line) for line in fh if line.strip()]

@@ -1,0 +1,263 @@
+"""The sink's planning-time contract: the column schema and the options.
+
+Everything here runs on the driver (in the planning worker), before any task
+starts, so that a wrong schema or a misspelt option fails the query at once
+with a message naming the column or option and what is allowed. The column
+rules are those of Spark's built-in Kafka sink.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kproducer.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_CACHE_TIMEOUT_MS",
+    "SinkOptions",
+    "SinkSchema",
+    "SinkSchemaError",
+    "parse_duration_ms",
+    "parse_options",
+    "validate_producer_config",
+    "validate_schema",
+]
+
+# Spark's own default for spark.kafka.producer.cache.timeout.
+DEFAULT_CACHE_TIMEOUT_MS = 10 * 60 * 1000
+
+KAFKA_PREFIX = "kafka."
+WRITER_MODES = ("arrow", "row")
+
+# Options the sink reads itself (lower case: Spark hands options over case-insensitively).
+_OWN_OPTIONS = {
+    "topic": "the default topic; wins over a topic column",
+    "writer": "arrow (default) or row",
+    "spark.kafka.producer.cache.timeout": "idle time before a cached producer is closed, e.g. 10m",
+    "producer.cache.timeout": "alias of spark.kafka.producer.cache.timeout",
+    "flush.timeout.ms": "bound on each task's final flush (default: none, delivery.timeout.ms bounds it)",
+    "summary.path": "driver-side file the commit writes its summary to (JSON lines)",
+}
+# Options Spark itself may put into the map; accepted and ignored.
+_SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
+
+
+class SinkSchemaError(ValueError):
+    """The DataFrame's columns do not fit the Kafka sink's column contract."""
+
+
+@dataclass(slots=True, frozen=True)
+class SinkOptions:
+    """The parsed options: what the writers need, small and picklable."""
+
+    producer_config: tuple[tuple[str, str], ...]
+    topic: str | None
+    writer: str
+    cache_timeout_ms: int
+    flush_timeout_s: float | None
+    summary_path: str | None
+
+    @property
+    def producer_config_dict(self) -> dict[str, str]:
+        return dict(self.producer_config)
+
+
+@dataclass(slots=True, frozen=True)
+class SinkSchema:
+    """The DataFrame's actual column names for each role (None when absent), and the string flags."""
+
+    value: str
+    value_is_string: bool
+    key: str | None = None
+    key_is_string: bool = False
+    topic: str | None = None
+    partition: str | None = None
+    headers: str | None = None
+    timestamp: str | None = None
+    ignored: tuple[str, ...] = ()
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """Parse a Spark-style duration ("10m", "600s", "500ms"; a bare number is ms, as in Spark's timeConf)."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"option {option!r}: {text!r} is not a duration; use e.g. 10m, 600s or 500ms")
+    return int(m.group(1)) * _UNIT_MS[(m.group(2) or "ms").lower()]
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def parse_options(options: Mapping[str, str]) -> SinkOptions:
+    """Split the options into the producer's ``kafka.*`` keys and the sink's own, and check them."""
+    producer: dict[str, str] = {}
+    own: dict[str, str] = {}
+    for raw_key, value in options.items():
+        key = str(raw_key)
+        lower = key.lower()
+        if lower.startswith(KAFKA_PREFIX):
+            # Producer keys are case-sensitive in Kafka; Spark lower-cases option keys,
+            # which is harmless since every Java producer key is lower case.
+            producer[lower[len(KAFKA_PREFIX) :]] = str(value)
+        elif lower in _OWN_OPTIONS:
+            own[lower] = str(value)
+        elif lower in _SPARK_OPTIONS:
+            continue
+        else:
+            allowed = ", ".join(sorted(_OWN_OPTIONS))
+            raise ConfigError(
+                f"unknown option {key!r} for the kproducer sink{_suggest(lower, list(_OWN_OPTIONS))}; "
+                f"producer settings take the prefix 'kafka.' (e.g. kafka.linger.ms); sink options are: {allowed}"
+            )
+    if not producer.get("bootstrap.servers", "").strip():
+        raise ConfigError(
+            "option 'kafka.bootstrap.servers' is required: the broker list, e.g. "
+            ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
+        )
+    topic = own.get("topic")
+    if topic is not None and not topic.strip():
+        raise ConfigError("option 'topic' is empty: give a topic name or leave it out and use a topic column")
+    writer = own.get("writer", "arrow").strip().lower()
+    if writer not in WRITER_MODES:
+        raise ConfigError(f"option 'writer' is {writer!r}; allowed: {', '.join(WRITER_MODES)}")
+    timeout_text = own.get("spark.kafka.producer.cache.timeout", own.get("producer.cache.timeout"))
+    cache_timeout_ms = (
+        DEFAULT_CACHE_TIMEOUT_MS
+        if timeout_text is None
+        else parse_duration_ms(timeout_text, "spark.kafka.producer.cache.timeout")
+    )
+    flush_timeout_s: float | None = None
+    if "flush.timeout.ms" in own:
+        try:
+            flush_ms = int(own["flush.timeout.ms"])
+        except ValueError:
+            raise ConfigError(
+                f"option 'flush.timeout.ms' is {own['flush.timeout.ms']!r}; allowed: an integer >= 0"
+            )
+        if flush_ms < 0:
+            raise ConfigError(f"option 'flush.timeout.ms' is {flush_ms}; allowed: an integer >= 0")
+        flush_timeout_s = flush_ms / 1000.0
+    return SinkOptions(
+        producer_config=tuple(sorted(producer.items())),
+        topic=topic.strip() if topic is not None else None,
+        writer=writer,
+        cache_timeout_ms=cache_timeout_ms,
+        flush_timeout_s=flush_timeout_s,
+        summary_path=own.get("summary.path"),
+    )
+
+
+def validate_producer_config(config: Mapping[str, str]) -> None:
+    """Validate the ``kafka.*`` keys with the producer's own config table, so an unknown key fails here."""
+    from kproducer.config import ProducerConfig
+
+    try:
+        ProducerConfig(dict(config))
+    except ConfigError as e:
+        raise ConfigError(f"invalid producer setting among the 'kafka.*' options: {e.message}") from e
+
+
+def _type_name(dt: Any) -> str:
+    return str(dt.simpleString())
+
+
+def validate_schema(schema: Any, topic_option: str | None) -> SinkSchema:
+    """Check a Spark ``StructType`` against the Kafka sink's column contract."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    fields = {f.name.lower(): f for f in schema.fields}
+    have = ", ".join(f"{f.name}:{_type_name(f.dataType)}" for f in schema.fields) or "no columns"
+
+    def check_str_or_bin(name: str) -> bool:
+        dt = fields[name].dataType
+        if isinstance(dt, StringType):
+            return True
+        if isinstance(dt, BinaryType):
+            return False
+        raise SinkSchemaError(
+            f"column {name!r} has type {_type_name(dt)}; allowed: string or binary "
+            f"(cast it, e.g. col('{name}').cast('string'))"
+        )
+
+    if "value" not in fields:
+        raise SinkSchemaError(
+            f"the kproducer sink needs a 'value' column of type string or binary; the DataFrame has: {have}"
+        )
+    value_is_string = check_str_or_bin("value")
+    has_key = "key" in fields
+    key_is_string = check_str_or_bin("key") if has_key else False
+    has_topic = "topic" in fields
+    if has_topic and not isinstance(fields["topic"].dataType, StringType):
+        raise SinkSchemaError(
+            f"column 'topic' has type {_type_name(fields['topic'].dataType)}; allowed: string"
+        )
+    if not has_topic and topic_option is None:
+        raise SinkSchemaError(
+            "no topic: give the option 'topic' or a string column 'topic' (the option wins when both are given)"
+        )
+    has_partition = "partition" in fields
+    if has_partition and not isinstance(fields["partition"].dataType, IntegerType):
+        raise SinkSchemaError(
+            f"column 'partition' has type {_type_name(fields['partition'].dataType)}; allowed: int "
+            "(null lets the partitioner choose)"
+        )
+    has_headers = "headers" in fields
+    if has_headers:
+        dt = fields["headers"].dataType
+        ok = (
+            isinstance(dt, ArrayType)
+            and isinstance(dt.elementType, StructType)
+            and [f.name.lower() for f in dt.elementType.fields] == ["key", "value"]
+            and isinstance(dt.elementType.fields[0].dataType, StringType)
+            and isinstance(dt.elementType.fields[1].dataType, BinaryType)
+        )
+        if not ok:
+            raise SinkSchemaError(
+                f"column 'headers' has type {_type_name(dt)}; allowed: array<struct<key:string,value:binary>>"
+            )
+    has_timestamp = "timestamp" in fields
+    if has_timestamp and not isinstance(fields["timestamp"].dataType, TimestampType | TimestampNTZType):
+        raise SinkSchemaError(
+            f"column 'timestamp' has type {_type_name(fields['timestamp'].dataType)}; allowed: timestamp"
+        )
+    known = {"value", "key", "topic", "partition", "headers", "timestamp"}
+    ignored = tuple(f.name for f in schema.fields if f.name.lower() not in known)
+    if ignored:
+        # As in Spark's Kafka sink, other columns are not written.
+        logger.info("kproducer sink ignores columns %s", ", ".join(ignored))
+
+    def name(role: str, present: bool) -> str | None:
+        return fields[role].name if present else None
+
+    return SinkSchema(
+        value=fields["value"].name,
+        value_is_string=value_is_string,
+        key=name("key", has_key),
+        key_is_string=key_is_string,
+        topic=name("topic", has_topic),
+        partition=name("partition", has_partition),
+        headers=name("headers", has_headers),
+        timestamp=name("timestamp", has_timestamp),
+        ignored=ignored,
+    )

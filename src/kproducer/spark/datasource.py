@@ -1,0 +1,273 @@
+"""The ``kproducer`` Spark data source: batch and streaming writers, Arrow by default.
+
+Spark plans a write by calling :meth:`KafkaDataSource.writer` (or
+``streamWriter``) in a Python worker on the driver: that is where the schema
+and options are checked, so mistakes fail before any task runs. The writer it
+returns is pickled to the executors' Python workers; it holds only the parsed
+options and column names. Each task takes the worker's cached producer,
+sends, flushes, and returns a :class:`~kproducer.spark.commit.TaskCommit`;
+a delivery failure raises the Kafka error so that Spark fails (and retries)
+the task. The driver's ``commit()`` aggregates the counts.
+
+Delivery is at-least-once: a retried task or micro-batch re-sends its rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from itertools import repeat
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from kproducer.errors import KafkaTimeoutError
+from kproducer.spark.cache import ProducerCache, default_cache
+from kproducer.spark.commit import (
+    DeliveryTracker,
+    TaskCommit,
+    WriteSummary,
+    aggregate,
+    append_summary,
+    metrics_delta,
+)
+from kproducer.spark.contract import (
+    SinkOptions,
+    SinkSchema,
+    parse_options,
+    validate_producer_config,
+    validate_schema,
+)
+from kproducer.spark.convert import RecordColumns, arrow_to_columns, row_to_record
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "KafkaArrowWriter",
+    "KafkaDataSource",
+    "KafkaRowWriter",
+    "KafkaStreamArrowWriter",
+    "KafkaStreamRowWriter",
+    "SOURCE_NAME",
+]
+
+SOURCE_NAME = "kproducer"
+
+# Tests swap this for a cache with an injected producer factory.
+_cache_provider: Callable[[], ProducerCache] = default_cache
+
+
+def _task_ids() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return -1, 0
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+def _send_columns(producer: Any, cols: RecordColumns, cb: DeliveryTracker) -> None:
+    """The per-record send loop, with a fast path for the common shape (one topic, key and value)."""
+    send = producer.send
+    values = cols.values
+    keys: Any = cols.keys if cols.keys is not None else repeat(None)
+    if (
+        cols.topic is not None
+        and cols.partitions is None
+        and cols.timestamps is None
+        and cols.headers is None
+    ):
+        topic = cols.topic
+        for k, v in zip(keys, values, strict=False):
+            send(topic, value=v, key=k, on_delivery=cb)
+        return
+    n = cols.num_rows
+    topics: Any = cols.topics if cols.topics is not None else repeat(cols.topic, n)
+    parts: Any = cols.partitions if cols.partitions is not None else repeat(None, n)
+    stamps: Any = cols.timestamps if cols.timestamps is not None else repeat(None, n)
+    heads: Any = cols.headers if cols.headers is not None else repeat(None, n)
+    for t, k, v, p, ts, h in zip(topics, keys, values, parts, stamps, heads, strict=False):
+        if t is None:
+            raise ValueError("a row has a null topic and no 'topic' option is set")
+        send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, on_delivery=cb)
+
+
+def _run_task(
+    options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]]
+) -> TaskCommit:
+    """Hold the cached producer, send everything, flush, and turn the outcome into a commit message."""
+    started = time.time()
+    partition_id, attempt = _task_ids()
+    cache = _cache_provider()
+    with cache.producer(options.producer_config_dict, options.cache_timeout_ms) as entry:
+        producer = entry.producer
+        created = entry.uses == 1
+        before = producer.metrics()
+        tracker = DeliveryTracker()
+        sent, nbytes = send_all(producer, tracker)
+        producer.flush(timeout=options.flush_timeout_s)
+        after = producer.metrics()
+    if tracker.first_error is not None:
+        err = tracker.first_error
+        err.add_note(
+            f"kproducer sink task {partition_id} (attempt {attempt}): {tracker.failed} of {sent} records failed"
+        )
+        logger.error("task %d: %d of %d records failed: %s", partition_id, tracker.failed, sent, err)
+        raise err
+    if tracker.acked != sent:
+        raise KafkaTimeoutError(
+            f"kproducer sink task {partition_id}: flush returned with {sent - tracker.acked} of {sent} "
+            f"records unacknowledged (flush.timeout.ms={options.flush_timeout_s})"
+        )
+    return TaskCommit(
+        partition_id=partition_id,
+        attempt=attempt,
+        records=tracker.acked,
+        bytes=nbytes,
+        partitions=tracker.partitions(),
+        metrics=metrics_delta(before, after),
+        producer_serial=entry.serial,
+        producer_pid=os.getpid(),
+        producer_created=created,
+        started=started,
+        finished=time.time(),
+    )
+
+
+class _SinkWriterBase:
+    """State shared by the four writers: parsed options and column roles, both picklable."""
+
+    def __init__(self, options: SinkOptions, schema: SinkSchema) -> None:
+        self.sink_options = options
+        self.sink_schema = schema
+
+    def _write_arrow(self, iterator: Iterator[Any]) -> TaskCommit:
+        schema, topic = self.sink_schema, self.sink_options.topic
+
+        def send_all(producer: Any, tracker: DeliveryTracker) -> tuple[int, int]:
+            sent = nbytes = 0
+            for batch in iterator:
+                cols = arrow_to_columns(batch, schema, topic)
+                _send_columns(producer, cols, tracker)
+                sent += cols.num_rows
+                nbytes += cols.nbytes
+            return sent, nbytes
+
+        return _run_task(self.sink_options, send_all)
+
+    def _write_rows(self, iterator: Iterator[Any]) -> TaskCommit:
+        schema, topic = self.sink_schema, self.sink_options.topic
+
+        def send_all(producer: Any, tracker: DeliveryTracker) -> tuple[int, int]:
+            sent = nbytes = 0
+            send = producer.send
+            for row in iterator:
+                t, k, v, p, ts, h = row_to_record(row, schema, topic)
+                send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, on_delivery=tracker)
+                sent += 1
+                nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            return sent, nbytes
+
+        return _run_task(self.sink_options, send_all)
+
+    def _finish(
+        self, messages: list[WriterCommitMessage | None], batch_id: int | None, aborted: bool
+    ) -> WriteSummary:
+        summary = aggregate(messages, batch_id=batch_id, aborted=aborted)
+        if aborted:
+            logger.warning("%s (records already acknowledged stay in Kafka)", summary.line())
+        else:
+            logger.info("%s", summary.line())
+        if self.sink_options.summary_path:
+            append_summary(self.sink_options.summary_path, summary)
+        return summary
+
+
+class KafkaArrowWriter(_SinkWriterBase, DataSourceArrowWriter):
+    """Batch writer on Arrow batches: the default path."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_arrow(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=True)
+
+
+class KafkaRowWriter(_SinkWriterBase, DataSourceWriter):
+    """Batch writer on Rows (``writer=row``), kept for comparison."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_rows(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=True)
+
+
+class KafkaStreamArrowWriter(_SinkWriterBase, DataSourceStreamArrowWriter):
+    """Streaming writer on Arrow batches: each micro-batch's tasks flush before the commit."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_arrow(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=True)
+
+
+class KafkaStreamRowWriter(_SinkWriterBase, DataSourceStreamWriter):
+    """Streaming writer on Rows (``writer=row``)."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_rows(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=True)
+
+
+def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
+    """The planning-time checks: options, columns, then the producer's own config table."""
+    opts = parse_options(options)
+    cols = validate_schema(schema, opts.topic)
+    validate_producer_config(opts.producer_config_dict)
+    return opts, cols
+
+
+class KafkaDataSource(DataSource):
+    """``df.write.format("kproducer")``: a pure-Python Kafka sink (Spark refuses the name "kafka")."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        opts, cols = plan(self.options, schema)
+        if opts.writer == "row":
+            return KafkaRowWriter(opts, cols)
+        return KafkaArrowWriter(opts, cols)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        opts, cols = plan(self.options, schema)
+        if opts.writer == "row":
+            return KafkaStreamRowWriter(opts, cols)
+        return KafkaStreamArrowWriter(opts, cols)
