@@ -1,0 +1,365 @@
+"""Partition choice: Kafka's murmur2 key hash, custom partitioners, and the KIP-794 built-in.
+
+``murmur2`` must agree bit for bit with Java's ``Utils.murmur2`` (and librdkafka's
+``murmur2_random``), or keyed records land on different partitions than other
+clients put them. The built-in sticky partitioner keeps keyless records on one
+partition until ``batch.size`` bytes went there, then moves on, preferring
+partitions whose leaders have shorter queues (adaptive partitioning).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import random
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from kproducer.errors import ConfigError, KafkaError
+from kproducer.metadata import Cluster
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "murmur2",
+    "to_positive",
+    "partition_for_key",
+    "Partitioner",
+    "RoundRobinPartitioner",
+    "CallablePartitioner",
+    "BuiltInPartitioner",
+    "PARTITIONER_NAMES",
+    "resolve_partitioner",
+]
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_SEED = 0x9747B28C
+_structs: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (``Utils.murmur2``): signed 32-bit hash of ``data``, seed 0x9747b28c."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    n4 = length >> 2
+    if n4:
+        st = _structs.get(n4)
+        if st is None:
+            st = _structs.setdefault(n4, struct.Struct(f"<{n4}I"))
+        m = _M
+        mask = _MASK
+        for k in st.unpack_from(data):
+            k = (k * m) & mask
+            h = ((h * m) ^ ((k ^ (k >> 24)) * m)) & mask
+    rest = length & 3
+    if rest:
+        tail = length & ~3
+        if rest == 3:
+            h ^= data[tail + 2] << 16
+        if rest >= 2:
+            h ^= data[tail + 1] << 8
+        h = ((h ^ data[tail]) * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def to_positive(n: int) -> int:
+    """Java ``Utils.toPositive``: clears the sign bit (not abs(), which overflows on MIN_VALUE)."""
+    return n & 0x7FFFFFFF
+
+
+def partition_for_key(key_bytes: bytes, num_partitions: int) -> int:
+    """The partition Java's producer (and librdkafka's murmur2_random) choose for a keyed record."""
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    return (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
+
+
+@runtime_checkable
+class Partitioner(Protocol):
+    """Chooses a partition for a record, like Java's ``Partitioner``; may also define ``close()``."""
+
+    def partition(
+        self,
+        topic: str,
+        key: Any,
+        key_bytes: bytes | None,
+        value: Any,
+        value_bytes: bytes | None,
+        cluster: Cluster,
+    ) -> int: ...
+
+
+def _no_partitions(topic: str) -> KafkaError:
+    return KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
+
+
+class RoundRobinPartitioner:
+    """Java's RoundRobinPartitioner: a per-topic counter over available partitions (all when none is)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[str, itertools.count[int]] = {}
+
+    def partition(
+        self,
+        topic: str,
+        key: Any,
+        key_bytes: bytes | None,
+        value: Any,
+        value_bytes: bytes | None,
+        cluster: Cluster,
+    ) -> int:
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = self._counters.setdefault(topic, itertools.count())
+        n = next(counter) & 0x7FFFFFFF  # itertools.count's next() is atomic under the GIL
+        available = cluster.available_partitions_for_topic(topic)
+        if available:
+            return available[n % len(available)].partition
+        count = cluster.partition_count(topic)
+        if not count:
+            raise _no_partitions(topic)
+        return n % count
+
+    def close(self) -> None:
+        self._counters.clear()
+
+
+class CallablePartitioner:
+    """Adapts ``f(topic, key_bytes, num_partitions) -> int`` to the Partitioner protocol."""
+
+    def __init__(self, func: Callable[[str, bytes | None, int], int]) -> None:
+        self.func = func
+
+    def partition(
+        self,
+        topic: str,
+        key: Any,
+        key_bytes: bytes | None,
+        value: Any,
+        value_bytes: bytes | None,
+        cluster: Cluster,
+    ) -> int:
+        count = cluster.partition_count(topic)
+        if not count:
+            raise _no_partitions(topic)
+        result = self.func(topic, key_bytes, count)
+        if type(result) is not int or not 0 <= result < count:
+            raise KafkaError(
+                f"partitioner.class callable {getattr(self.func, '__qualname__', self.func)!r} returned "
+                f"{result!r} for topic {topic!r}; it must return an int in 0..{count - 1}",
+                topic=topic,
+            )
+        return result
+
+    def close(self) -> None:
+        """A plain function holds nothing to release."""
+
+    def __repr__(self) -> str:
+        return f"CallablePartitioner({self.func!r})"
+
+
+# ----------------------------------------------------------------------------- resolution
+
+_BUILT_IN_NAMES = frozenset(
+    {
+        "default",
+        "builtin",
+        "built_in",
+        "sticky",
+        "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+    }
+)
+_ROUND_ROBIN_NAMES = frozenset(
+    {"round_robin", "roundrobin", "round-robin", "org.apache.kafka.clients.producer.RoundRobinPartitioner"}
+)
+PARTITIONER_NAMES: tuple[str, ...] = (
+    "default",
+    "round_robin",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+)
+
+_ALLOWED = (
+    "partitioner.class must be None (the built-in sticky/murmur2 partitioner), 'default', 'round_robin' or "
+    "'org.apache.kafka.clients.producer.RoundRobinPartitioner', a dotted path 'pkg.mod:Class' or "
+    "'pkg.mod.Class', a Partitioner class or instance, or a callable f(topic, key_bytes, num_partitions) -> int"
+)
+
+
+def _load_dotted(spec: str) -> Any:
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"partitioner.class: {spec!r} is neither a known name nor a dotted path; {_ALLOWED}"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"partitioner.class: cannot import module {module_name!r} from {spec!r}: {e}")
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"partitioner.class: module {module_name!r} has no attribute {attr!r}")
+    return obj
+
+
+def resolve_partitioner(spec: Any) -> Partitioner | None:
+    """Turn ``partitioner.class`` into a Partitioner; None means the built-in one (accumulator + murmur2)."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        name = spec.strip()
+        if name.lower() in _BUILT_IN_NAMES or name in _BUILT_IN_NAMES:
+            return None
+        if name.lower() in _ROUND_ROBIN_NAMES or name in _ROUND_ROBIN_NAMES:
+            return RoundRobinPartitioner()
+        if "." not in name and ":" not in name:
+            raise ConfigError(f"partitioner.class: unknown partitioner {spec!r}; {_ALLOWED}")
+        spec = _load_dotted(name)
+    if isinstance(spec, type):
+        if not callable(getattr(spec, "partition", None)):
+            raise ConfigError(f"partitioner.class: class {spec.__name__} has no partition(); {_ALLOWED}")
+        try:
+            spec = spec()
+        except Exception as e:
+            raise ConfigError(f"partitioner.class: cannot instantiate {spec.__name__} with no arguments: {e}")
+    if callable(getattr(spec, "partition", None)):
+        return spec
+    if callable(spec):
+        return CallablePartitioner(spec)
+    raise ConfigError(f"partitioner.class: {spec!r} (type {type(spec).__name__}) is not usable; {_ALLOWED}")
+
+
+# ----------------------------------------------------------------------------- KIP-794 built-in
+
+
+class _StickyPartitionInfo:
+    """The current sticky partition and the bytes produced to it since it was chosen."""
+
+    __slots__ = ("partition", "produced_bytes")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.produced_bytes = 0
+
+
+class _PartitionLoadStats:
+    """Cumulative frequency table of inverted queue sizes over the partitions with available leaders."""
+
+    __slots__ = ("cumulative_frequency_table", "partition_ids", "length")
+
+    def __init__(self, cumulative_frequency_table: list[int], partition_ids: list[int], length: int) -> None:
+        self.cumulative_frequency_table = cumulative_frequency_table
+        self.partition_ids = partition_ids
+        self.length = length
+
+
+class BuiltInPartitioner:
+    """Java's BuiltInPartitioner for one topic: sticky partition, switched every ``sticky_batch_size`` bytes.
+
+    The next partition is drawn at random, weighted towards partitions whose
+    leaders have shorter queues when load stats are given (adaptive
+    partitioning), else uniformly over partitions with an available leader.
+    Reading the current partition takes no lock; counting bytes and switching do.
+    """
+
+    def __init__(self, topic: str, sticky_batch_size: int, rng: random.Random | None = None) -> None:
+        if sticky_batch_size < 1:
+            raise ValueError(f"sticky_batch_size must be >= 1, got {sticky_batch_size}")
+        self.topic = topic
+        self.sticky_batch_size = sticky_batch_size
+        self._rng = rng if rng is not None else random.Random()
+        self._lock = threading.Lock()
+        self._sticky: _StickyPartitionInfo | None = None
+        self._load_stats: _PartitionLoadStats | None = None
+
+    def peek_current_partition(self, cluster: Cluster) -> int:
+        """The sticky partition now; chooses one if there is none yet."""
+        info = self._sticky
+        if info is not None:
+            return info.partition
+        with self._lock:
+            info = self._sticky
+            if info is None:
+                info = self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+            return info.partition
+
+    def update_partition_info(
+        self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
+    ) -> None:
+        """Count ``appended_bytes`` to the sticky partition; switch once it reached the batch size.
+
+        A call for a partition that is no longer the sticky one (another thread
+        already switched) is ignored, as Java ignores a stale StickyPartitionInfo.
+        """
+        with self._lock:
+            info = self._sticky
+            if info is None or info.partition != partition:
+                return
+            info.produced_bytes += appended_bytes
+            if info.produced_bytes >= self.sticky_batch_size * 2:
+                logger.debug(
+                    "produced %d bytes to %s-%d, over twice the sticky batch size",
+                    info.produced_bytes,
+                    self.topic,
+                    partition,
+                )
+            if info.produced_bytes >= self.sticky_batch_size or enforce_switch:
+                self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+
+    def update_partition_load_stats(
+        self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int
+    ) -> None:
+        """Replace the load stats; ``queue_sizes[i]`` batches are queued for ``partition_ids[i]``, i < length.
+
+        Builds the cumulative frequency table of ``max_queue + 1 - size`` so that a
+        shorter queue gets a larger share. None (or one partition, or all equal
+        over every partition) means uniform choice over available partitions.
+        """
+        if queue_sizes is None or partition_ids is None:
+            self._load_stats = None
+            return
+        if len(queue_sizes) != len(partition_ids):
+            raise ValueError(
+                f"queue_sizes ({len(queue_sizes)}) and partition_ids ({len(partition_ids)}) differ in length"
+            )
+        if length > len(queue_sizes) or length < 0:
+            raise ValueError(f"length must be in 0..{len(queue_sizes)}, got {length}")
+        if length < 1 or len(queue_sizes) < 2:
+            self._load_stats = None
+            return
+        sizes = queue_sizes[:length]
+        max_plus_1 = max(sizes) + 1
+        if length == len(queue_sizes) and min(sizes) == max_plus_1 - 1:
+            self._load_stats = None  # all equal over all partitions: uniform is the same and cheaper
+            return
+        table = list(itertools.accumulate(max_plus_1 - s for s in sizes))
+        self._load_stats = _PartitionLoadStats(table, list(partition_ids[:length]), length)
+
+    def _next_partition(self, cluster: Cluster) -> int:
+        random_value = self._rng.getrandbits(31)
+        stats = self._load_stats
+        if stats is None:
+            available = cluster.available_partitions_for_topic(self.topic)
+            if available:
+                return available[random_value % len(available)].partition
+            count = cluster.partition_count(self.topic)
+            if not count:
+                raise _no_partitions(self.topic)
+            return random_value % count
+        table = stats.cumulative_frequency_table
+        weighted = random_value % table[stats.length - 1]
+        # The first entry strictly greater than ``weighted``: entry i covers [table[i-1], table[i]).
+        index = bisect.bisect_right(table, weighted, 0, stats.length)
+        return stats.partition_ids[index]
