@@ -75,7 +75,8 @@ class Cluster:
             lst.sort(key=lambda p: p.partition)
         self._parts_by_topic = {t: tuple(v) for t, v in by_topic.items()}
         self._avail_by_topic = {
-            t: tuple(p for p in v if p.leader >= 0 and p.leader in self.nodes) for t, v in self._parts_by_topic.items()
+            t: tuple(p for p in v if p.leader >= 0 and p.leader in self.nodes)
+            for t, v in self._parts_by_topic.items()
         }
         self._parts_by_node = {n: tuple(v) for n, v in by_node.items()}
         self._by_tp = by_tp
@@ -154,7 +155,9 @@ class Cluster:
                 new_parts[tp] = old
             else:
                 new_parts[tp] = p
-        errors = {t: e for t, e in self.topic_errors.items() if t not in refreshed and (keep is None or t in keep)}
+        errors = {
+            t: e for t, e in self.topic_errors.items() if t not in refreshed and (keep is None or t in keep)
+        }
         errors.update(topic_errors or {})
         ids = {t: i for t, i in self.topic_ids.items() if t not in refreshed and (keep is None or t in keep)}
         ids.update(topic_ids or {})
@@ -170,7 +173,9 @@ class Cluster:
         )
 
     def __repr__(self) -> str:
-        return f"Cluster(id={self.cluster_id!r}, nodes={sorted(self.nodes)}, topics={len(self._parts_by_topic)})"
+        return (
+            f"Cluster(id={self.cluster_id!r}, nodes={sorted(self.nodes)}, topics={len(self._parts_by_topic)})"
+        )
 
 
 # ====================================================================== Metadata
@@ -312,7 +317,9 @@ class Metadata:
     # ------------------------------------------------------------- updates
     def handle_response(self, response: Any, requested_topics: list[str] | None, now: int) -> Cluster:
         """Apply a Metadata response (any version) for ``requested_topics`` (None = all)."""
-        nodes = [Node(int(b.node_id), str(b.host), int(b.port), getattr(b, "rack", None)) for b in response.brokers]
+        nodes = [
+            Node(int(b.node_id), str(b.host), int(b.port), getattr(b, "rack", None)) for b in response.brokers
+        ]
         parts: list[PartitionInfo] = []
         errors: dict[str, int] = {}
         internal: list[str] = []

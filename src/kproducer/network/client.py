@@ -25,7 +25,13 @@ from kproducer.network.protocol import ApiKey
 from kproducer.network.selector import Selector
 from kproducer.structs import Node
 
-__all__ = ["NetworkClient", "ClientRequest", "ClientResponse", "ExponentialBackoff", "parse_bootstrap_servers"]
+__all__ = [
+    "NetworkClient",
+    "ClientRequest",
+    "ClientResponse",
+    "ExponentialBackoff",
+    "parse_bootstrap_servers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +43,16 @@ def monotonic_ms() -> int:
 class ExponentialBackoff:
     """initial * 2**attempts, capped at max, times a uniform jitter factor (Java's ExponentialBackoff)."""
 
-    def __init__(self, initial_ms: int, max_ms: int, jitter: float = 0.2, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, initial_ms: int, max_ms: int, jitter: float = 0.2, rng: random.Random | None = None
+    ) -> None:
         self.initial_ms = initial_ms
         self.max_ms = max(max_ms, initial_ms)
         self.jitter = jitter
         self._rng = rng or random.Random()
-        self._exp_max = math.log(self.max_ms / initial_ms, 2) if initial_ms > 0 and self.max_ms > initial_ms else 0.0
+        self._exp_max = (
+            math.log(self.max_ms / initial_ms, 2) if initial_ms > 0 and self.max_ms > initial_ms else 0.0
+        )
 
     def backoff(self, attempts: int) -> int:
         if self._exp_max == 0:
@@ -55,7 +65,9 @@ class ExponentialBackoff:
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     """Parse ``host:port`` / ``[v6]:port`` / ``PLAINTEXT://host:port`` entries; ConfigError names a bad one."""
-    entries = [s.strip() for s in servers.split(",")] if isinstance(servers, str) else [s.strip() for s in servers]
+    entries = (
+        [s.strip() for s in servers.split(",")] if isinstance(servers, str) else [s.strip() for s in servers]
+    )
     entries = [e for e in entries if e]
     if not entries:
         raise ConfigError("bootstrap.servers is empty: give at least one host:port")
@@ -172,7 +184,9 @@ class NetworkClient:
         self._setup_timeout = ExponentialBackoff(
             socket_connection_setup_timeout_ms, socket_connection_setup_timeout_max_ms, 0.2, rng
         )
-        self._selector = Selector(send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes)
+        self._selector = Selector(
+            send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes
+        )
         self._nodes: dict[int, _NodeState] = {}
         self._in_flight: dict[int, dict[int, ClientRequest]] = {}
         self._completed: list[ClientResponse] = []
@@ -208,7 +222,7 @@ class NetworkClient:
             logger.warning("cannot resolve %s: %s", node.address, e)
             return []
         out = []
-        for family, _t, _p, canon, sockaddr in infos:
+        for family, _t, _p, _canon, sockaddr in infos:
             addr = (str(sockaddr[0]), int(sockaddr[1]))
             if (family, addr) not in out:
                 out.append((int(family), addr))
@@ -350,8 +364,15 @@ class NetworkClient:
             else:
                 err = NetworkError(f"connection to node {st.node_id} lost: {reason}")
             self._completed.append(
-                ClientResponse(req, None, now, disconnected=True, timed_out=timed_out, error=err,
-                               latency_ms=now - req.send_ms)
+                ClientResponse(
+                    req,
+                    None,
+                    now,
+                    disconnected=True,
+                    timed_out=timed_out,
+                    error=err,
+                    latency_ms=now - req.send_ms,
+                )
             )
         if self._metadata_in_flight is not None and self._metadata_in_flight[0] == st.node_id:
             self._metadata_in_flight = None
@@ -370,14 +391,22 @@ class NetworkClient:
         if st is None or st.conn is None or st.state is not ConnectionState.READY:
             raise IllegalStateError(f"attempt to send a request to node {node_id} which is not ready")
         if not self.can_send_more(node_id) and request.api_key != ApiKey.METADATA:
-            raise IllegalStateError(f"node {node_id} has {self.in_flight_request_count(node_id)} requests in flight")
+            raise IllegalStateError(
+                f"node {node_id} has {self.in_flight_request_count(node_id)} requests in flight"
+            )
         body = request.request
-        if callable(body) and not hasattr(body, "__api_key__") and not isinstance(body, protocol.ProduceRequestData):
+        if (
+            callable(body)
+            and not hasattr(body, "__api_key__")
+            and not isinstance(body, protocol.ProduceRequestData)
+        ):
             version = st.conn.api_version(request.api_key)
             if version is None:
                 from kproducer.errors import UnsupportedVersionError
 
-                raise UnsupportedVersionError(f"node {node_id} supports no version of {ApiKey(request.api_key).name}")
+                raise UnsupportedVersionError(
+                    f"node {node_id} supports no version of {ApiKey(request.api_key).name}"
+                )
             body = body(version)
         request.api_version = protocol.body_version(request.api_key, body)
         request.send_ms = now
@@ -502,9 +531,9 @@ class NetworkClient:
                 st.state = ConnectionState.AUTHENTICATING
             for resp in responses:
                 req = self._in_flight.get(node_id, {}).pop(resp.correlation_id, None)
-                if (
-                    self._metadata_in_flight is not None
-                    and self._metadata_in_flight[:2] == (node_id, resp.correlation_id)
+                if self._metadata_in_flight is not None and self._metadata_in_flight[:2] == (
+                    node_id,
+                    resp.correlation_id,
                 ):
                     topics = self._metadata_in_flight[2]
                     self._metadata_in_flight = None
@@ -519,11 +548,11 @@ class NetworkClient:
                 self._disconnected(st, now, reason)
         self._handle_timeouts(now)
         done, self._completed = self._completed, []
-        for resp in done:
-            cb = resp.request.callback
+        for cresp in done:
+            cb = cresp.request.callback
             if cb is not None:
                 try:
-                    cb(resp)
+                    cb(cresp)
                 except Exception:
                     logger.exception("uncaught error in a request callback")
         return done
@@ -531,7 +560,7 @@ class NetworkClient:
     def _next_deadline(self, now: int) -> int:
         """Milliseconds until the earliest request or connection-setup timeout."""
         best = 2**31
-        for node_id, reqs in self._in_flight.items():
+        for _node_id, reqs in self._in_flight.items():
             for r in reqs.values():
                 best = min(best, r.send_ms + (r.request_timeout_ms or self.request_timeout_ms) - now)
         for st in self._nodes.values():
@@ -547,7 +576,9 @@ class NetworkClient:
                 self._disconnected(st, now, f"connection setup timed out after {st.setup_timeout_ms} ms")
                 continue
             reqs = self._in_flight.get(st.node_id)
-            if reqs and any(now - r.send_ms >= (r.request_timeout_ms or self.request_timeout_ms) for r in reqs.values()):
+            if reqs and any(
+                now - r.send_ms >= (r.request_timeout_ms or self.request_timeout_ms) for r in reqs.values()
+            ):
                 self._disconnected(st, now, "request timed out; closing the connection", timed_out=True)
                 continue
             if (
@@ -561,9 +592,8 @@ class NetworkClient:
                 st.conn.close()
                 st.state = ConnectionState.DISCONNECTED
         if self._metadata_in_flight is not None:
-            node_id = self._metadata_in_flight[0]
-            st = self._nodes.get(node_id)
-            if st is None or st.state is ConnectionState.DISCONNECTED:
+            mst = self._nodes.get(self._metadata_in_flight[0])
+            if mst is None or mst.state is ConnectionState.DISCONNECTED:
                 self._metadata_in_flight = None
                 self.metadata.handle_failure(now)
 

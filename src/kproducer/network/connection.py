@@ -129,13 +129,23 @@ class KafkaConnection:
         return cid
 
     def send_request(
-        self, body: Any, now: int, *, expect_response: bool = True, context: Any = None, internal: bool = False
+        self,
+        body: Any,
+        now: int,
+        *,
+        expect_response: bool = True,
+        context: Any = None,
+        internal: bool = False,
     ) -> int:
         """Queue one request; returns its correlation id. The version is the body's own."""
-        api_key = int(body.api_key) if isinstance(body, protocol.ProduceRequestData) else int(body.__api_key__)
+        api_key = (
+            int(body.api_key) if isinstance(body, protocol.ProduceRequestData) else int(body.__api_key__)
+        )
         version = protocol.body_version(api_key, body)
         if not internal and self.state is not ConnectionState.READY:
-            raise ProtocolError(f"node {self.node_id} is {self.state.value}, not ready to send {ApiKey(api_key).name}")
+            raise ProtocolError(
+                f"node {self.node_id} is {self.state.value}, not ready to send {ApiKey(api_key).name}"
+            )
         cid = self._correlation_id()
         self._outbound.extend(protocol.encode_request(api_key, version, cid, self.client_id, body))
         if expect_response:
@@ -246,8 +256,13 @@ class KafkaConnection:
             if self.sasl_mechanism is None:
                 self.state = ConnectionState.READY
                 return
-            if ApiKey.SASL_HANDSHAKE not in self.api_versions or ApiKey.SASL_AUTHENTICATE not in self.api_versions:
-                raise ProtocolError(f"node {self.node_id} does not support SaslHandshake v1 / SaslAuthenticate")
+            if (
+                ApiKey.SASL_HANDSHAKE not in self.api_versions
+                or ApiKey.SASL_AUTHENTICATE not in self.api_versions
+            ):
+                raise ProtocolError(
+                    f"node {self.node_id} does not support SaslHandshake v1 / SaslAuthenticate"
+                )
             self.state = ConnectionState.AUTHENTICATING
             hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)
             self.send_request(hs, now, internal=True)

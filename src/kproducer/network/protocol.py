@@ -370,7 +370,9 @@ class _Reader:
 
     def _need(self, n: int) -> None:
         if self.pos + n > len(self.buf):
-            raise ProtocolError(f"truncated response: need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}")
+            raise ProtocolError(
+                f"truncated response: need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}"
+            )
 
     def i16(self) -> int:
         self._need(2)

@@ -141,7 +141,10 @@ class Selector:
                     if err:
                         self.close(ch.conn_id)
                         result.disconnected.append(
-                            (ch.conn_id, f"connect to {ch.address[0]}:{ch.address[1]} failed: {errno.errorcode.get(err, err)}")
+                            (
+                                ch.conn_id,
+                                f"connect to {ch.address[0]}:{ch.address[1]} failed: {errno.errorcode.get(err, err)}",
+                            )
                         )
                         continue
                     ch.connecting = False
@@ -157,7 +160,7 @@ class Selector:
         return result
 
     def _read(self, ch: _Channel, result: PollResult) -> None:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             try:
                 data = ch.sock.recv(_RECV_CHUNK)

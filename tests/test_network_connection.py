@@ -1,0 +1,184 @@
+"""Sans-I/O KafkaConnection: fed bytes by hand, clock passed in, no sockets."""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_reader, entity_writer
+
+from kproducer.network import protocol
+from kproducer.network.connection import ConnectionState, KafkaConnection
+from kproducer.network.protocol import ApiKey, ProtocolError
+
+
+def frame_response(api_key: int, version: int, cid: int, body: Any) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    head = struct.pack(">i", cid)
+    if protocol.response_header_version(api_key, version) == 1:
+        head += b"\x00"
+    payload = head + buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def parse_request(blob: bytes) -> tuple[int, int, int, Any]:
+    (size,) = struct.unpack_from(">i", blob, 0)
+    assert size == len(blob) - 4
+    api_key, version, cid = struct.unpack_from(">hhi", blob, 4)
+    (clen,) = struct.unpack_from(">h", blob, 12)
+    pos = 14 + max(clen, 0)
+    if protocol.request_header_version(api_key, version) == 2:
+        assert blob[pos] == 0
+        pos += 1
+    body, _ = entity_reader(protocol.request_class(api_key, version))(blob[pos:], 0)
+    return api_key, version, cid, body
+
+
+def api_versions_response(version: int, ranges: dict[int, tuple[int, int]], error: int = 0) -> Any:
+    from kio.schema.errors import ErrorCode
+
+    mod = __import__(f"kio.schema.api_versions.v{version}.response", fromlist=["x"])
+    keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in ranges.items())
+    kw: dict[str, Any] = {"error_code": ErrorCode(error), "api_keys": keys}
+    if version >= 1:
+        import datetime
+
+        kw["throttle_time"] = datetime.timedelta(0)
+    return mod.ApiVersionsResponse(**kw)
+
+
+BROKER = {0: (0, 9), 3: (0, 20), 18: (0, 3), 19: (2, 5), 22: (0, 1)}
+
+
+def ready_connection(max_receive_size: int = 1 << 20) -> KafkaConnection:
+    c = KafkaConnection(1, "test-client", max_receive_size=max_receive_size)
+    c.start_connect(0)
+    assert c.state is ConnectionState.CONNECTING
+    c.connection_made(5)
+    assert c.state is ConnectionState.CHECKING_API_VERSIONS
+    out = b"".join(bytes(b) for b in c.data_to_send())
+    api_key, version, cid, body = parse_request(out)
+    assert (api_key, version) == (ApiKey.API_VERSIONS, 3)
+    assert body.client_software_name == "kproducer"
+    assert c.receive_data(frame_response(18, 3, cid, api_versions_response(3, BROKER)), 6) == []
+    assert c.state is ConnectionState.READY
+    return c
+
+
+def metadata_response(version: int = 9) -> Any:
+    mod = __import__(f"kio.schema.metadata.v{version}.response", fromlist=["x"])
+    import datetime
+
+    return mod.MetadataResponse(
+        throttle_time=datetime.timedelta(0),
+        brokers=(mod.MetadataResponseBroker(node_id=1, host="h", port=9092, rack=None),),
+        cluster_id="c",
+        controller_id=1,
+        topics=(),
+    )
+
+
+def metadata_request(version: int) -> Any:
+    from kproducer.network.client import build_metadata_request
+
+    return build_metadata_request(version, ["t"], True)
+
+
+def test_handshake_negotiates_highest_common_versions() -> None:
+    c = ready_connection()
+    assert c.api_version(ApiKey.PRODUCE) == 9
+    assert c.api_version(ApiKey.METADATA) == 12
+    assert c.api_version(ApiKey.CREATE_TOPICS) == 5
+    assert c.api_version(ApiKey.INIT_PRODUCER_ID) == 1
+    assert c.api_version(ApiKey.END_TXN) is None  # broker does not offer it
+
+
+def test_api_versions_downgrade_on_unsupported_version() -> None:
+    c = KafkaConnection(1, "x")
+    c.start_connect(0)
+    c.connection_made(0)
+    _, _, cid, _ = parse_request(b"".join(bytes(b) for b in c.data_to_send()))
+    # An old broker answers UNSUPPORTED_VERSION in v0 format, listing what it has.
+    c.receive_data(frame_response(18, 0, cid, api_versions_response(0, {18: (0, 1), 0: (0, 2)}, error=35)), 1)
+    api_key, version, cid2, _ = parse_request(b"".join(bytes(b) for b in c.data_to_send()))
+    assert (api_key, version) == (18, 1)
+    c.receive_data(frame_response(18, 1, cid2, api_versions_response(1, {18: (0, 1), 0: (0, 2), 3: (0, 5)})), 2)
+    assert c.is_ready and c.api_version(ApiKey.PRODUCE) == 2 and c.api_version(ApiKey.METADATA) == 5
+
+
+def test_responses_matched_in_order_and_split_frames() -> None:
+    c = ready_connection()
+    cid1 = c.send_request(metadata_request(9), 10, context="first")
+    cid2 = c.send_request(metadata_request(9), 11, context="second")
+    assert cid2 == cid1 + 1
+    data = frame_response(3, 9, cid1, metadata_response()) + frame_response(3, 9, cid2, metadata_response())
+    got = []
+    for i in range(len(data)):  # one byte at a time: framing must cope
+        got += c.receive_data(data[i : i + 1], 20)
+    assert [r.context for r in got] == ["first", "second"]
+    assert got[0].body.brokers[0].port == 9092 and got[0].send_time_ms == 10
+    assert not c.in_flight
+
+
+def test_unknown_correlation_id_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    c = ready_connection()
+    cid = c.send_request(metadata_request(9), 0, context="ctx")
+    stray = frame_response(3, 9, 999_999, metadata_response())
+    out = c.receive_data(stray + frame_response(3, 9, cid, metadata_response()), 1)
+    assert [r.context for r in out] == ["ctx"]
+    assert "unknown correlation id 999999" in caplog.text
+    assert c.is_ready
+
+
+def test_acks0_request_not_in_flight_and_its_answer_dropped() -> None:
+    c = ready_connection()
+    req = protocol.build_produce_request(9, 0, 100, None, {})
+    cid = c.send_request(req, 0, expect_response=False)
+    assert not c.in_flight
+    assert c.receive_data(struct.pack(">i", 6) + struct.pack(">i", cid) + b"\x00\x00", 1) == []
+    assert c.is_ready
+
+
+def test_out_of_order_response_closes() -> None:
+    c = ready_connection()
+    c.send_request(metadata_request(9), 0)
+    cid2 = c.send_request(metadata_request(9), 0)
+    with pytest.raises(ProtocolError, match="out of order"):
+        c.receive_data(frame_response(3, 9, cid2, metadata_response()), 1)
+    assert c.state is ConnectionState.DISCONNECTED
+
+
+@pytest.mark.parametrize("size", [-1, 0, 3, (1 << 20) + 1, 0x7FFFFFFF])
+def test_bad_size_prefix_closes_with_clear_error(size: int) -> None:
+    c = ready_connection()
+    c.send_request(metadata_request(9), 0)
+    with pytest.raises(ProtocolError, match="invalid frame size"):
+        c.receive_data(struct.pack(">i", size) + b"\x00" * 8, 1)
+    assert c.state is ConnectionState.DISCONNECTED and not c.in_flight
+
+
+def test_send_before_ready_is_refused() -> None:
+    c = KafkaConnection(1, "x")
+    with pytest.raises(ProtocolError, match="not ready"):
+        c.send_request(metadata_request(9), 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=4, max_size=64))
+def test_garbage_body_is_a_protocol_error_or_dropped(garbage: bytes) -> None:
+    c = ready_connection()
+    cid = c.send_request(metadata_request(9), 0)
+    frame = struct.pack(">i", cid) + garbage
+    try:
+        out = c.receive_data(struct.pack(">i", len(frame)) + frame, 1)
+    except ProtocolError as e:
+        assert str(e)
+        assert c.state is ConnectionState.DISCONNECTED
+    else:
+        # Some random bytes happen to decode; then exactly one response came back.
+        assert len(out) == 1 and c.is_ready

@@ -1,0 +1,138 @@
+"""Wire protocol: zero-copy Produce framing checked against kio's own codec, headers, response parsing."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+
+import pytest
+from kio.serial import entity_reader, entity_writer
+
+from kproducer.network import protocol
+from kproducer.network.protocol import (
+    ApiKey,
+    ProtocolError,
+    build_produce_request,
+    decode_response_header,
+    encode_request_header,
+    parse_produce_response,
+)
+from kproducer.structs import TopicPartition
+
+
+def _joined(parts: list[protocol.Buffer]) -> bytes:
+    return b"".join(bytes(p) for p in parts)
+
+
+BATCHES = {
+    TopicPartition("a", 0): memoryview(b"x" * 100),
+    TopicPartition("a", 3): b"y" * 7,
+    TopicPartition("bb", 1): memoryview(bytearray(b"z" * 33)),
+}
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_produce_request_matches_kio_decoding(version: int) -> None:
+    req = build_produce_request(version, -1, 1500, "txn" if version % 2 else None, BATCHES)
+    blob = _joined(req.buffers)
+    assert len(blob) == req.size
+    cls = protocol.request_class(ApiKey.PRODUCE, version)
+    decoded, size = entity_reader(cls)(blob, 0)
+    assert size == len(blob)
+    assert decoded.acks == -1 and decoded.timeout == datetime.timedelta(milliseconds=1500)
+    assert decoded.transactional_id == ("txn" if version % 2 else None)
+    got = {(t.name, p.index): bytes(p.records) for t in decoded.topic_data for p in t.partition_data}
+    assert got == {(tp.topic, tp.partition): bytes(v) for tp, v in BATCHES.items()}
+
+
+def test_produce_request_does_not_copy_batches() -> None:
+    big = memoryview(bytearray(16384))
+    req = build_produce_request(9, 1, 100, None, {TopicPartition("t", 0): big})
+    assert any(b is big for b in req.buffers), "the batch memoryview must be passed through, not copied"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_legacy_produce_request_layout(version: int) -> None:
+    req = build_produce_request(version, 1, 30000, None, {TopicPartition("t", 2): b"MSGSET"})
+    blob = _joined(req.buffers)
+    expected = struct.pack(">hii", 1, 30000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 1, 2, 6) + b"MSGSET"
+    assert blob == expected
+
+
+def test_unsupported_produce_version_rejected() -> None:
+    with pytest.raises(ValueError, match="v12"):
+        build_produce_request(12, 1, 1, None, {})
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_parse_produce_response_matches_kio_encoding(version: int) -> None:
+    mod = __import__(f"kio.schema.produce.v{version}.response", fromlist=["x"])
+    kw_part: dict[str, object] = {"index": 4, "error_code": protocol_error(6), "base_offset": 42}
+    if version >= 2:
+        kw_part["log_append_time"] = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    if version >= 5:
+        kw_part["log_start_offset"] = 7
+    if version >= 8:
+        kw_part["record_errors"] = (mod.BatchIndexAndErrorMessage(batch_index=2, batch_index_error_message="bad"),)
+        kw_part["error_message"] = "not leader"
+    part = mod.PartitionProduceResponse(**kw_part)
+    body = mod.ProduceResponse(
+        responses=(mod.TopicProduceResponse(name="tp", partition_responses=(part,)),),
+        throttle_time=datetime.timedelta(milliseconds=12),
+    )
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    parts, throttle = parse_produce_response(version, buf.getvalue())
+    assert throttle == 12
+    r = parts[TopicPartition("tp", 4)]
+    assert (r.error_code, r.base_offset) == (6, 42)
+    assert r.log_start_offset == (7 if version >= 5 else -1)
+    if version >= 8:
+        assert r.error_message == "not leader"
+        assert r.record_errors == (protocol.RecordError(2, "bad"),)
+
+
+def protocol_error(code: int) -> object:
+    from kio.schema.errors import ErrorCode
+
+    return ErrorCode(code)
+
+
+def test_parse_legacy_produce_response_v0_v2() -> None:
+    body0 = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iihq", 1, 0, 0, 99)
+    parts, throttle = parse_produce_response(0, body0)
+    assert parts[TopicPartition("t", 0)].base_offset == 99 and throttle == 0
+    body2 = body0 + struct.pack(">i", 5)
+    body2 = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iihqq", 1, 0, 0, 99, 1234) + struct.pack(">i", 5)
+    parts, throttle = parse_produce_response(2, body2)
+    assert parts[TopicPartition("t", 0)].log_append_time == 1234 and throttle == 5
+
+
+def test_truncated_produce_response_is_a_protocol_error() -> None:
+    body = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">ii", 1, 0)
+    with pytest.raises(ProtocolError, match="truncated"):
+        parse_produce_response(0, body)
+
+
+def test_headers() -> None:
+    h1 = encode_request_header(1, 3, 12, 77, "cid")
+    assert h1 == struct.pack(">hhih", 3, 12, 77, 3) + b"cid"
+    assert encode_request_header(2, 3, 12, 77, "cid") == h1 + b"\x00"
+    assert encode_request_header(0, 3, 12, 77, "cid") == struct.pack(">hhi", 3, 12, 77)
+    assert encode_request_header(1, 3, 12, 77, None).endswith(b"\xff\xff")
+    # response header v1 with one tagged field (tag 5, 2 bytes) before the body
+    mv = memoryview(struct.pack(">i", 9) + b"\x01\x05\x02ab" + b"BODY")
+    assert decode_response_header(1, mv) == (9, 9)
+    assert decode_response_header(0, mv) == (9, 4)
+    assert protocol.response_header_version(ApiKey.API_VERSIONS, 3) == 0
+    assert protocol.request_header_version(ApiKey.API_VERSIONS, 3) == 2
+    assert protocol.response_header_version(ApiKey.METADATA, 9) == 1
+    assert protocol.response_header_version(ApiKey.METADATA, 8) == 0
+
+
+def test_negotiate_picks_highest_common_version() -> None:
+    broker = {0: (0, 8), 3: (0, 20), 18: (0, 2), 22: (6, 9)}
+    got = protocol.negotiate(broker)
+    assert got[0] == 8 and got[3] == 12 and got[18] == 2
+    assert 22 not in got  # no overlap: 6..9 vs 0..5
