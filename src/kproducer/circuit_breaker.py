@@ -472,7 +472,10 @@ class CircuitBreakManager:
 
     def remove_listener(self, listener: StateListener) -> None:
         with self._lock:
-            self._listeners = tuple(x for x in self._listeners if x is not listener)
+            listeners = list(self._listeners)
+            if listener in listeners:  # equality, so a fresh bound method matches
+                listeners.remove(listener)
+                self._listeners = tuple(listeners)
 
     @property
     def mute_total(self) -> int:
