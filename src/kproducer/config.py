@@ -641,6 +641,11 @@ def _fail(key: ConfigKey, expected: str, value: Any) -> NoReturn:
     raise ConfigError(f"{key.name} must be {expected}, got {text}")
 
 
+def _dotted(name: str) -> str:
+    """A snake_case spelling turned back into a dotted name; dotted names are kept as given."""
+    return name if "." in name else name.replace("_", ".")
+
+
 def _unknown(name: str) -> NoReturn:
     dotted = name.replace("_", ".")
     close = difflib.get_close_matches(dotted, _SUGGESTIONS, n=3, cutoff=0.6)
@@ -919,13 +924,15 @@ class ProducerConfig:
                     raise ConfigError(f"config names must be strings, got {raw_name!r}")
                 key = _LOOKUP.get(raw_name)
                 if key is None:
-                    dotted = raw_name.replace("_", ".")
+                    dotted = _dotted(raw_name)
                     if dotted.startswith(CIRCUIT_BREAKER_PREFIX) and len(dotted) > len(
                         CIRCUIT_BREAKER_PREFIX
                     ):
                         passthrough[dotted] = value
                         continue
                     _unknown(raw_name)
+                if key.type is Type.PASSWORD and isinstance(value, str):
+                    value = Password(value)  # keep secrets out of originals' reprs too
                 if key.name in seen_here and originals[key.name] != value:
                     raise ConfigError(
                         f"{key.name} given twice with different values (as {seen_here[key.name]!r} "
@@ -1040,7 +1047,7 @@ class ProducerConfig:
         key = _LOOKUP.get(java_name)
         if key is not None:
             return self._values[key.name]
-        dotted = java_name.replace("_", ".")
+        dotted = _dotted(java_name)
         if dotted in self._passthrough:
             return self._passthrough[dotted]
         if dotted.startswith(CIRCUIT_BREAKER_PREFIX):
@@ -1051,7 +1058,7 @@ class ProducerConfig:
         """Whether the user gave this key (the cross-field rules differ for defaults, as in Java)."""
         key = _LOOKUP.get(java_name)
         if key is None:
-            dotted = java_name.replace("_", ".")
+            dotted = _dotted(java_name)
             if dotted.startswith(CIRCUIT_BREAKER_PREFIX):
                 return dotted in self._passthrough
             _unknown(java_name)
@@ -1083,7 +1090,7 @@ class ProducerConfig:
         for source in (config or {}, kwargs):
             for name, value in source.items():
                 key = _LOOKUP.get(name)
-                merged[key.name if key else name.replace("_", ".")] = value
+                merged[key.name if key else _dotted(name)] = value
         return ProducerConfig(merged)
 
     def __getattr__(self, name: str) -> Any:
@@ -1139,7 +1146,7 @@ def _show_default(key: ConfigKey) -> str:
     if isinstance(d, bool):
         return "true" if d else "false"
     if isinstance(d, tuple):
-        return '""'
+        return "[]"
     if isinstance(d, str):
         return f'"{d}"'
     return str(d)
