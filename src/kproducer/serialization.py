@@ -371,7 +371,8 @@ def _from_object(obj: Any, is_key: bool, spec: Any) -> Serializer:
                 f"{_config_key(is_key)}: class {obj.__name__} has no serialize(); {_allowed(is_key)}"
             )
         try:
-            obj = obj()
+            # Built-ins are told which field they serve, so their errors name it.
+            obj = obj(is_key=is_key) if issubclass(obj, _Base) else obj()
         except Exception as e:
             raise ConfigError(
                 f"{_config_key(is_key)}: cannot instantiate {obj.__name__} with no arguments: {e}"
