@@ -1,0 +1,343 @@
+"""Windowed stats with a fake clock: Java's rate rule, window expiry, gauges and thread-safety."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from kproducer.metrics import (
+    PRODUCER_GAUGES,
+    Avg,
+    CumulativeCount,
+    CumulativeSum,
+    Max,
+    MetricConfig,
+    Metrics,
+    Min,
+    Rate,
+    Value,
+    WindowedCount,
+    WindowedSum,
+    register_producer_metrics,
+)
+
+
+class FakeClock:
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_000_000)
+
+
+@pytest.fixture
+def metrics(clock: FakeClock) -> Metrics:
+    return Metrics(clock_ms=clock, sample_window_ms=1000, num_samples=2)
+
+
+# ---------------------------------------------------------------- rate
+
+
+def test_rate_assumes_n_minus_one_full_windows_when_young(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("s")
+    s.add("x-rate", Rate())
+    t0 = clock.now
+    s.record(10)
+    # 10 units after 0 ms elapsed: the window counts as (2 - 1) full windows = 1000 ms, not 1 ms.
+    assert metrics.value("x-rate") == pytest.approx(10.0)
+    clock.now = t0 + 500
+    assert metrics.value("x-rate") == pytest.approx(10 / 1.5)
+
+
+def test_rate_over_several_windows(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("s")
+    s.add("x-rate", Rate())
+    t0 = clock.now
+    for i in range(30):  # 10 per 100 ms = 100/s steady
+        clock.now = t0 + i * 100
+        s.record(10)
+    # The ring of 2 samples now holds t0+1000..1900 and t0+2000..2900 (10 records of 10 each);
+    # the first window was reused. Elapsed time runs from the oldest live window: 1900 ms.
+    clock.now = t0 + 2900
+    assert metrics.value("x-rate") == pytest.approx(200 / 1.9)
+
+
+def test_rate_of_a_steady_stream_converges(clock: FakeClock) -> None:
+    m = Metrics(clock_ms=clock, sample_window_ms=1000, num_samples=11)
+    s = m.sensor("s")
+    s.add("r", Rate())
+    t0 = clock.now
+    for i in range(200):  # 50 per second for 20 s
+        clock.now = t0 + i * 100
+        s.record(5)
+    assert m.value("r") == pytest.approx(50.0, rel=0.1)
+
+
+def test_rate_with_windowed_count_ignores_values(metrics: Metrics) -> None:
+    s = metrics.sensor("s")
+    s.add("n-rate", Rate(WindowedCount()))
+    s.add("sum-rate", Rate(WindowedSum()))
+    for _ in range(4):
+        s.record(100)
+    snap = metrics.snapshot()
+    assert snap["n-rate"] == pytest.approx(4.0)
+    assert snap["sum-rate"] == pytest.approx(400.0)
+
+
+def test_rate_window_expires_after_idle(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("s")
+    s.add("x-rate", Rate())
+    s.add("x-total", CumulativeSum())
+    s.record(50)
+    clock.now += 2000  # num_samples * window: everything recorded is obsolete
+    assert metrics.value("x-rate") == 0.0
+    assert metrics.value("x-total") == 50.0
+
+
+def test_rate_in_nanoseconds_gives_a_ratio(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("wait")
+    s.add("wait-ratio", Rate(unit_ms=1e-6))
+    clock.now += 1000
+    s.record(250_000_000)  # waited 250 ms of the 2 s window span
+    assert metrics.value("wait-ratio") == pytest.approx(0.25)
+
+
+# ---------------------------------------------------------------- avg, max, min, expiry
+
+
+def test_avg_max_min(metrics: Metrics) -> None:
+    s = metrics.sensor("lat")
+    s.add("lat-avg", Avg()).add("lat-max", Max()).add("lat-min", Min())
+    assert math.isnan(metrics.value("lat-avg"))
+    assert math.isnan(metrics.value("lat-max"))
+    for v in (3.0, 9.0, 6.0):
+        s.record(v)
+    snap = metrics.snapshot()
+    assert (snap["lat-avg"], snap["lat-max"], snap["lat-min"]) == (6.0, 9.0, 3.0)
+
+
+def test_negative_values_are_not_lost_by_max(metrics: Metrics) -> None:
+    s = metrics.sensor("s")
+    s.add("m", Max())
+    s.record(-5)
+    assert metrics.value("m") == -5.0
+
+
+def test_avg_and_max_span_live_windows_then_forget(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("lat")
+    s.add("avg", Avg()).add("max", Max())
+    t0 = clock.now
+    s.record(100)
+    clock.now = t0 + 1000  # second window
+    s.record(10)
+    assert metrics.value("avg") == 55.0 and metrics.value("max") == 100.0
+    clock.now = t0 + 2000  # third window reuses the first sample: the 100 is gone
+    s.record(20)
+    assert metrics.value("avg") == 15.0 and metrics.value("max") == 20.0
+    clock.now = t0 + 5000  # idle for longer than the whole span
+    assert math.isnan(metrics.value("avg")) and math.isnan(metrics.value("max"))
+
+
+def test_event_window_completes_a_sample() -> None:
+    config = MetricConfig(sample_window_ms=10_000, num_samples=2, event_window=2)
+    stat = Max()
+    stat.record(config, 100, 0)
+    stat.record(config, 1, 1)
+    stat.record(config, 2, 2)  # third event: new sample
+    stat.record(config, 3, 3)
+    stat.record(config, 4, 4)  # fifth: wraps and drops the sample holding 100
+    assert stat.measure(config, 5) == 4.0
+
+
+def test_cumulative_count_value_and_windowed_count(metrics: Metrics, clock: FakeClock) -> None:
+    s = metrics.sensor("s")
+    s.add("count", CumulativeCount()).add("last", Value()).add("wcount", WindowedCount())
+    assert math.isnan(metrics.value("last"))
+    for v in (7, 8, 9):
+        s.record(v)
+    assert metrics.value("count") == 3.0 and metrics.value("last") == 9.0 and metrics.value("wcount") == 3.0
+    clock.now += 10_000
+    assert metrics.value("count") == 3.0 and metrics.value("wcount") == 0.0
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_sensor_is_get_or_create_and_names_are_unique(metrics: Metrics) -> None:
+    a = metrics.sensor("a")
+    assert metrics.sensor("a") is a
+    a.add("a-avg", Avg(), "average of a")
+    with pytest.raises(ValueError, match="already exists"):
+        metrics.sensor("b").add("a-avg", Max())
+    assert metrics.describe()["a-avg"] == "average of a"
+
+
+def test_tags_make_the_snapshot_key(metrics: Metrics) -> None:
+    metrics.sensor("t").add("record-send-total", CumulativeSum(), tags={"topic": "orders"})
+    metrics.sensor("t").record(4)
+    assert metrics.snapshot()["record-send-total[topic=orders]"] == 4.0
+
+
+def test_gauges_are_read_on_demand_and_failures_read_nan(metrics: Metrics) -> None:
+    box = {"v": 1.0}
+    metrics.add_gauge("g", lambda: box["v"], "a gauge")
+    assert metrics.snapshot()["g"] == 1.0
+    box["v"] = 42.0
+    assert metrics.snapshot()["g"] == 42.0
+
+    def broken() -> float:
+        raise RuntimeError("boom")
+
+    metrics.add_gauge("bad", broken)
+    assert math.isnan(metrics.snapshot()["bad"])
+    assert metrics.remove_metric("g") and "g" not in metrics.snapshot()
+
+
+def test_recording_level_disables_debug_sensors(clock: FakeClock) -> None:
+    m = Metrics(clock_ms=clock, recording_level="INFO")
+    dbg = m.sensor("dbg", recording_level="DEBUG")
+    dbg.add("dbg-total", CumulativeSum())
+    dbg.record(5)
+    assert not dbg.enabled and m.value("dbg-total") == 0.0
+    m2 = Metrics(clock_ms=clock, recording_level="debug")
+    on = m2.sensor("dbg", recording_level="DEBUG")
+    on.add("dbg-total", CumulativeSum())
+    on.record(5)
+    assert m2.value("dbg-total") == 5.0
+
+
+def test_remove_sensor_drops_its_metrics(metrics: Metrics) -> None:
+    metrics.sensor("x").add("x-total", CumulativeSum())
+    assert metrics.remove_sensor("x")
+    assert "x-total" not in metrics.snapshot()
+    assert not metrics.remove_sensor("x")
+
+
+def test_bad_metrics_settings_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        Metrics(num_samples=0)
+    with pytest.raises(ValueError):
+        Metrics(recording_level="LOUD")
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_record_is_thread_safe(metrics: Metrics) -> None:
+    s = metrics.sensor("s")
+    s.add("total", CumulativeSum()).add("count", CumulativeCount()).add("w", WindowedSum())
+    s.add("avg", Avg())
+    threads, per_thread = 8, 5000
+    start = threading.Barrier(threads)
+
+    def work() -> None:
+        start.wait()
+        for _ in range(per_thread):
+            s.record(2.0)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    snap = metrics.snapshot()
+    assert snap["total"] == 2.0 * threads * per_thread
+    assert snap["count"] == threads * per_thread
+    assert snap["w"] == 2.0 * threads * per_thread
+    assert snap["avg"] == 2.0
+
+
+def test_sensor_creation_is_thread_safe(metrics: Metrics) -> None:
+    got: list[object] = []
+    start = threading.Barrier(8)
+
+    def work() -> None:
+        start.wait()
+        got.append(metrics.sensor("shared"))
+
+    pool = [threading.Thread(target=work) for _ in range(8)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert len({id(s) for s in got}) == 1
+
+
+# ---------------------------------------------------------------- producer metrics
+
+
+JAVA_NAMES = {
+    "record-send-rate", "record-send-total", "record-error-rate", "record-error-total",
+    "record-retry-rate", "record-retry-total", "request-latency-avg", "request-latency-max",
+    "request-rate", "records-per-request-avg", "batch-size-avg", "batch-size-max",
+    "compression-rate-avg", "buffer-exhausted-rate", "buffer-exhausted-total",
+    "bufferpool-wait-time-ns-total", "record-queue-time-avg", "record-queue-time-max",
+    "produce-throttle-time-avg", "produce-throttle-time-max", "record-size-avg", "record-size-max",
+    "metadata-request-rate", "metadata-topics-per-request-avg", "metadata-response-bytes-total",
+}  # fmt: skip
+
+
+def test_register_producer_metrics_uses_java_names(metrics: Metrics, clock: FakeClock) -> None:
+    ps = register_producer_metrics(metrics)
+    snap = metrics.snapshot()
+    assert set(snap) >= JAVA_NAMES
+    assert all(metrics.describe()[name] for name in snap)
+
+    ps.record_send.record(100)  # one batch of 100 records
+    ps.record_send.record(50)
+    ps.request.record()
+    ps.request_latency.record(12)
+    ps.request_latency.record(30)
+    ps.batch_size.record(16000)
+    ps.metadata_request.record(3)
+    ps.metadata_request.record(5)
+    ps.metadata_response_bytes.record(1234)
+    ps.bufferpool_wait_time.record(5_000_000)
+    snap = metrics.snapshot()
+    assert snap["record-send-total"] == 150.0
+    # 1 s windows, 2 samples, no time elapsed: Java divides by one full window.
+    assert snap["record-send-rate"] == pytest.approx(150.0)
+    assert snap["request-rate"] == pytest.approx(1.0) and snap["request-total"] == 1.0
+    assert (snap["request-latency-avg"], snap["request-latency-max"]) == (21.0, 30.0)
+    assert snap["batch-size-max"] == 16000.0
+    assert snap["metadata-topics-per-request-avg"] == 4.0
+    assert snap["metadata-request-rate"] == pytest.approx(2.0)
+    assert snap["metadata-response-bytes-total"] == 1234.0
+    assert snap["bufferpool-wait-time-ns-total"] == 5_000_000.0
+    assert snap["bufferpool-wait-ratio"] == pytest.approx(0.005)  # 5 ms of a 1 s window
+
+
+def test_producer_gauges_registered_later(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    assert {"requests-in-flight", "buffer-available-bytes", "buffer-total-bytes"} <= set(PRODUCER_GAUGES)
+    assert {"metadata-urgent-topics", "metadata-age-max"} <= set(PRODUCER_GAUGES)
+    ps.add_gauge("buffer-available-bytes", lambda: 1024.0)
+    ps.add_gauge("requests-in-flight", lambda: 3)
+    snap = metrics.snapshot()
+    assert snap["buffer-available-bytes"] == 1024.0 and snap["requests-in-flight"] == 3.0
+    assert metrics.describe()["buffer-available-bytes"] == PRODUCER_GAUGES["buffer-available-bytes"]
+    with pytest.raises(ValueError, match="unknown producer gauge"):
+        ps.add_gauge("buffer-avail", lambda: 0.0)
+
+
+def test_per_topic_sensors(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    orders = ps.topic("orders")
+    assert ps.topic("orders") is orders
+    orders.record_send.record(10)
+    orders.byte_send.record(2048)
+    ps.topic("audit").record_error.record(1)
+    snap = metrics.snapshot()
+    assert snap["record-send-total[topic=orders]"] == 10.0
+    assert snap["byte-total[topic=orders]"] == 2048.0
+    assert snap["record-error-total[topic=audit]"] == 1.0
+    assert snap["record-send-total"] == 0.0  # the producer-wide sensor is separate
+    ps.remove_topic("orders")
+    assert not any("topic=orders" in k for k in metrics.snapshot())
