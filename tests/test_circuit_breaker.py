@@ -6,6 +6,7 @@ Pure policy tests: a fake clock, no brokers, no sleeping.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -732,3 +733,35 @@ def test_resolve_rejects_bad_specs(spec: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as info:
         resolve_circuit_breaker(spec, {})
     assert CLASS_CONFIG in str(info.value)
+
+
+def test_lock_free_readers_see_whole_snapshots_while_a_writer_mutes() -> None:
+    """Readers on other threads only ever see a muted set the writer published."""
+    h = Harness()
+    m = h.manager
+    a, b = TopicPartition("orders", 0), TopicPartition("clicks", 0)
+    seen: set[frozenset[TopicPartition]] = set()
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            snap = m.muted_partitions()
+            seen.add(snap)
+            assert m.is_muted(a) in (True, False)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(300):
+            m.mute(a)
+            m.mute(b)  # {a} -> {a, b}
+            m.unmute(a)
+            m.unmute(b)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert seen <= {frozenset(), frozenset({a}), frozenset({a, b}), frozenset({b})}
+    assert m.muted_partitions() == frozenset()
+    assert m.mute_total == m.unmute_total == 600
