@@ -1,0 +1,904 @@
+"""RecordAccumulator: per-partition batch queues between caller threads and the Sender (seed 001 "RecordAccumulator", seed 003).
+
+Caller threads ``append()`` to the last batch of a partition's deque; the
+Sender asks ``ready()`` which leader nodes have sendable data and ``drain()``s
+the first batch of each partition, per node, rotating over partitions so that
+none starves. Each deque has its own lock, held only for the append itself:
+the buffer for a new batch is allocated from the BufferPool *outside* the lock
+(it may block up to ``max.block.ms``), then the append is retried under the lock
+before a new batch is created (seed 001's double-lock pattern).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from kproducer.accumulator.batch import NO_SEQUENCE, DeliveryCallback, ProducerBatch
+from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
+from kproducer.accumulator.futures import RecordFuture
+from kproducer.errors import IllegalStateError, ProducerClosedError
+from kproducer.metadata import Cluster
+from kproducer.record.builder import (
+    CompressionRatioEstimator,
+    MemoryRecordsBuilder,
+    estimate_size_upper_bound,
+)
+from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
+from kproducer.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "ExponentialBackoff",
+    "NodeLatencyStats",
+    "ReadyCheckResult",
+    "RecordAccumulator",
+    "RecordAppendResult",
+    "StickyPartitioner",
+    "TransactionManagerLike",
+    "CircuitBreakManagerLike",
+]
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_PARTITION = -1
+_NO_DELAY = 2**63 - 1
+
+Headers = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
+BytesLike = bytes | bytearray | memoryview
+
+
+# ---------------------------------------------------------------------- collaborators
+class StickyPartitioner(Protocol):
+    """The per-topic built-in partitioner the accumulator drives (KIP-794; ``kproducer.partitioner.BuiltInPartitioner``)."""
+
+    def peek_current_partition(self, cluster: Cluster) -> int: ...
+
+    def update_partition_info(
+        self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
+    ) -> None: ...
+
+    def update_partition_load_stats(
+        self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int
+    ) -> None: ...
+
+
+class TransactionManagerLike(Protocol):
+    """What drain needs for idempotence (``kproducer.transaction_manager.TransactionManager``)."""
+
+    def should_stop_draining(self) -> bool: ...
+
+    def producer_id_and_epoch(self) -> tuple[int, int]: ...
+
+    def next_sequence(self, tp: TopicPartition) -> int: ...
+
+    def increment_sequence(self, tp: TopicPartition, increment: int) -> None: ...
+
+    def first_in_flight_sequence(self, tp: TopicPartition) -> int: ...
+
+
+class CircuitBreakManagerLike(Protocol):
+    """Partition mutes decided by the circuit breaker (seed 002): muted partitions are not drained but for probes."""
+
+    def is_muted(self, tp: TopicPartition) -> bool: ...
+
+    def allow_probe(self, tp: TopicPartition, now_ms: int | None = None) -> bool: ...
+
+
+class RecordAppendResult(NamedTuple):
+    """What ``append()`` tells the caller: wake the Sender when the batch is full or new."""
+
+    future: RecordFuture | None
+    batch_is_full: bool
+    new_batch_created: bool
+    abort_for_new_batch: bool
+    partition: int
+    appended_bytes: int = 0
+
+
+class ReadyCheckResult(NamedTuple):
+    """Leader nodes with sendable data, when to look again, and topics whose leader is unknown."""
+
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: int
+    unknown_leader_topics: set[str]
+
+
+class NodeLatencyStats:
+    """When a node last had data ready and when it was last drained (Java's NodeLatencyStats).
+
+    ``ready_time_ms - drain_time_ms`` is how long data waited for a node that was
+    not ready: past ``partitioner.availability.timeout.ms`` its partitions leave
+    the adaptive partitioner's choice.
+    """
+
+    __slots__ = ("ready_time_ms", "drain_time_ms")
+
+    def __init__(self, now_ms: int) -> None:
+        self.ready_time_ms = now_ms
+        self.drain_time_ms = now_ms
+
+
+class ExponentialBackoff:
+    """``initial * 2**attempts`` capped at ``maximum``, with +-``jitter`` (KIP-580 retry.backoff.max.ms)."""
+
+    __slots__ = ("initial", "maximum", "multiplier", "jitter", "_exp_max", "_rng")
+
+    def __init__(
+        self,
+        initial: int,
+        maximum: int,
+        multiplier: float = 2.0,
+        jitter: float = 0.2,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.initial = max(0, initial)
+        self.maximum = max(self.initial, maximum)
+        self.multiplier = multiplier
+        self.jitter = jitter
+        self._rng = rng if rng is not None else random.Random()
+        if self.maximum > self.initial > 0:
+            self._exp_max = math.log(self.maximum / self.initial) / math.log(multiplier)
+        else:
+            self._exp_max = 0.0
+
+    def backoff(self, attempts: int) -> int:
+        """The backoff before retry number ``attempts + 1`` (attempts counted from 0)."""
+        if self._exp_max == 0:
+            return self.initial
+        exp = min(max(attempts, 0), self._exp_max)
+        term = self.initial * self.multiplier**exp
+        factor = self._rng.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
+        return min(int(term * factor), self.maximum)
+
+
+class _PartitionDeque:
+    """The batches of one partition, oldest first, with the lock appends and drains take."""
+
+    __slots__ = ("lock", "batches")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.batches: deque[ProducerBatch] = deque()
+
+
+class _TopicInfo:
+    """Per-topic state: partition → deque, and the topic's built-in partitioner."""
+
+    __slots__ = ("batches", "partitioner", "lock")
+
+    def __init__(self, partitioner: StickyPartitioner) -> None:
+        self.batches: dict[int, _PartitionDeque] = {}
+        self.partitioner = partitioner
+        self.lock = threading.Lock()
+
+    def deque_for(self, partition: int) -> _PartitionDeque:
+        dq = self.batches.get(partition)
+        if dq is None:
+            with self.lock:
+                dq = self.batches.get(partition)
+                if dq is None:
+                    dq = self.batches[partition] = _PartitionDeque()
+        return dq
+
+
+def _default_partitioner_factory(topic: str, sticky_batch_size: int) -> StickyPartitioner:
+    from kproducer.partitioner import BuiltInPartitioner
+
+    return BuiltInPartitioner(topic, sticky_batch_size)
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+# ---------------------------------------------------------------------- the accumulator
+class RecordAccumulator:
+    """Queues of ProducerBatch per partition, filled by callers and drained by the Sender (seed 001)."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        buffer_pool: BufferPool,
+        compression_type: CompressionType | int | str = CompressionType.NONE,
+        compression_level: int | None = None,
+        linger_ms: int = 0,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        retry_backoff_jitter: float = 0.2,
+        delivery_timeout_ms: int = 120_000,
+        adaptive_partitioning_enable: bool = True,
+        partition_availability_timeout_ms: int = 0,
+        clock_ms: Callable[[], int] | None = None,
+        metrics: MetricsLike | None = None,
+        magic: Callable[[], int] | None = None,
+        transaction_manager: TransactionManagerLike | None = None,
+        circuit_break_manager: CircuitBreakManagerLike | None = None,
+        partitioner_factory: Callable[[str, int], StickyPartitioner] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch.size must be > 0, got {batch_size}")
+        if isinstance(compression_type, str):
+            ctype = compression_type_for_name(compression_type)
+        else:
+            ctype = CompressionType(compression_type)
+        self.batch_size = batch_size
+        self.compression = ctype
+        self.compression_level = validate_compression_level(ctype, compression_level)
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.adaptive_partitioning_enable = adaptive_partitioning_enable
+        # The availability timeout only means something with adaptive partitioning (as in Java).
+        self.partition_availability_timeout_ms = partition_availability_timeout_ms if adaptive_partitioning_enable else 0
+        self.free = buffer_pool
+        self._clock: Callable[[], int] = clock_ms if clock_ms is not None else _monotonic_ms
+        self._magic: Callable[[], int] = magic if magic is not None else (lambda: 2)
+        self._tm = transaction_manager
+        self._breaker = circuit_break_manager
+        self._partitioner_factory = partitioner_factory or _default_partitioner_factory
+        self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, jitter=retry_backoff_jitter, rng=rng)
+        self._ratio_estimator = CompressionRatioEstimator()
+
+        self._topic_info: dict[str, _TopicInfo] = {}
+        self._topic_lock = threading.Lock()
+        self._incomplete: dict[ProducerBatch, None] = {}
+        self._incomplete_lock = threading.Lock()
+        self._muted: set[TopicPartition] = set()
+        self._node_stats: dict[int, NodeLatencyStats] = {}
+        self._drain_index: dict[int, int] = {}
+        self._appends_in_progress = 0
+        self._appends_lock = threading.Lock()
+        self._flushes_in_progress = 0
+        self._flush_lock = threading.Lock()
+        self._next_batch_expiry_time_ms = _NO_DELAY
+        self.closed = False
+
+        self._queue_time_sensor: SensorLike | None = None
+        self._batch_size_sensor: SensorLike | None = None
+        self._compression_rate_sensor: SensorLike | None = None
+        if metrics is not None:
+            # record-queue-time-avg/max, batch-size-avg/max, compression-rate-avg hang off these (Java's names).
+            self._queue_time_sensor = metrics.sensor("queue-time")
+            self._batch_size_sensor = metrics.sensor("batch-size")
+            self._compression_rate_sensor = metrics.sensor("compression-rate")
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: Any,
+        *,
+        buffer_pool: BufferPool,
+        clock_ms: Callable[[], int] | None = None,
+        metrics: MetricsLike | None = None,
+        transaction_manager: TransactionManagerLike | None = None,
+        magic: Callable[[], int] | None = None,
+        circuit_break_manager: CircuitBreakManagerLike | None = None,
+    ) -> RecordAccumulator:
+        """Build from a ProducerConfig (snake_case attributes)."""
+        ctype = compression_type_for_name(str(cfg.compression_type))
+        level: int | None = None
+        if ctype is CompressionType.GZIP:
+            level = cfg.compression_gzip_level
+        elif ctype is CompressionType.LZ4:
+            level = cfg.compression_lz4_level
+        elif ctype is CompressionType.ZSTD:
+            level = cfg.compression_zstd_level
+        if level is not None:
+            try:
+                level = validate_compression_level(ctype, level)
+            except (TypeError, ValueError):
+                level = None  # Java's -1 "codec default" for gzip
+        return cls(
+            batch_size=cfg.batch_size,
+            buffer_pool=buffer_pool,
+            compression_type=ctype,
+            compression_level=level,
+            linger_ms=cfg.linger_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            delivery_timeout_ms=cfg.delivery_timeout_ms,
+            adaptive_partitioning_enable=bool(cfg.partitioner_adaptive_partitioning_enable),
+            partition_availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
+            clock_ms=clock_ms,
+            metrics=metrics,
+            magic=magic,
+            transaction_manager=transaction_manager,
+            circuit_break_manager=circuit_break_manager,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _topic(self, topic: str) -> _TopicInfo:
+        info = self._topic_info.get(topic)
+        if info is None:
+            with self._topic_lock:
+                info = self._topic_info.get(topic)
+                if info is None:
+                    info = self._topic_info[topic] = _TopicInfo(self._partitioner_factory(topic, self.batch_size))
+        return info
+
+    def _deque(self, tp: TopicPartition) -> _PartitionDeque | None:
+        info = self._topic_info.get(tp.topic)
+        return None if info is None else info.batches.get(tp.partition)
+
+    def _deque_or_create(self, tp: TopicPartition) -> _PartitionDeque:
+        return self._topic(tp.topic).deque_for(tp.partition)
+
+    def _all_deques(self) -> Iterator[tuple[TopicPartition, _PartitionDeque]]:
+        for topic, info in list(self._topic_info.items()):
+            for partition, dq in list(info.batches.items()):
+                yield TopicPartition(topic, partition), dq
+
+    def _builder(self, buffer: bytearray, magic: int, topic: str) -> MemoryRecordsBuilder:
+        return MemoryRecordsBuilder(
+            buffer,
+            magic=magic,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            write_limit=len(buffer),
+            topic=topic,
+            ratio_estimator=self._ratio_estimator,
+        )
+
+    def _add_incomplete(self, batch: ProducerBatch) -> None:
+        with self._incomplete_lock:
+            self._incomplete[batch] = None
+
+    def _incomplete_snapshot(self) -> list[ProducerBatch]:
+        with self._incomplete_lock:
+            return list(self._incomplete)
+
+    # ------------------------------------------------------------------ append (caller threads)
+    def append(
+        self,
+        topic: str | TopicPartition,
+        partition: int,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Headers | None,
+        callback: DeliveryCallback | None,
+        max_time_to_block_ms: int,
+        abort_on_new_batch: bool | int = False,
+        now_ms: int | Cluster | None = None,
+        cluster: Cluster | None = None,
+    ) -> RecordAppendResult:
+        """Append one record to its partition's last batch, or to a new batch (seed 001 ``append``).
+
+        ``partition == -1`` lets the topic's built-in partitioner pick the sticky
+        partition (KIP-794). With ``abort_on_new_batch`` the call returns
+        ``abort_for_new_batch=True`` instead of allocating a new batch. The
+        Producer facade's shorter form ``(..., max_time_to_block_ms, now_ms, cluster)``
+        is accepted too.
+        """
+        if not isinstance(abort_on_new_batch, bool):
+            # Called as (..., max_time_to_block_ms, now_ms, cluster).
+            cluster = now_ms if isinstance(now_ms, Cluster) else cluster
+            now_ms = abort_on_new_batch
+            abort_on_new_batch = False
+        if isinstance(topic, TopicPartition):
+            if partition == UNKNOWN_PARTITION:
+                partition = topic.partition
+            topic = topic.topic
+        now = self._clock() if now_ms is None or isinstance(now_ms, Cluster) else now_ms
+        topic_info = self._topic(topic)
+        with self._appends_lock:
+            self._appends_in_progress += 1
+        buffer: bytearray | None = None
+        try:
+            while True:
+                sticky = partition == UNKNOWN_PARTITION
+                if sticky:
+                    if cluster is None:
+                        raise ValueError("append with partition -1 needs the cluster for the built-in partitioner")
+                    effective = topic_info.partitioner.peek_current_partition(cluster)
+                else:
+                    effective = partition
+                dq = topic_info.deque_for(effective)
+                with dq.lock:
+                    if sticky and self._partition_changed(topic_info, effective, cluster):
+                        continue
+                    result = self._try_append(timestamp, key, value, headers, callback, dq, now, effective)
+                    if result is not None:
+                        if sticky:
+                            assert cluster is not None
+                            topic_info.partitioner.update_partition_info(
+                                effective, result.appended_bytes, cluster, self._all_batches_full(dq)
+                            )
+                        return result
+                if abort_on_new_batch:
+                    return RecordAppendResult(None, False, False, True, effective, 0)
+                magic = self._magic()
+                if buffer is None:
+                    size = max(self.batch_size, estimate_size_upper_bound(magic, self.compression, key, value, headers))
+                    # Outside the deque lock: this may block for up to max.block.ms.
+                    buffer = self.free.allocate(size, max_time_to_block_ms)
+                    now = self._clock()
+                with dq.lock:
+                    if sticky and self._partition_changed(topic_info, effective, cluster):
+                        continue
+                    result = self._append_new_batch(
+                        topic, effective, dq, timestamp, key, value, headers, callback, buffer, now, magic
+                    )
+                    if result.new_batch_created:
+                        buffer = None
+                    if sticky:
+                        assert cluster is not None
+                        topic_info.partitioner.update_partition_info(
+                            effective, result.appended_bytes, cluster, self._all_batches_full(dq)
+                        )
+                    return result
+        finally:
+            if buffer is not None:
+                # Another thread opened a batch meanwhile (or we failed): give the memory back.
+                self.free.deallocate(buffer, len(buffer))
+            with self._appends_lock:
+                self._appends_in_progress -= 1
+
+    @staticmethod
+    def _partition_changed(topic_info: _TopicInfo, partition: int, cluster: Cluster | None) -> bool:
+        """Another thread switched the sticky partition while we waited for the deque: start over."""
+        assert cluster is not None
+        current = topic_info.partitioner.peek_current_partition(cluster)
+        if current != partition:
+            log.debug("sticky partition changed from %d to %d while appending; retrying", partition, current)
+            return True
+        return False
+
+    @staticmethod
+    def _all_batches_full(dq: _PartitionDeque) -> bool:
+        last = dq.batches[-1] if dq.batches else None
+        return last is None or last.is_full()
+
+    def _try_append(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Headers | None,
+        callback: DeliveryCallback | None,
+        dq: _PartitionDeque,
+        now_ms: int,
+        partition: int,
+    ) -> RecordAppendResult | None:
+        """Append to the deque's last batch (deque lock held); None when there is none or it is full."""
+        if self.closed:
+            raise ProducerClosedError("Producer closed while send in progress")
+        batches = dq.batches
+        if not batches:
+            return None
+        last = batches[-1]
+        initial = last.estimated_size_in_bytes()
+        future = last.try_append(timestamp, key, value, headers, callback, now_ms)
+        if future is None:
+            last.close_for_record_appends()
+            return None
+        appended = last.estimated_size_in_bytes() - initial
+        return RecordAppendResult(future, len(batches) > 1 or last.is_full(), False, False, partition, appended)
+
+    def _append_new_batch(
+        self,
+        topic: str,
+        partition: int,
+        dq: _PartitionDeque,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Headers | None,
+        callback: DeliveryCallback | None,
+        buffer: bytearray,
+        now_ms: int,
+        magic: int,
+    ) -> RecordAppendResult:
+        """Second try under the lock (another thread may have opened a batch), else a new batch on ``buffer``."""
+        result = self._try_append(timestamp, key, value, headers, callback, dq, now_ms, partition)
+        if result is not None:
+            return result
+        tp = TopicPartition(topic, partition)
+        batch = ProducerBatch(tp, self._builder(buffer, magic, topic), now_ms, buffer=buffer)
+        future = batch.try_append(timestamp, key, value, headers, callback, now_ms)
+        if future is None:  # pragma: no cover - the first record always fits
+            raise IllegalStateError(f"a new batch for {tp} refused its first record")
+        dq.batches.append(batch)
+        self._add_incomplete(batch)
+        return RecordAppendResult(
+            future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
+        )
+
+    # ------------------------------------------------------------------ ready (Sender thread)
+    def _batch_backoff_ms(self, batch: ProducerBatch) -> int:
+        return batch.retry_backoff_ms if batch.attempts > 0 else 0
+
+    def _is_muted(self, tp: TopicPartition) -> bool:
+        if tp in self._muted:
+            return True
+        breaker = self._breaker
+        return breaker is not None and breaker.is_muted(tp)
+
+    def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
+        """Leader nodes with at least one sendable partition (seed 001 ``ready``).
+
+        A partition is sendable when its first batch is full (or more than one is
+        queued), linger.ms has passed, the pool has waiters, the accumulator is
+        closing, or a flush is in progress, and it is not backing off after a
+        retry. Muted partitions are skipped. Along the way each topic's queue sizes
+        feed its partitioner's load stats (KIP-794 adaptive partitioning).
+        """
+        ready_nodes: set[int] = set()
+        next_delay = _NO_DELAY
+        unknown_leader_topics: set[str] = set()
+        exhausted = self.free.queued() > 0
+        for topic, info in list(self._topic_info.items()):
+            next_delay = self._partition_ready(
+                cluster, now_ms, topic, info, next_delay, ready_nodes, unknown_leader_topics, exhausted
+            )
+        return ReadyCheckResult(ready_nodes, next_delay, unknown_leader_topics)
+
+    def _partition_ready(
+        self,
+        cluster: Cluster,
+        now_ms: int,
+        topic: str,
+        info: _TopicInfo,
+        next_delay: int,
+        ready_nodes: set[int],
+        unknown_leader_topics: set[str],
+        exhausted: bool,
+    ) -> int:
+        entries = list(info.batches.items())
+        queue_sizes: list[int] | None = None
+        partition_ids: list[int] | None = None
+        if self.adaptive_partitioning_enable and len(entries) >= len(cluster.partitions_for_topic(topic)):
+            queue_sizes = [0] * len(entries)
+            partition_ids = [0] * len(entries)
+        index = -1
+        flushing = self.flush_in_progress()
+        for partition, dq in entries:
+            tp = TopicPartition(topic, partition)
+            leader = cluster.leader_for(tp)
+            if leader is not None and queue_sizes is not None and partition_ids is not None:
+                index += 1
+                partition_ids[index] = partition
+            with dq.lock:
+                if not dq.batches:
+                    continue
+                batch = dq.batches[0]
+                waited = batch.waited_time_ms(now_ms)
+                backoff_ms = self._batch_backoff_ms(batch)
+                backing_off = batch.attempts > 0 and waited < backoff_ms
+                deque_size = len(dq.batches)
+                full = deque_size > 1 or batch.is_full()
+            if leader is None:
+                unknown_leader_topics.add(topic)
+                continue
+            if queue_sizes is not None:
+                queue_sizes[index] = deque_size
+                if self.partition_availability_timeout_ms > 0:
+                    stats = self._node_stats.get(leader.id)
+                    if stats is not None and stats.ready_time_ms - stats.drain_time_ms > self.partition_availability_timeout_ms:
+                        # The leader has not been drainable for too long: keep the partitioner away from it.
+                        index -= 1
+            if leader.id in ready_nodes or self._is_muted(tp):
+                continue
+            time_to_wait = backoff_ms if backing_off else self.linger_ms
+            expired = waited >= time_to_wait
+            sendable = full or expired or exhausted or self.closed or flushing
+            if sendable and not backing_off:
+                ready_nodes.add(leader.id)
+            else:
+                next_delay = min(next_delay, max(time_to_wait - waited, 0))
+        info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
+        return next_delay
+
+    def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
+        """The Sender reports a ready node it could (or could not) drain (Java's updateNodeLatencyStats)."""
+        if self.partition_availability_timeout_ms <= 0:
+            return
+        stats = self._node_stats.get(node_id)
+        if stats is None:
+            stats = self._node_stats.setdefault(node_id, NodeLatencyStats(now_ms))
+        if can_drain:
+            stats.drain_time_ms = now_ms
+        stats.ready_time_ms = now_ms
+
+    def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
+        return self._node_stats.get(node_id)
+
+    # ------------------------------------------------------------------ drain (Sender thread)
+    def drain(
+        self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
+    ) -> dict[int, list[ProducerBatch]]:
+        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (seed 001 ``drain``)."""
+        out: dict[int, list[ProducerBatch]] = {}
+        for node_id in node_ids:
+            out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)
+        return out
+
+    def _drain_node(self, cluster: Cluster, node_id: int, max_size: int, now_ms: int) -> list[ProducerBatch]:
+        parts = cluster.partitions_for_node(node_id)
+        ready: list[ProducerBatch] = []
+        if not parts:
+            return ready
+        n = len(parts)
+        start = self._drain_index.get(node_id, 0) % n
+        size = 0
+        tm = self._tm
+        for step in range(n):
+            i = (start + step) % n
+            # Next time start after this partition, unless we stop at it below.
+            self._drain_index[node_id] = (i + 1) % n
+            part = parts[i]
+            tp = TopicPartition(part.topic, part.partition)
+            if tp in self._muted:
+                continue
+            dq = self._deque(tp)
+            if dq is None:
+                continue
+            with dq.lock:
+                if not dq.batches:
+                    continue
+                first = dq.batches[0]
+                if first.attempts > 0 and first.waited_time_ms(now_ms) < self._batch_backoff_ms(first):
+                    continue
+                if ready and size + first.estimated_size_in_bytes() > max_size:
+                    # This request is full; this partition goes first next time.
+                    self._drain_index[node_id] = i
+                    break
+                if tm is not None and self._should_stop_draining(first, tp, tm):
+                    self._drain_index[node_id] = i
+                    break
+                breaker = self._breaker
+                if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
+                    continue
+                batch = dq.batches.popleft()
+                if tm is not None and not batch.has_sequence():
+                    producer_id, epoch = tm.producer_id_and_epoch()
+                    sequence = tm.next_sequence(tp)
+                    batch.set_producer_state(producer_id, epoch, sequence, False)
+                    tm.increment_sequence(tp, batch.record_count)
+                    log.debug(
+                        "assigned producer id %d, epoch %d, sequence %d to a batch of %d records for %s",
+                        producer_id,
+                        epoch,
+                        sequence,
+                        batch.record_count,
+                        tp,
+                    )
+            batch.close()
+            size += batch.estimated_size_in_bytes()
+            ready.append(batch)
+            batch.drained(now_ms)
+            self._record_drained(batch, now_ms)
+        return ready
+
+    @staticmethod
+    def _should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: TransactionManagerLike) -> bool:
+        """Idempotence gates (Java's shouldStopDrainBatchesForPartition)."""
+        if tm.should_stop_draining():
+            return True
+        if first.has_sequence():
+            first_in_flight = tm.first_in_flight_sequence(tp)
+            if first_in_flight != NO_SEQUENCE and first.base_sequence != first_in_flight:
+                # A retried batch waits until the batches before it are resolved.
+                return True
+        return False
+
+    def _record_drained(self, batch: ProducerBatch, now_ms: int) -> None:
+        if self._queue_time_sensor is not None:
+            self._queue_time_sensor.record(float(batch.queue_time_ms()), now_ms)
+        if self._batch_size_sensor is not None:
+            self._batch_size_sensor.record(float(batch.estimated_size_in_bytes()), now_ms)
+        if self._compression_rate_sensor is not None:
+            self._compression_rate_sensor.record(batch.compression_rate(), now_ms)
+
+    # ------------------------------------------------------------------ expiry, retries, splits
+    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
+        """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
+        expired: list[ProducerBatch] = []
+        for _tp, dq in self._all_deques():
+            with dq.lock:
+                batches = dq.batches
+                while batches:
+                    batch = batches[0]
+                    if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                        batches.popleft()
+                        batch.abort_record_appends()
+                        expired.append(batch)
+                    else:
+                        self._next_batch_expiry_time_ms = min(
+                            self._next_batch_expiry_time_ms, batch.created_ms + self.delivery_timeout_ms
+                        )
+                        break
+        return expired
+
+    def next_expiry_time_ms(self) -> int:
+        return self._next_batch_expiry_time_ms
+
+    def reset_next_batch_expiry_time(self) -> None:
+        self._next_batch_expiry_time_ms = _NO_DELAY
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+        """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""
+        batch.reenqueued(now_ms)
+        batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
+        dq = self._deque_or_create(batch.topic_partition)
+        with dq.lock:
+            if self._tm is not None and batch.has_sequence():
+                self._insert_in_sequence_order(dq.batches, batch)
+            else:
+                dq.batches.appendleft(batch)
+
+    @staticmethod
+    def _insert_in_sequence_order(batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
+        """Before the first queued batch with a higher (or no) sequence."""
+        position = 0
+        for queued in batches:
+            if queued.has_sequence() and queued.base_sequence < batch.base_sequence:
+                position += 1
+            else:
+                break
+        batches.insert(position, batch)
+
+    def split_and_reenqueue(self, big_batch: ProducerBatch) -> int:
+        """Split a batch rejected with MESSAGE_TOO_LARGE and queue the parts at the front; the number of parts.
+
+        The caller still deallocates ``big_batch`` (its buffer goes back to the pool).
+        """
+        topic = big_batch.topic_partition.topic
+        if self.compression is not CompressionType.NONE:
+            # The estimate was too optimistic: start again from the observed ratio.
+            self._ratio_estimator.update_estimation(topic, self.compression, big_batch.compression_rate())
+        magic = big_batch.magic
+
+        def factory(buf: bytearray) -> MemoryRecordsBuilder:
+            return self._builder(buf, magic, topic)
+
+        parts = big_batch.split(self.batch_size, factory)
+        dq = self._deque_or_create(big_batch.topic_partition)
+        for part in reversed(parts):
+            self._add_incomplete(part)
+            with dq.lock:
+                if self._tm is not None and part.has_sequence():
+                    self._insert_in_sequence_order(dq.batches, part)
+                else:
+                    dq.batches.appendleft(part)
+        return len(parts)
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Forget a completed batch and return its buffer to the pool: exactly once per batch."""
+        with self._incomplete_lock:
+            self._incomplete.pop(batch, None)
+            if batch.deallocated:
+                log.debug("batch %r was already deallocated", batch)
+                return
+            batch.deallocated = True
+        if not batch.is_split_batch and batch.buffer is not None:
+            self.free.deallocate(batch.buffer, batch.initial_capacity)
+
+    def reset_producer_state_of_queued_batches(self) -> None:
+        """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""
+        for _tp, dq in self._all_deques():
+            with dq.lock:
+                for batch in dq.batches:
+                    if batch.has_sequence():
+                        batch.reset_producer_state(-1, -1, NO_SEQUENCE)
+
+    # ------------------------------------------------------------------ muting (max.in.flight=1, breaker)
+    def mute_partition(self, tp: TopicPartition) -> None:
+        self._muted.add(tp)
+
+    def unmute_partition(self, tp: TopicPartition) -> None:
+        self._muted.discard(tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp in self._muted
+
+    # ------------------------------------------------------------------ flush
+    def begin_flush(self) -> None:
+        """Make every partition ready at once until ``end_flush()``."""
+        with self._flush_lock:
+            self._flushes_in_progress += 1
+
+    def end_flush(self) -> None:
+        with self._flush_lock:
+            if self._flushes_in_progress > 0:
+                self._flushes_in_progress -= 1
+
+    def flush_in_progress(self) -> bool:
+        return self._flushes_in_progress > 0
+
+    def await_flush_completion(self, timeout: float | None = None) -> bool:
+        """Wait for every batch incomplete now (and the parts of any that get split); False on timeout.
+
+        The flush counter is left to ``end_flush()``, so the caller pairs
+        ``begin_flush()``/``end_flush()`` around this in a ``finally``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        awaited: set[int] = set()
+        targets = self._incomplete_snapshot()
+        while targets:
+            for batch in targets:
+                awaited.add(id(batch))
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not batch.result.await_(remaining):
+                    return False
+            # Batches split for MESSAGE_TOO_LARGE carry the records on: wait for those too.
+            targets = [b for b in self._incomplete_snapshot() if b.is_split_batch and id(b) not in awaited]
+        return True
+
+    # ------------------------------------------------------------------ abort and close
+    def appends_in_progress(self) -> bool:
+        return self._appends_in_progress > 0
+
+    def _abort_batches(self, reason: BaseException, undrained_only: bool = False) -> None:
+        for batch in self._incomplete_snapshot():
+            dq = self._deque(batch.topic_partition)
+            aborted = not undrained_only
+            if dq is not None:
+                with dq.lock:
+                    if undrained_only:
+                        if self._tm is not None:
+                            aborted = not batch.has_sequence()
+                        else:
+                            aborted = not batch.is_closed
+                    if aborted:
+                        batch.abort_record_appends()
+                        try:
+                            dq.batches.remove(batch)
+                        except ValueError:
+                            pass
+            if not aborted:
+                continue
+            if not batch.is_done:
+                try:
+                    batch.abort(reason)
+                except IllegalStateError:
+                    log.debug("batch %r completed while being aborted", batch)
+            self.deallocate(batch)
+
+    def abort_incomplete_batches(self, reason: BaseException | None = None) -> None:
+        """Fail and deallocate every incomplete batch (forced close), waiting out in-progress appends."""
+        exc = reason if reason is not None else ProducerClosedError("Producer is closed forcefully.")
+        for _ in range(10_000):
+            self._abort_batches(exc)
+            if not self.appends_in_progress():
+                break
+            time.sleep(0.001)
+        self._abort_batches(exc)
+
+    def abort_undrained_batches(self, reason: BaseException) -> None:
+        """Fail and deallocate the batches that were never drained (fatal idempotence error)."""
+        self._abort_batches(reason, undrained_only=True)
+
+    def has_undrained(self) -> bool:
+        return any(dq.batches for _tp, dq in self._all_deques())
+
+    def has_incomplete(self) -> bool:
+        with self._incomplete_lock:
+            return bool(self._incomplete)
+
+    def incomplete_record_count(self) -> int:
+        """Records whose batch has not completed yet (the Producer's flush() reports it)."""
+        return sum(b.record_count for b in self._incomplete_snapshot() if not b.result.completed)
+
+    def close(self) -> None:
+        """No more appends; wake anyone blocked in the pool."""
+        self.closed = True
+        self.free.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordAccumulator(topics={len(self._topic_info)}, incomplete={len(self._incomplete)}, "
+            f"closed={self.closed})"
+        )

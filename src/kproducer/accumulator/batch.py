@@ -1,0 +1,454 @@
+"""ProducerBatch: one record batch for one partition, and its lifecycle (seed 001 "ProducerBatch", seed 003).
+
+A batch wraps a :class:`MemoryRecordsBuilder` writing into a pool buffer. Each
+appended record gets a :class:`RecordFuture` (a pointer into the batch's single
+:class:`ProduceRequestResult`) and a thunk ``(callback, future)`` kept in append
+order, so that delivery callbacks fire in send order. The final state moves
+once: a batch that succeeded can never turn failed.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
+from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
+from kproducer.structs import RecordMetadata, TopicPartition
+
+__all__ = ["DeliveryCallback", "FinalState", "NO_SEQUENCE", "ProducerBatch", "Thunk", "record_error_fn"]
+
+log = logging.getLogger(__name__)
+
+NO_SEQUENCE = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
+ErrorFn = Callable[[int], BaseException | None]
+RecordExceptions = ErrorFn | Mapping[int, BaseException] | Sequence[Any]
+
+# done()/abort() race only between the Sender and a closing producer, once per batch:
+# one lock for all batches costs less than one per batch.
+_state_lock = threading.Lock()
+
+
+class FinalState(enum.Enum):
+    ABORTED = "ABORTED"
+    FAILED = "FAILED"
+    SUCCEEDED = "SUCCEEDED"
+
+
+class Thunk(NamedTuple):
+    """A record's delivery callback and its future, kept in append order (seed 001 Thunk)."""
+
+    callback: DeliveryCallback | None
+    future: RecordFuture
+
+
+def _byte_size(data: Any) -> int:
+    if data is None:
+        return -1
+    if isinstance(data, memoryview):
+        return data.nbytes
+    return len(data)
+
+
+def record_error_fn(top_level: BaseException, record_exceptions: RecordExceptions | None) -> ErrorFn:
+    """Per-record exception lookup for a failed batch (Java Sender.failBatch's recordExceptions).
+
+    ``record_exceptions`` may be a function of the batch index, a mapping
+    index → exception, or the produce response's ``(batch_index, message)``
+    record errors: a single record error keeps the partition error's type, several
+    become INVALID_RECORD, and the other records of the batch fail with a
+    KafkaError saying their batch held invalid records.
+    """
+    if record_exceptions is None:
+        return lambda _i: top_level
+    if callable(record_exceptions):
+        fn = record_exceptions
+        return lambda i: fn(i) or top_level
+    if isinstance(record_exceptions, Mapping):
+        mapping = record_exceptions
+        return lambda i: mapping.get(i, top_level)
+    errors = list(record_exceptions)
+    if not errors:
+        return lambda _i: top_level
+    by_index: dict[int, BaseException] = {}
+    for entry in errors:
+        index, message = entry[0], entry[1]
+        if isinstance(message, BaseException):
+            by_index[index] = message
+            continue
+        text = message or (top_level.message if isinstance(top_level, KafkaError) else str(top_level))
+        if len(errors) == 1 and isinstance(top_level, KafkaError):
+            by_index[index] = type(top_level)(text, topic=top_level.topic, partition=top_level.partition)
+        elif isinstance(top_level, KafkaError):
+            by_index[index] = InvalidRecordError(text, topic=top_level.topic, partition=top_level.partition)
+        else:
+            by_index[index] = InvalidRecordError(text)
+    other = KafkaError(
+        "Failed to append record because it was part of a batch which had one or more invalid records",
+        topic=getattr(top_level, "topic", None),
+        partition=getattr(top_level, "partition", None),
+    )
+    return lambda i: by_index.get(i, other)
+
+
+class ProducerBatch:
+    """The records for one partition sent in one produce request (seed 001 "ProducerBatch").
+
+    Appends happen on caller threads under the partition deque's lock; the
+    Sender thread drains, closes and completes it. ``buffer`` is the pool buffer
+    the builder writes into; ``initial_capacity`` is what goes back to the pool.
+    """
+
+    __slots__ = (
+        "topic_partition",
+        "builder",
+        "created_ms",
+        "last_append_ms",
+        "last_attempt_ms",
+        "drained_ms",
+        "attempts",
+        "record_count",
+        "thunks",
+        "result",
+        "is_split_batch",
+        "buffer",
+        "initial_capacity",
+        "deallocated",
+        "retry_backoff_ms",
+        "_retry",
+        "_writable",
+        "_final_state",
+        "_reopened",
+    )
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        builder: MemoryRecordsBuilder,
+        created_ms: int,
+        *,
+        buffer: bytearray | None = None,
+        is_split_batch: bool = False,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.builder = builder
+        self.created_ms = created_ms
+        self.last_append_ms = created_ms
+        self.last_attempt_ms = created_ms
+        self.drained_ms = 0
+        self.attempts = 0
+        self.record_count = 0
+        self.thunks: list[Thunk] = []
+        self.result = ProduceRequestResult(topic_partition)
+        self.is_split_batch = is_split_batch
+        self.buffer = buffer
+        self.initial_capacity = len(buffer) if buffer is not None else 0
+        self.deallocated = False
+        # Set by the accumulator on reenqueue: this retry's backoff (exponential, with jitter, drawn once).
+        self.retry_backoff_ms = 0
+        self._retry = False
+        self._writable = True
+        self._final_state: FinalState | None = None
+        self._reopened = False
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.topic_partition
+
+    # ------------------------------------------------------------------ appending
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] | None,
+        callback: DeliveryCallback | None,
+        now_ms: int,
+    ) -> RecordFuture | None:
+        """Append one record; None when it does not fit (the accumulator then opens a new batch)."""
+        builder = self.builder
+        if not self._writable or not builder.has_room_for(timestamp, key, value, headers):
+            return None
+        builder.append(timestamp, key, value, headers)
+        self.last_append_ms = now_ms
+        future = RecordFuture(self.result, self.record_count, timestamp, _byte_size(key), _byte_size(value))
+        self.thunks.append(Thunk(callback, future))
+        self.record_count += 1
+        return future
+
+    def _try_append_for_split(
+        self,
+        timestamp: int,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] | None,
+        thunk: Thunk,
+    ) -> bool:
+        """Move one record of a split batch here, chaining its old future to the new one."""
+        if not self.builder.has_room_for(timestamp, key, value, headers):
+            return False
+        self.builder.append(timestamp, key, value, headers)
+        future = RecordFuture(self.result, self.record_count, timestamp, _byte_size(key), _byte_size(value))
+        thunk.future.chain(future)
+        self.thunks.append(thunk)
+        self.record_count += 1
+        return True
+
+    # ------------------------------------------------------------------ completion
+    @property
+    def final_state(self) -> FinalState | None:
+        return self._final_state
+
+    @property
+    def is_done(self) -> bool:
+        return self._final_state is not None
+
+    def done(
+        self,
+        base_offset: int,
+        log_append_time: int,
+        exception: BaseException | None,
+        record_exceptions: RecordExceptions | None = None,
+    ) -> bool:
+        """Complete the batch: True when this call set the final state (seed 001 ``done()``).
+
+        A second call after success raises IllegalStateError (an acknowledged batch
+        must never be reported failed); after a failure or abort it is logged and
+        ignored, which happens when an expired in-flight batch gets its response.
+        """
+        try_state = FinalState.SUCCEEDED if exception is None else FinalState.FAILED
+        with _state_lock:
+            current = self._final_state
+            if current is None:
+                self._final_state = try_state
+        if current is None:
+            error_fn = None if exception is None else record_error_fn(exception, record_exceptions)
+            self._complete_future_and_fire_callbacks(base_offset, log_append_time, error_fn)
+            return True
+        if current is FinalState.SUCCEEDED:
+            raise IllegalStateError(
+                f"A SUCCEEDED batch for {self.topic_partition} must not attempt another state change to {try_state.value}"
+            )
+        log.debug(
+            "ignored state transition %s -> %s for %s batch with base offset %d",
+            current.value,
+            try_state.value,
+            self.topic_partition,
+            base_offset,
+        )
+        return False
+
+    def abort(self, exception: BaseException) -> None:
+        """Fail every record with ``exception`` without a response (close, fatal error)."""
+        with _state_lock:
+            current = self._final_state
+            if current is None:
+                self._final_state = FinalState.ABORTED
+        if current is not None:
+            raise IllegalStateError(f"Batch for {self.topic_partition} has already been completed in final state {current.value}")
+        self._writable = False
+        self._complete_future_and_fire_callbacks(NO_OFFSET, NO_TIMESTAMP, lambda _i: exception)
+
+    def _complete_future_and_fire_callbacks(self, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
+        """Set the result, run each callback in append order (one failing never stops the rest), open the latch."""
+        self.result.set(base_offset, log_append_time, error_fn)
+        tp = self.topic_partition
+        for index, (callback, future) in enumerate(self.thunks):
+            if callback is None:
+                continue
+            try:
+                if error_fn is None:
+                    callback(future.value(), None)
+                else:
+                    callback(None, error_fn(index))
+            except Exception:
+                log.exception("error executing user-provided callback on message for topic-partition %s", tp)
+        self.result.done()
+
+    # ------------------------------------------------------------------ split (MESSAGE_TOO_LARGE)
+    def split(
+        self,
+        split_batch_size: int,
+        builder_factory: Callable[[bytearray], MemoryRecordsBuilder] | None = None,
+    ) -> list[ProducerBatch]:
+        """Re-read the records into new batches of at most ``split_batch_size`` bytes each.
+
+        Each old future is chained to its record's future in the new batch and the
+        thunks move with the records, so callbacks still fire once and in order. The
+        old batch's result completes with RECORD_LIST_TOO_LARGE (futures follow the
+        chain) and the old batch is marked failed so it can never fire again. New
+        batches are allocated off the pool (``is_split_batch``).
+        """
+        from kproducer.record.reader import read_batches
+
+        self.close()
+        data = self.builder.buffer()
+        records: list[Any] = []
+        for record_batch in read_batches(data):
+            records.extend(record_batch.records())
+        if not records:
+            raise IllegalStateError("Cannot split an empty producer batch.")
+        if len(records) != len(self.thunks):
+            raise IllegalStateError(
+                f"batch for {self.topic_partition} holds {len(records)} records but {len(self.thunks)} futures"
+            )
+        magic = self.builder.magic
+        compression = self.builder.compression
+
+        def new_batch(rec: Any) -> ProducerBatch:
+            size = max(estimate_size_upper_bound(magic, compression, rec.key, rec.value, rec.headers), split_batch_size)
+            buf = bytearray(size)
+            if builder_factory is not None:
+                builder = builder_factory(buf)
+            else:
+                builder = MemoryRecordsBuilder(buf, magic=magic, compression=compression, write_limit=size)
+            return ProducerBatch(self.topic_partition, builder, self.created_ms, buffer=buf, is_split_batch=True)
+
+        batches: list[ProducerBatch] = []
+        batch: ProducerBatch | None = None
+        for rec, thunk in zip(records, self.thunks, strict=True):
+            headers = list(rec.headers) if rec.headers else None
+            if batch is None:
+                batch = new_batch(rec)
+            if not batch._try_append_for_split(rec.timestamp, rec.key, rec.value, headers, thunk):
+                batch.close_for_record_appends()
+                batches.append(batch)
+                batch = new_batch(rec)
+                batch._try_append_for_split(rec.timestamp, rec.key, rec.value, headers, thunk)
+        if batch is not None:
+            batch.close_for_record_appends()
+            batches.append(batch)
+
+        too_large = RecordListTooLargeError(
+            f"batch of {self.record_count} records split into {len(batches)} batches",
+            topic=self.topic_partition.topic,
+            partition=self.topic_partition.partition,
+        )
+        with _state_lock:
+            if self._final_state is None:
+                self._final_state = FinalState.FAILED
+        self.thunks = []
+        self.result.set(NO_OFFSET, NO_TIMESTAMP, lambda _i: too_large)
+        self.result.done()
+
+        if self.has_sequence():
+            sequence = self.base_sequence
+            for nb in batches:
+                nb.set_producer_state(self.producer_id, self.producer_epoch, sequence, self.is_transactional)
+                sequence += nb.record_count
+        return batches
+
+    # ------------------------------------------------------------------ lifecycle
+    def close_for_record_appends(self) -> None:
+        """No more appends; the bytes stay open until ``close()`` at drain."""
+        self._writable = False
+
+    def abort_record_appends(self) -> None:
+        self._writable = False
+
+    def close(self) -> None:
+        """Finish the batch bytes (compression, header, CRC): done once, when drained."""
+        self._writable = False
+        self.builder.close()
+
+    @property
+    def is_closed(self) -> bool:
+        return self.builder.is_closed
+
+    @property
+    def is_writable(self) -> bool:
+        return self._writable
+
+    def records_buffer(self) -> memoryview:
+        """The finished batch bytes (closes the builder if needed)."""
+        return self.builder.buffer()
+
+    def is_full(self) -> bool:
+        return not self._writable or self.builder.is_full()
+
+    def estimated_size_in_bytes(self) -> int:
+        return self.builder.estimated_size_in_bytes()
+
+    def compression_rate(self) -> float:
+        return self.builder.compression_rate
+
+    @property
+    def magic(self) -> int:
+        return self.builder.magic
+
+    # ------------------------------------------------------------------ timing
+    def reenqueued(self, now_ms: int) -> None:
+        """Back in the deque for a retry: counts an attempt and restarts the backoff clock."""
+        self.attempts += 1
+        self.last_attempt_ms = max(self.last_append_ms, now_ms)
+        self.last_append_ms = max(self.last_append_ms, now_ms)
+        self._retry = True
+
+    def drained(self, now_ms: int) -> None:
+        self.drained_ms = max(self.drained_ms, now_ms)
+
+    def queue_time_ms(self) -> int:
+        return self.drained_ms - self.created_ms
+
+    def waited_time_ms(self, now_ms: int) -> int:
+        """Time since creation or since the last retry: compared with linger.ms / the backoff."""
+        return max(0, now_ms - self.last_attempt_ms)
+
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: int) -> bool:
+        return delivery_timeout_ms <= now_ms - self.created_ms
+
+    def in_retry(self) -> bool:
+        return self._retry
+
+    # ------------------------------------------------------------------ producer state (idempotence)
+    @property
+    def producer_id(self) -> int:
+        return self.builder.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.builder.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.builder.base_sequence
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.builder.is_transactional
+
+    def has_sequence(self) -> bool:
+        return self.builder.base_sequence != NO_SEQUENCE
+
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.record_count - 1 if self.has_sequence() else NO_SEQUENCE
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool) -> None:
+        """Assign producer id, epoch and base sequence (before or after close: the header is patched)."""
+        self.builder.rewrite_producer_state(producer_id, producer_epoch, base_sequence, is_transactional)
+
+    def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """New producer id/epoch or sequence for a queued or retried batch (Java's resetProducerState)."""
+        self._reopened = True
+        self.builder.rewrite_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)
+
+    def sequence_has_been_reset(self) -> bool:
+        return self._reopened
+
+    def iter_futures(self) -> Iterable[RecordFuture]:
+        return (t.future for t in self.thunks)
+
+    def __repr__(self) -> str:
+        state = self._final_state.value if self._final_state is not None else "open" if self._writable else "closed"
+        return (
+            f"ProducerBatch({self.topic_partition}, records={self.record_count}, "
+            f"created_ms={self.created_ms}, attempts={self.attempts}, {state})"
+        )

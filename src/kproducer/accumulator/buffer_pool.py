@@ -1,0 +1,262 @@
+"""The BufferPool: ``buffer.memory`` bytes handed out as batch buffers (seed 001 "BufferPool", seed 003).
+
+Only buffers of exactly ``batch.size`` (the poolable size) are kept for reuse on
+a free list; any other size is carved out of the non-pooled memory and simply
+dropped on ``deallocate`` (its bytes go back to the non-pooled count). When
+there is not enough memory, the caller joins a FIFO queue of waiters, each with
+its own Condition on the pool lock, and accumulates memory piece by piece as
+other threads give it back, up to ``max.block.ms``. The invariant is
+
+    available_memory() == non_pooled_available + len(free) * poolable_size
+
+plus whatever is currently handed out, which always adds up to ``total_memory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from kproducer.errors import BufferExhaustedError, ProducerClosedError
+
+__all__ = ["BufferPool", "MetricsLike", "SensorLike"]
+
+log = logging.getLogger(__name__)
+
+
+class SensorLike(Protocol):
+    """What the pool and the accumulator need of a metrics sensor."""
+
+    def record(self, value: float = 1.0, now_ms: int | None = None) -> None: ...
+
+
+class MetricsLike(Protocol):
+    """The slice of ``kproducer.metrics.Metrics`` used here: named sensors."""
+
+    def sensor(self, name: str) -> SensorLike: ...
+
+
+def _exported(buffer: bytearray) -> bool:
+    """Whether a memoryview still reads the buffer (a request not yet garbage): then it must not be reused."""
+    try:
+        buffer.append(0)
+    except BufferError:
+        return True
+    buffer.pop()
+    return False
+
+
+class BufferPool:
+    """A pool of ``bytearray`` batch buffers bounded by ``total_memory`` (seed 001 "BufferPool").
+
+    ``clock_ms`` measures how long a waiter blocked (for its remaining budget and
+    the ``bufferpool-wait-time`` sensor); the blocking itself is a real
+    ``Condition.wait`` so that a caller never waits past ``max_time_to_block_ms``.
+    """
+
+    def __init__(
+        self,
+        total_memory: int,
+        poolable_size: int,
+        clock_ms: Callable[[], int] | None = None,
+        metrics: MetricsLike | None = None,
+    ) -> None:
+        if total_memory < 0:
+            raise ValueError(f"buffer.memory must be >= 0, got {total_memory}")
+        if poolable_size <= 0:
+            raise ValueError(f"batch.size must be > 0, got {poolable_size}")
+        self._total_memory = total_memory
+        self._poolable_size = poolable_size
+        self._lock = threading.Lock()
+        self._free: deque[bytearray] = deque()
+        self._waiters: deque[threading.Condition] = deque()
+        self._non_pooled_available_memory = total_memory
+        self._closed = False
+        if clock_ms is None:
+            self._now_ns: Callable[[], int] = time.monotonic_ns
+        else:
+            ms = clock_ms
+            self._now_ns = lambda: ms() * 1_000_000
+        self._wait_time_sensor: SensorLike | None = None
+        self._exhausted_sensor: SensorLike | None = None
+        if metrics is not None:
+            # bufferpool-wait-time-ns-total and buffer-exhausted-rate hang off these sensors.
+            self._wait_time_sensor = metrics.sensor("bufferpool-wait-time")
+            self._exhausted_sensor = metrics.sensor("buffer-exhausted-records")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def total_memory(self) -> int:
+        return self._total_memory
+
+    @property
+    def poolable_size(self) -> int:
+        return self._poolable_size
+
+    # ------------------------------------------------------------------ allocate
+    def allocate(self, size: int, max_time_to_block_ms: int) -> bytearray:
+        """A buffer of ``size`` bytes, blocking up to ``max_time_to_block_ms`` for memory.
+
+        Raises ``ValueError`` when ``size`` exceeds ``buffer.memory`` (it could
+        never be satisfied), ``BufferExhaustedError`` when the wait runs out and
+        ``ProducerClosedError`` when the pool is closed before or during the wait.
+        """
+        if size > self._total_memory:
+            raise ValueError(
+                f"Attempt to allocate {size} bytes, but there is a hard limit of {self._total_memory} "
+                f"on memory allocations (buffer.memory)"
+            )
+        if size < 0:
+            raise ValueError(f"Attempt to allocate a negative size ({size} bytes)")
+        buffer: bytearray | None = None
+        with self._lock:
+            if self._closed:
+                raise ProducerClosedError("Producer closed while allocating memory")
+            try:
+                # Fast path: a pooled buffer of exactly the poolable size.
+                if size == self._poolable_size and self._free:
+                    return self._free.popleft()
+                free_list_size = len(self._free) * self._poolable_size
+                if self._non_pooled_available_memory + free_list_size >= size:
+                    # Enough memory without waiting: shrink the free list if needed.
+                    self._free_up(size)
+                    self._non_pooled_available_memory -= size
+                else:
+                    buffer = self._wait_for_memory(size, max_time_to_block_ms)
+            finally:
+                # Pass the baton: there is memory left, so let the next waiter try.
+                if not (self._non_pooled_available_memory == 0 and not self._free) and self._waiters:
+                    self._waiters[0].notify()
+        if buffer is not None:
+            return buffer
+        return self._safe_allocate(size)
+
+    def _wait_for_memory(self, size: int, max_time_to_block_ms: int) -> bytearray | None:
+        """Join the FIFO waiters and accumulate ``size`` bytes (lock held). Returns a pooled buffer or None."""
+        accumulated = 0
+        buffer: bytearray | None = None
+        more_memory = threading.Condition(self._lock)
+        remaining_ns = max(0, max_time_to_block_ms) * 1_000_000
+        self._waiters.append(more_memory)
+        try:
+            while accumulated < size:
+                start_ns = self._now_ns()
+                real_start = time.monotonic_ns()
+                try:
+                    signalled = more_memory.wait(remaining_ns / 1e9) if remaining_ns > 0 else False
+                finally:
+                    waited_ns = max(0, self._now_ns() - start_ns)
+                    if self._wait_time_sensor is not None:
+                        self._wait_time_sensor.record(float(waited_ns))
+                if self._closed:
+                    raise ProducerClosedError("Producer closed while allocating memory")
+                if not signalled:
+                    if self._exhausted_sensor is not None:
+                        self._exhausted_sensor.record()
+                    raise BufferExhaustedError(
+                        f"Failed to allocate {size} bytes within the configured max blocking time "
+                        f"{max_time_to_block_ms} ms (max.block.ms). Total memory: {self._total_memory} bytes. "
+                        f"Available memory: {self._available_memory_locked()} bytes. "
+                        f"Poolable size: {self._poolable_size} bytes"
+                    )
+                # The injected clock may stand still (tests); real time always bounds the wait.
+                real_waited_ns = max(0, time.monotonic_ns() - real_start)
+                remaining_ns -= max(waited_ns, real_waited_ns)
+                if accumulated == 0 and size == self._poolable_size and self._free:
+                    # A whole pooled buffer came back: take it as is.
+                    buffer = self._free.popleft()
+                    accumulated = size
+                else:
+                    # Take what there is now and keep waiting for the rest.
+                    self._free_up(size - accumulated)
+                    got = min(size - accumulated, self._non_pooled_available_memory)
+                    self._non_pooled_available_memory -= got
+                    accumulated += got
+            accumulated = 0
+            return buffer
+        finally:
+            # On any failure give back the partial accumulation: nothing leaks.
+            self._non_pooled_available_memory += accumulated
+            self._waiters.remove(more_memory)
+
+    def _free_up(self, size: int) -> None:
+        """Release pooled buffers into non-pooled memory until ``size`` bytes are there (lock held)."""
+        while self._free and self._non_pooled_available_memory < size:
+            self._non_pooled_available_memory += len(self._free.pop())
+
+    def _safe_allocate(self, size: int) -> bytearray:
+        """Create the buffer outside the lock; if that fails, return the memory and wake a waiter."""
+        ok = False
+        try:
+            buf = bytearray(size)
+            ok = True
+            return buf
+        finally:
+            if not ok:
+                with self._lock:
+                    self._non_pooled_available_memory += size
+                    if self._waiters:
+                        self._waiters[0].notify()
+
+    # ------------------------------------------------------------------ deallocate
+    def deallocate(self, buffer: bytearray, size: int | None = None) -> None:
+        """Give back ``size`` bytes (``len(buffer)`` when omitted) and wake the first waiter.
+
+        A buffer of exactly the poolable size goes back on the free list; any other
+        (including a pooled buffer that grew) is dropped and its ``size`` bytes
+        return to non-pooled memory.
+        """
+        if size is None:
+            size = len(buffer)
+        with self._lock:
+            if size == self._poolable_size and len(buffer) == self._poolable_size and not _exported(buffer):
+                self._free.append(buffer)
+            else:
+                self._non_pooled_available_memory += size
+            if self._waiters:
+                self._waiters[0].notify()
+
+    # ------------------------------------------------------------------ introspection
+    def _available_memory_locked(self) -> int:
+        return self._non_pooled_available_memory + len(self._free) * self._poolable_size
+
+    def available_memory(self) -> int:
+        """Free memory: non-pooled bytes plus the pooled buffers on the free list."""
+        with self._lock:
+            return self._available_memory_locked()
+
+    def unallocated_memory(self) -> int:
+        """Memory never turned into a pooled buffer (non-pooled bytes only)."""
+        with self._lock:
+            return self._non_pooled_available_memory
+
+    def free_size(self) -> int:
+        """Number of pooled buffers on the free list."""
+        with self._lock:
+            return len(self._free)
+
+    def queued(self) -> int:
+        """Threads blocked waiting for memory (ready() treats > 0 as 'exhausted')."""
+        with self._lock:
+            return len(self._waiters)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Refuse new allocations and wake every waiter, who then raises ProducerClosedError."""
+        with self._lock:
+            self._closed = True
+            for waiter in self._waiters:
+                waiter.notify()
+
+    def __repr__(self) -> str:
+        return (
+            f"BufferPool(total={self._total_memory}, poolable={self._poolable_size}, "
+            f"available={self.available_memory()}, waiters={self.queued()})"
+        )

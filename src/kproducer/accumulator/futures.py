@@ -1,0 +1,225 @@
+"""Per-batch result latch and per-record futures (seed 001 "ProducerBatch": ProduceRequestResult, FutureRecordMetadata).
+
+DESIGN "Futures without per-record cost": a batch owns one
+:class:`ProduceRequestResult` (one Event, the base offset, the log-append time
+and the error). A :class:`RecordFuture` is only a pointer to that result plus
+the record's relative offset and sizes: no lock or Event per record. When a
+batch is split for MESSAGE_TOO_LARGE, each old future is chained to its record's
+future in the new batch, and ``result()`` follows the chain.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kproducer.errors import KafkaTimeoutError
+from kproducer.structs import RecordMetadata, TopicPartition
+
+__all__ = ["NO_OFFSET", "NO_TIMESTAMP", "ProduceRequestResult", "RecordFuture"]
+
+log = logging.getLogger(__name__)
+
+NO_OFFSET = -1
+NO_TIMESTAMP = -1
+
+ErrorFn = Callable[[int], BaseException | None]
+
+
+class ProduceRequestResult:
+    """The outcome of one batch: a latch plus base offset, log-append time and per-record errors.
+
+    ``set()`` records the outcome, ``done()`` opens the latch and runs the
+    callbacks registered through ``RecordFuture.add_done_callback``.
+    """
+
+    __slots__ = ("topic_partition", "base_offset", "log_append_time", "_error_fn", "_latch", "_lock", "_callbacks")
+
+    def __init__(self, topic_partition: TopicPartition) -> None:
+        self.topic_partition = topic_partition
+        self.base_offset = NO_OFFSET
+        self.log_append_time = NO_TIMESTAMP
+        self._error_fn: ErrorFn | None = None
+        self._latch = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] | None = None
+
+    def set(self, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
+        """Record the outcome; ``error_fn(relative_index)`` gives a record's exception (None: success)."""
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self._error_fn = error_fn
+
+    def done(self) -> None:
+        """Open the latch (once) and run the done-callbacks registered so far."""
+        with self._lock:
+            if self._latch.is_set():
+                return
+            self._latch.set()
+            callbacks, self._callbacks = self._callbacks, None
+        for cb in callbacks or ():
+            try:
+                cb()
+            except Exception:
+                log.exception("error in a future done-callback for %s", self.topic_partition)
+
+    def await_(self, timeout: float | None = None) -> bool:
+        """Block until ``done()``; False when ``timeout`` seconds passed first."""
+        return self._latch.wait(timeout)
+
+    @property
+    def completed(self) -> bool:
+        return self._latch.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The batch-level error: the first record's exception (None on success)."""
+        return self.error_at(0)
+
+    def error_at(self, relative_index: int) -> BaseException | None:
+        """The exception of the record at ``relative_index`` (None on success)."""
+        fn = self._error_fn
+        return None if fn is None else fn(relative_index)
+
+    def _add_callback(self, cb: Callable[[], None]) -> bool:
+        """Register ``cb`` for ``done()``; False (not registered) when already done."""
+        with self._lock:
+            if self._latch.is_set():
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(cb)
+            return True
+
+    def __repr__(self) -> str:
+        state = "done" if self.completed else "pending"
+        return f"ProduceRequestResult({self.topic_partition}, {state}, base_offset={self.base_offset})"
+
+
+class RecordFuture:
+    """The future of one record, in the style of ``concurrent.futures.Future`` (seed 001 FutureRecordMetadata).
+
+    It holds no synchronization of its own: ``result()`` waits on the batch's
+    latch. ``_next`` is set when the record moved to another batch (split).
+    """
+
+    __slots__ = ("_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next")
+
+    def __init__(
+        self,
+        result: ProduceRequestResult,
+        relative_offset: int,
+        create_timestamp: int,
+        serialized_key_size: int,
+        serialized_value_size: int,
+    ) -> None:
+        self._result = result
+        self.relative_offset = relative_offset
+        self.create_timestamp = create_timestamp
+        self.serialized_key_size = serialized_key_size
+        self.serialized_value_size = serialized_value_size
+        self._next: RecordFuture | None = None
+
+    # ------------------------------------------------------------------ chaining (split)
+    def chain(self, future: RecordFuture) -> None:
+        """Follow ``future`` from now on; a future chained twice follows the end of the chain."""
+        if self._next is None:
+            self._next = future
+        else:
+            self._next.chain(future)
+
+    @property
+    def chained(self) -> RecordFuture | None:
+        return self._next
+
+    # ------------------------------------------------------------------ state
+    def done(self) -> bool:
+        if not self._result.completed:
+            return False
+        nxt = self._next
+        return True if nxt is None else nxt.done()
+
+    def cancelled(self) -> bool:
+        """A produced record cannot be cancelled (as in Java's FutureRecordMetadata)."""
+        return False
+
+    def cancel(self) -> bool:
+        return False
+
+    def running(self) -> bool:
+        return not self.done()
+
+    def _wait(self, timeout: float | None) -> RecordFuture:
+        """Wait for this future and its chain; the future that holds the final outcome."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fut = self
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not fut._result.await_(remaining):
+                raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
+            nxt = fut._next
+            if nxt is None:
+                return fut
+            fut = nxt
+
+    def _metadata(self) -> RecordMetadata:
+        r = self._result
+        offset = NO_OFFSET if r.base_offset == NO_OFFSET else r.base_offset + self.relative_offset
+        timestamp = r.log_append_time if r.log_append_time != NO_TIMESTAMP else self.create_timestamp
+        tp = r.topic_partition
+        return RecordMetadata(
+            tp.topic, tp.partition, offset, timestamp, self.serialized_key_size, self.serialized_value_size
+        )
+
+    def value(self) -> RecordMetadata:
+        """The metadata of a completed record (follows the chain); call only once done."""
+        nxt = self._next
+        if nxt is not None:
+            return nxt.value()
+        return self._metadata()
+
+    def record_error(self) -> BaseException | None:
+        """The record's exception once completed (follows the chain)."""
+        nxt = self._next
+        if nxt is not None:
+            return nxt.record_error()
+        return self._result.error_at(self.relative_offset)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata; raises the record's exception, or KafkaTimeoutError after ``timeout`` s."""
+        fut = self._wait(timeout)
+        err = fut._result.error_at(fut.relative_offset)
+        if err is not None:
+            raise err
+        return fut._metadata()
+
+    get = result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The record's exception (None on success); KafkaTimeoutError after ``timeout`` s."""
+        fut = self._wait(timeout)
+        return fut._result.error_at(fut.relative_offset)
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        """Call ``fn(self)`` once the record is complete (at once if it already is)."""
+
+        def fire() -> None:
+            nxt = self._next
+            if nxt is not None:
+                # The record moved to a split batch: wait for that one instead.
+                nxt.add_done_callback(lambda _f: fn(self))
+            else:
+                fn(self)
+
+        if not self._result._add_callback(fire):
+            try:
+                fire()
+            except Exception:
+                log.exception("error in a future done-callback for %s", self._result.topic_partition)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"RecordFuture({self._result.topic_partition}, relative_offset={self.relative_offset}, {state})"
