@@ -244,12 +244,9 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, magic: int) -> bytes:
     flg = mv[4]
     if (flg >> 6) != 1:
         raise ValueError(f"unsupported LZ4 frame version {flg >> 6}")
-    block_checksum = bool(flg & 0x10)
     has_content_size = bool(flg & 0x08)
-    content_checksum = bool(flg & 0x04)
     has_dict = bool(flg & 0x01)
-    block_max = _LZ4_BLOCK_SIZES.get((mv[5] >> 4) & 0x7)
-    if block_max is None:
+    if (mv[5] >> 4) & 0x7 not in _LZ4_BLOCK_SIZES:
         raise ValueError(f"unsupported LZ4 block size id {(mv[5] >> 4) & 0x7}")
     hc_pos = 6 + (8 if has_content_size else 0) + (4 if has_dict else 0)
     if hc_pos >= end:
@@ -260,33 +257,12 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, magic: int) -> bytes:
         broken = (xxh32(bytes(mv[0:hc_pos])) >> 8) & 0xFF
         if magic != 0 or hc != broken:
             raise ValueError("LZ4 frame descriptor checksum mismatch")
-    pos = hc_pos + 1
-    out = []
-    while True:
-        if pos + 4 > end:
-            raise ValueError("truncated LZ4 frame: missing end mark")
-        (size,) = struct.unpack_from("<I", mv, pos)
-        pos += 4
-        if size == 0:
-            break
-        raw = bool(size & 0x80000000)
-        size &= 0x7FFFFFFF
-        if pos + size > end:
-            raise ValueError("truncated LZ4 block")
-        block = mv[pos : pos + size]
-        pos += size
-        if block_checksum:
-            pos += 4
-        if raw:
-            out.append(bytes(block))
-        else:
-            scratch = bytearray(block_max)
-            produced = cramjam.lz4.decompress_block_into(block, scratch)
-            del scratch[produced:]
-            out.append(bytes(scratch))
-    if content_checksum:
-        pos += 4
-    return b"".join(out)
+    if hc != correct:
+        # Hand the standard decoder a frame with the correct checksum (KIP-57 v0 frames).
+        patched = bytearray(mv)
+        patched[hc_pos] = correct
+        return bytes(cramjam.lz4.decompress(patched))
+    return bytes(cramjam.lz4.decompress(mv))
 
 
 # ---------------------------------------------------------------- public entry points

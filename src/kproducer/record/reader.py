@@ -86,6 +86,30 @@ class RecordBatch(ABC):
     def base_offset(self) -> int:
         """Offset of the first record."""
 
+    @property
+    @abstractmethod
+    def record_count(self) -> int:
+        """Number of records (inner messages for a legacy wrapper)."""
+
+    @property
+    @abstractmethod
+    def last_offset_delta(self) -> int:
+        """Offset of the last record minus base_offset."""
+
+    @property
+    @abstractmethod
+    def base_timestamp(self) -> int:
+        """Timestamp of the first record (the message timestamp for v0/v1)."""
+
+    @property
+    @abstractmethod
+    def max_timestamp(self) -> int:
+        """Largest record timestamp (the wrapper timestamp for v0/v1)."""
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
     @abstractmethod
     def validate(self) -> None:
         """Check the checksum; raise CorruptRecordError naming the offset."""
@@ -107,13 +131,13 @@ class DefaultRecordBatch(RecordBatch):
             self.magic,
             self.crc,
             self.attributes,
-            self.last_offset_delta,
-            self.base_timestamp,
-            self.max_timestamp,
+            self._last_offset_delta,
+            self._base_timestamp,
+            self._max_timestamp,
             self.producer_id,
             self.producer_epoch,
             self.base_sequence,
-            self.record_count,
+            self._record_count,
         ) = _V2_HEADER.unpack_from(data, 0)
         self.is_transactional = bool(self.attributes & 0x10)
         self.is_control = bool(self.attributes & 0x20)
@@ -121,6 +145,22 @@ class DefaultRecordBatch(RecordBatch):
     @property
     def base_offset(self) -> int:
         return self._base_offset
+
+    @property
+    def record_count(self) -> int:
+        return self._record_count
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._last_offset_delta
+
+    @property
+    def base_timestamp(self) -> int:
+        return self._base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_timestamp
 
     @property
     def size_in_bytes(self) -> int:

@@ -1,0 +1,262 @@
+"""MemoryRecordsBuilder behaviour: sizing, bad input, producer state, CRC checks (seed 001)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kproducer.errors import CorruptRecordError, IllegalStateError
+from kproducer.record.builder import (
+    RECORD_BATCH_OVERHEAD,
+    CompressionRatioEstimator,
+    MemoryRecordsBuilder,
+    estimate_size_upper_bound,
+)
+from kproducer.record.codecs import CompressionType
+from kproducer.record.reader import DefaultRecordBatch, read_batches
+
+TS = 1_700_000_000_000
+
+
+def _one(data: memoryview | bytes | bytearray) -> DefaultRecordBatch:
+    (batch,) = list(read_batches(data))
+    assert isinstance(batch, DefaultRecordBatch)
+    return batch
+
+
+def test_presized_buffer_holds_exactly_the_batch() -> None:
+    buf = bytearray(b"\xee" * 16384)
+    b = MemoryRecordsBuilder(buf, write_limit=16384, base_offset=10)
+    b.append(TS, b"k", b"v" * 100)
+    b.append(TS + 5, None, None, [("a", b"1")])
+    b.close()
+    assert len(buf) == 16384  # no growth needed, no truncation of the pool buffer
+    view = b.buffer()
+    assert len(view) == b.size_in_bytes < 200
+    batch = _one(view)
+    batch.validate()
+    assert batch.base_offset == 10 and batch.record_count == 2 and batch.last_offset_delta == 1
+    assert batch.base_timestamp == TS and batch.max_timestamp == TS + 5 == b.max_timestamp
+    recs = list(batch.records())
+    assert recs[1].offset == 11 and recs[1].key is None and recs[1].headers == [("a", b"1")]
+
+
+def test_buffer_grows_past_its_initial_size() -> None:
+    buf = bytearray(10)
+    b = MemoryRecordsBuilder(buf, write_limit=100)
+    b.append(TS, b"k", b"x" * 5000)
+    b.close()
+    assert len(buf) >= b.size_in_bytes > 5000
+    assert list(_one(b.buffer()).records())[0].value == b"x" * 5000
+
+
+def test_oversized_first_record_gets_its_own_batch() -> None:
+    b = MemoryRecordsBuilder(bytearray(), write_limit=1024)
+    big = b"z" * 4096
+    assert b.has_room_for(TS, None, big)
+    b.append(TS, None, big)
+    assert b.is_full()
+    assert not b.has_room_for(TS, None, b"a")
+    b.close()
+    assert b.size_in_bytes > 4096
+    assert estimate_size_upper_bound(2, CompressionType.NONE, None, big, None) >= b.size_in_bytes
+
+
+def test_has_room_for_turns_false_at_the_write_limit() -> None:
+    limit = 1000
+    b = MemoryRecordsBuilder(bytearray(limit), write_limit=limit)
+    value = b"v" * 90
+    appended = 0
+    while b.has_room_for(TS, b"key", value):
+        b.append(TS, b"key", value)
+        appended += 1
+        assert appended < 100
+    assert appended == (limit - RECORD_BATCH_OVERHEAD) // 100  # 100-byte encoded records
+    assert b.estimated_size_in_bytes() <= limit
+    b.close()
+    assert b.size_in_bytes <= limit
+    assert b.estimated_size_in_bytes() == b.size_in_bytes
+
+
+def test_compressed_batch_fills_towards_write_limit_with_ratio_estimate() -> None:
+    limit = 16384
+    est = CompressionRatioEstimator()
+    value = b"abcdefgh" * 16
+    sizes = []
+    for _ in range(30):
+        b = MemoryRecordsBuilder(
+            bytearray(limit), compression="gzip", write_limit=limit, topic="t", ratio_estimator=est
+        )
+        while b.has_room_for(TS, b"k", value):
+            b.append(TS, b"k", value)
+        b.close()
+        sizes.append(b.size_in_bytes)
+        assert b.compression_rate < 0.5
+    # The first batch used ratio 1.0; the estimate drifts down so later batches hold more records.
+    assert est.estimation("t", CompressionType.GZIP) < 1.0
+    assert sizes[-1] > sizes[0]
+    assert all(s <= limit for s in sizes)
+
+
+def test_ratio_estimator_steps() -> None:
+    est = CompressionRatioEstimator()
+    assert est.estimation("t", 1) == 1.0
+    assert est.update_estimation("t", 1, 0.5) == pytest.approx(0.995)
+    assert est.update_estimation("t", 1, 2.0) == pytest.approx(2.0)
+    assert est.update_estimation("t", 1, 2.01) == pytest.approx(2.05)
+    assert est.estimation("t", 2) == 1.0
+
+
+def test_flipped_byte_in_crc_region_is_caught() -> None:
+    b = MemoryRecordsBuilder(bytearray(), compression=CompressionType.LZ4, write_limit=4096, base_offset=77)
+    for i in range(5):
+        b.append(TS + i, b"k", b"value")
+    b.close()
+    for pos in (21, 30, 60, 61, b.size_in_bytes - 1):
+        data = bytearray(b.buffer())
+        data[pos] ^= 0x40
+        batch = _one(data)
+        with pytest.raises(CorruptRecordError, match="offset 77"):
+            batch.validate()
+    # Outside the CRC region (partition leader epoch) the broker may rewrite freely.
+    data = bytearray(b.buffer())
+    struct.pack_into(">i", data, 12, 9)
+    _one(data).validate()
+
+
+def test_legacy_flipped_byte_is_caught() -> None:
+    b = MemoryRecordsBuilder(bytearray(), magic=1, write_limit=4096, base_offset=3)
+    b.append(TS, b"k", b"value")
+    b.close()
+    data = bytearray(b.buffer())
+    data[-1] ^= 1
+    (batch,) = list(read_batches(data))
+    with pytest.raises(CorruptRecordError, match="offset 3"):
+        batch.validate()
+
+
+def test_rewrite_producer_state_keeps_crc_valid() -> None:
+    b = MemoryRecordsBuilder(
+        bytearray(), write_limit=4096, producer_id=5, producer_epoch=0, base_sequence=0, compression="snappy"
+    )
+    for i in range(3):
+        b.append(TS, None, b"v%d" % i)
+    b.close()
+    before = _one(b.buffer())
+    before.validate()
+    b.rewrite_producer_state(5, 1, 42, True)
+    after = _one(b.buffer())
+    after.validate()
+    assert (after.producer_id, after.producer_epoch, after.base_sequence) == (5, 1, 42)
+    assert after.is_transactional and after.compression is CompressionType.SNAPPY
+    assert after.crc != before.crc
+    assert [r.value for r in after.records()] == [b"v0", b"v1", b"v2"]
+    b.rewrite_producer_state(5, 1, 42, False)
+    again = _one(b.buffer())
+    again.validate()
+    assert not again.is_transactional
+
+
+def test_set_producer_state_before_close() -> None:
+    b = MemoryRecordsBuilder(bytearray(), write_limit=4096)
+    b.append(TS, None, b"v")
+    b.set_producer_state(9, 2, 100, False)
+    b.close()
+    batch = _one(b.buffer())
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (9, 2, 100)
+    with pytest.raises(IllegalStateError):
+        b.set_producer_state(1, 1, 1, False)
+
+
+def test_close_is_idempotent_and_append_after_close_fails() -> None:
+    b = MemoryRecordsBuilder(bytearray(), compression="zstd", write_limit=4096)
+    b.append(TS, b"k", b"v")
+    b.close()
+    first = bytes(b.buffer())
+    b.close()
+    assert bytes(b.buffer()) == first
+    assert b.is_closed and b.is_full()
+    with pytest.raises(IllegalStateError):
+        b.append(TS, b"k", b"v")
+
+
+def test_empty_batch_closes_to_nothing() -> None:
+    b = MemoryRecordsBuilder(bytearray(100), write_limit=4096)
+    b.close()
+    assert b.size_in_bytes == 0 and len(b.buffer()) == 0
+
+
+def test_bytes_like_inputs() -> None:
+    b = MemoryRecordsBuilder(bytearray(), write_limit=4096)
+    b.append(TS, bytearray(b"ka"), memoryview(b"va"), [("h", bytearray(b"x")), ("m", memoryview(b"y"))])
+    b.append(TS, memoryview(struct.pack(">2i", 1, 2)).cast("i"), None)
+    b.close()
+    recs = list(_one(b.buffer()).records())
+    assert (recs[0].key, recs[0].value, recs[0].headers) == (b"ka", b"va", [("h", b"x"), ("m", b"y")])
+    assert recs[1].key == struct.pack(">2i", 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((TS, "str-key", b"v"), TypeError, "key"),
+        ((TS, b"k", 12), TypeError, "value"),
+        ((TS, b"k", b"v", [(1, b"x")]), TypeError, "header 0 key"),
+        ((TS, b"k", b"v", [("h", "text")]), TypeError, "header 'h' value"),
+        ((TS, b"k", b"v", [("h",)]), TypeError, "header 0"),
+        ((TS, b"k", b"v", "abc"), TypeError, "headers"),
+        ((-5, b"k", b"v"), ValueError, "timestamp"),
+        (("now", b"k", b"v"), TypeError, "timestamp"),
+    ],
+)
+def test_bad_input(args: tuple[object, ...], exc: type[Exception], match: str) -> None:
+    b = MemoryRecordsBuilder(bytearray(), write_limit=4096)
+    with pytest.raises(exc, match=match):
+        b.append(*args)  # type: ignore[arg-type]
+    assert b.num_records == 0
+
+
+def test_no_timestamp_is_allowed() -> None:
+    b = MemoryRecordsBuilder(bytearray(), write_limit=4096)
+    b.append(-1, None, b"v")
+    b.close()
+    assert list(_one(b.buffer()).records())[0].timestamp == -1
+
+
+def test_bad_construction() -> None:
+    with pytest.raises(ValueError, match="allowed: none, gzip, snappy, lz4, zstd"):
+        MemoryRecordsBuilder(bytearray(), compression="brotli", write_limit=10)
+    with pytest.raises(ValueError, match="compression_level 10 .* gzip: allowed 1..9"):
+        MemoryRecordsBuilder(bytearray(), compression="gzip", compression_level=10, write_limit=10)
+    with pytest.raises(ValueError, match="zstd"):
+        MemoryRecordsBuilder(bytearray(), magic=1, compression="zstd", write_limit=10)
+    with pytest.raises(ValueError, match="magic"):
+        MemoryRecordsBuilder(bytearray(), magic=3, write_limit=10)
+    with pytest.raises(ValueError, match="write_limit"):
+        MemoryRecordsBuilder(bytearray(), write_limit=0)
+    with pytest.raises(TypeError, match="buffer"):
+        MemoryRecordsBuilder(b"", write_limit=10)  # type: ignore[arg-type]
+
+
+def test_headers_rejected_below_v2() -> None:
+    for magic in (0, 1):
+        b = MemoryRecordsBuilder(bytearray(), magic=magic, write_limit=4096)
+        with pytest.raises(ValueError, match="headers"):
+            b.append(TS, b"k", b"v", [("h", b"x")])
+        with pytest.raises(ValueError, match="headers"):
+            estimate_size_upper_bound(magic, CompressionType.NONE, b"k", b"v", [("h", b"x")])
+
+
+def test_legacy_v1_compressed_wrapper_layout() -> None:
+    b = MemoryRecordsBuilder(bytearray(), magic=1, compression="gzip", write_limit=4096, base_offset=100)
+    for i in range(4):
+        b.append(TS + 10 - i, b"k", b"v")
+    b.close()
+    (wrapper,) = list(read_batches(b.buffer()))
+    wrapper.validate()
+    assert wrapper.magic == 1 and wrapper.compression is CompressionType.GZIP
+    assert wrapper.last_offset == 103 and wrapper.base_offset == 100
+    assert wrapper.max_timestamp == TS + 10  # max inner timestamp, not the last one
+    assert [r.offset for r in wrapper.records()] == [100, 101, 102, 103]
+    assert [r.timestamp for r in wrapper.records()] == [TS + 10, TS + 9, TS + 8, TS + 7]

@@ -1,0 +1,94 @@
+"""Codec byte layouts (xerial snappy, LZ4 frame and KIP-57), names and KIP-390 levels."""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+import pytest
+
+from kproducer.record.codecs import (
+    CompressionType,
+    compress,
+    compression_type_for_name,
+    decompress,
+    xxh32,
+)
+
+DATA = b"".join(b"record-%06d|" % i for i in range(20000))  # ~280 KB, several blocks of every codec
+
+
+def test_xxh32_reference_vectors() -> None:
+    assert xxh32(b"") == 0x02CC5D05
+    assert xxh32(b"abc") == 0x32D153FF
+    assert xxh32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
+
+
+@pytest.mark.parametrize("ctype", list(CompressionType))
+def test_round_trip(ctype: CompressionType) -> None:
+    out = compress(ctype, memoryview(DATA))
+    assert decompress(ctype, out) == DATA
+    if ctype is not CompressionType.NONE:
+        assert len(out) < len(DATA) // 2
+
+
+def test_names() -> None:
+    assert compression_type_for_name("LZ4") is CompressionType.LZ4
+    assert compression_type_for_name(" zstd ") is CompressionType.ZSTD
+    with pytest.raises(ValueError, match="allowed: none, gzip, snappy, lz4, zstd"):
+        compression_type_for_name("brotli")
+    with pytest.raises(TypeError):
+        compression_type_for_name(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ctype", "good", "bad"),
+    [
+        (CompressionType.GZIP, [1, 9], [0, 10]),
+        (CompressionType.LZ4, [1, 17], [0, 18]),
+        (CompressionType.ZSTD, [-131072, 22], [-131073, 23]),
+    ],
+)
+def test_levels(ctype: CompressionType, good: list[int], bad: list[int]) -> None:
+    for level in good:
+        assert decompress(ctype, compress(ctype, DATA, level)) == DATA
+    for level in bad:
+        with pytest.raises(ValueError, match=f"compression_level {level} .*allowed"):
+            compress(ctype, DATA, level)
+    with pytest.raises(ValueError, match="snappy"):
+        compress(CompressionType.SNAPPY, DATA, 3)
+
+
+def test_snappy_is_xerial_framed_and_raw_is_accepted() -> None:
+    out = compress(CompressionType.SNAPPY, DATA)
+    assert out[:16] == b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    pos, blocks, total = 16, 0, 0
+    while pos < len(out):
+        (n,) = struct.unpack_from(">i", out, pos)
+        chunk = bytes(cramjam.snappy.decompress_raw(out[pos + 4 : pos + 4 + n]))
+        assert len(chunk) <= 32 * 1024
+        total += len(chunk)
+        pos += 4 + n
+        blocks += 1
+    assert total == len(DATA) and blocks == -(-len(DATA) // (32 * 1024))
+    raw = bytes(cramjam.snappy.compress_raw(DATA))
+    assert decompress(CompressionType.SNAPPY, raw) == DATA
+
+
+def test_lz4_frame_checksums_v0_vs_v1_v2() -> None:
+    for magic in (1, 2):
+        frame = compress(CompressionType.LZ4, DATA, magic=magic)
+        assert frame[6] == (xxh32(frame[4:6]) >> 8) & 0xFF
+        assert bytes(cramjam.lz4.decompress(frame)) == DATA  # an independent frame decoder
+    old = compress(CompressionType.LZ4, DATA, magic=0)
+    assert old[6] == (xxh32(old[0:6]) >> 8) & 0xFF
+    assert decompress(CompressionType.LZ4, old, magic=0) == DATA
+    with pytest.raises(ValueError, match="checksum"):
+        decompress(CompressionType.LZ4, old, magic=1)
+    # A v0 reader also accepts a correct checksum, and any standard frame.
+    assert decompress(CompressionType.LZ4, bytes(cramjam.lz4.compress(DATA)), magic=0) == DATA
+
+
+def test_zstd_below_v2_rejected() -> None:
+    with pytest.raises(ValueError, match="magic 2"):
+        compress(CompressionType.ZSTD, DATA, magic=1)
