@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kproducer.errors import ConfigError, KafkaTimeoutError
 from kproducer.network.client import ClientRequest, ClientResponse, NetworkClient
-from kproducer.network.protocol import ApiKey, CLIENT_VERSIONS, build_produce_request
+from kproducer.network.protocol import CLIENT_VERSIONS, ApiKey, build_produce_request
 from kproducer.structs import TopicPartition
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
@@ -68,9 +68,13 @@ def test_produce_through_network_client_and_read_back(tansu: TansuBroker, topic_
         c.fetch_metadata([topic_name], 5000)
         leader = c.metadata.cluster.leader_for(TopicPartition(topic_name, 0))
         assert leader is not None
-        batches = {TopicPartition(topic_name, p): _v2_batch([b"p%d-v%d" % (p, i) for i in range(5)]) for p in (0, 1)}
+        batches = {
+            TopicPartition(topic_name, p): _v2_batch([b"p%d-v%d" % (p, i) for i in range(5)]) for p in (0, 1)
+        }
         resp = c.send_and_receive(
-            ClientRequest(leader.id, ApiKey.PRODUCE, lambda v: build_produce_request(v, -1, 5000, None, batches)),
+            ClientRequest(
+                leader.id, ApiKey.PRODUCE, lambda v: build_produce_request(v, -1, 5000, None, batches)
+            ),
             5000,
         )
         assert resp.error is None and resp.request.api_version == c.api_version(leader.id, ApiKey.PRODUCE)
@@ -82,7 +86,9 @@ def test_produce_through_network_client_and_read_back(tansu: TansuBroker, topic_
     assert sorted(r.value for r in recs) == sorted(b"p%d-v%d" % (p, i) for p in (0, 1) for i in range(5))
 
 
-def test_acks0_completes_without_response_and_connection_survives(tansu: TansuBroker, topic_name: str) -> None:
+def test_acks0_completes_without_response_and_connection_survives(
+    tansu: TansuBroker, topic_name: str
+) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
     c = NetworkClient(bootstrap_servers=tansu.bootstrap)
     try:
@@ -121,7 +127,9 @@ def test_unreachable_bootstrap_times_out_naming_addresses() -> None:
     with socket.socket() as s:  # a port with nobody listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    c = NetworkClient(bootstrap_servers=f"127.0.0.1:{port}", reconnect_backoff_ms=10, reconnect_backoff_max_ms=50)
+    c = NetworkClient(
+        bootstrap_servers=f"127.0.0.1:{port}", reconnect_backoff_ms=10, reconnect_backoff_max_ms=50
+    )
     try:
         t0 = time.monotonic()
         with pytest.raises(KafkaTimeoutError) as ei:
@@ -183,8 +191,12 @@ def fake_broker() -> Iterator[FakeBroker]:
 @given(
     st.one_of(
         st.binary(min_size=1, max_size=200),  # garbage
-        st.integers(min_value=101 * 1024 * 1024, max_value=2**31 - 1).map(lambda n: struct.pack(">i", n)),  # huge
-        st.integers(min_value=-(2**31), max_value=-1).map(lambda n: struct.pack(">i", n) + b"xxxx"),  # negative
+        st.integers(min_value=101 * 1024 * 1024, max_value=2**31 - 1).map(
+            lambda n: struct.pack(">i", n)
+        ),  # huge
+        st.integers(min_value=-(2**31), max_value=-1).map(
+            lambda n: struct.pack(">i", n) + b"xxxx"
+        ),  # negative
         st.integers(min_value=10, max_value=1000).map(lambda n: struct.pack(">ii", n, 0)),  # truncated
     )
 )
@@ -220,7 +232,9 @@ def test_fake_server_oversized_prefix_names_the_size(fake_broker: FakeBroker) ->
         c.close()
 
 
-def test_unsolicited_response_before_api_versions_is_dropped(fake_broker: FakeBroker, tansu: TansuBroker) -> None:
+def test_unsolicited_response_before_api_versions_is_dropped(
+    fake_broker: FakeBroker, tansu: TansuBroker
+) -> None:
     # An unsolicited frame (correlation id 12345) followed by a close: dropped, then a clean disconnect reason.
     fake_broker.payload = struct.pack(">ii", 8, 12345) + b"\x00\x00\x00\x00"
     c = NetworkClient(bootstrap_servers=f"127.0.0.1:{fake_broker.port}", reconnect_backoff_ms=10)

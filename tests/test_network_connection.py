@@ -107,7 +107,9 @@ def test_api_versions_downgrade_on_unsupported_version() -> None:
     c.receive_data(frame_response(18, 0, cid, api_versions_response(0, {18: (0, 1), 0: (0, 2)}, error=35)), 1)
     api_key, version, cid2, _ = parse_request(b"".join(bytes(b) for b in c.data_to_send()))
     assert (api_key, version) == (18, 1)
-    c.receive_data(frame_response(18, 1, cid2, api_versions_response(1, {18: (0, 1), 0: (0, 2), 3: (0, 5)})), 2)
+    c.receive_data(
+        frame_response(18, 1, cid2, api_versions_response(1, {18: (0, 1), 0: (0, 2), 3: (0, 5)})), 2
+    )
     assert c.is_ready and c.api_version(ApiKey.PRODUCE) == 2 and c.api_version(ApiKey.METADATA) == 5
 
 

@@ -56,7 +56,13 @@ def test_produce_request_does_not_copy_batches() -> None:
 def test_legacy_produce_request_layout(version: int) -> None:
     req = build_produce_request(version, 1, 30000, None, {TopicPartition("t", 2): b"MSGSET"})
     blob = _joined(req.buffers)
-    expected = struct.pack(">hii", 1, 30000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 1, 2, 6) + b"MSGSET"
+    expected = (
+        struct.pack(">hii", 1, 30000, 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">iii", 1, 2, 6)
+        + b"MSGSET"
+    )
     assert blob == expected
 
 
@@ -74,7 +80,9 @@ def test_parse_produce_response_matches_kio_encoding(version: int) -> None:
     if version >= 5:
         kw_part["log_start_offset"] = 7
     if version >= 8:
-        kw_part["record_errors"] = (mod.BatchIndexAndErrorMessage(batch_index=2, batch_index_error_message="bad"),)
+        kw_part["record_errors"] = (
+            mod.BatchIndexAndErrorMessage(batch_index=2, batch_index_error_message="bad"),
+        )
         kw_part["error_message"] = "not leader"
     part = mod.PartitionProduceResponse(**kw_part)
     body = mod.ProduceResponse(
@@ -104,7 +112,13 @@ def test_parse_legacy_produce_response_v0_v2() -> None:
     parts, throttle = parse_produce_response(0, body0)
     assert parts[TopicPartition("t", 0)].base_offset == 99 and throttle == 0
     body2 = body0 + struct.pack(">i", 5)
-    body2 = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iihqq", 1, 0, 0, 99, 1234) + struct.pack(">i", 5)
+    body2 = (
+        struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">iihqq", 1, 0, 0, 99, 1234)
+        + struct.pack(">i", 5)
+    )
     parts, throttle = parse_produce_response(2, body2)
     assert parts[TopicPartition("t", 0)].log_append_time == 1234 and throttle == 5
 

@@ -264,13 +264,26 @@ def decode_response(api_key: int, api_version: int, buf: memoryview, offset: int
         # A broker that does not know our ApiVersions version answers UNSUPPORTED_VERSION in v0 format.
         (code,) = _I16.unpack_from(buf, offset)
         if code == 35:
-            api_version = 0
+            # Some brokers (librdkafka's mock) send this error in a non-v0 layout: fall back to
+            # "no versions known", which makes the connection retry ApiVersions at v0.
+            try:
+                return entity_reader(response_class(api_key, 0))(buf, offset)[0]
+            except Exception:
+                return UnsupportedApiVersions()
     cls = response_class(api_key, api_version)
     try:
         value, size = entity_reader(cls)(buf, offset)
     except Exception as e:
         raise ProtocolError(f"cannot decode {ApiKey(api_key).name} v{api_version} response: {e}") from e
     return value
+
+
+@dataclass(slots=True, frozen=True)
+class UnsupportedApiVersions:
+    """An UNSUPPORTED_VERSION ApiVersions answer whose body could not be read."""
+
+    error_code: int = 35
+    api_keys: tuple[Any, ...] = ()
 
 
 # ------------------------------------------------------------------ Produce
