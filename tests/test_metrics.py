@@ -148,12 +148,26 @@ def test_avg_and_max_span_live_windows_then_forget(metrics: Metrics, clock: Fake
 def test_event_window_completes_a_sample() -> None:
     config = MetricConfig(sample_window_ms=10_000, num_samples=2, event_window=2)
     stat = Max()
-    stat.record(config, 100, 0)
-    stat.record(config, 1, 1)
-    stat.record(config, 2, 2)  # third event: new sample
-    stat.record(config, 3, 3)
-    stat.record(config, 4, 4)  # fifth: wraps and drops the sample holding 100
-    assert stat.measure(config, 5) == 4.0
+    for t, v in enumerate((100, 1, 2, 3, 4, 5)):  # three samples of two events (ring of num_samples + 1)
+        stat.record(config, v, t)
+    assert stat.measure(config, 6) == 100.0
+    stat.record(config, 6, 6)  # seventh event: the ring wraps and reuses the sample holding 100
+    assert stat.measure(config, 7) == 6.0
+
+
+def test_overlapping_sample_is_kept_until_its_last_event_expires(metrics: Metrics, clock: FakeClock) -> None:
+    """Kafka 3.8+ rule: a sample is purged by its last event, not its start (no rate spikes)."""
+    s = metrics.sensor("s")
+    s.add("r", Rate()).add("sum", WindowedSum())
+    t0 = clock.now
+    s.record(30)
+    clock.now = t0 + 999
+    s.record(30)  # same sample; its last event is at t0+999
+    clock.now = t0 + 2500  # older than the span by start, younger by last event
+    assert metrics.value("sum") == 60.0
+    assert metrics.value("r") == pytest.approx(60 / 2.5)  # elapsed counts from the sample's start
+    clock.now = t0 + 2999
+    assert metrics.value("sum") == 0.0
 
 
 def test_cumulative_count_value_and_windowed_count(metrics: Metrics, clock: FakeClock) -> None:

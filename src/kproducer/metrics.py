@@ -98,27 +98,33 @@ class Stat(Protocol):
 
 
 class _Sample:
-    __slots__ = ("initial", "value", "event_count", "last_window_ms")
+    __slots__ = ("initial", "value", "event_count", "start_ms", "last_event_ms")
 
     def __init__(self, initial: float, now_ms: int) -> None:
         self.initial = initial
         self.value = initial
         self.event_count = 0
-        self.last_window_ms = now_ms
+        self.start_ms = now_ms
+        self.last_event_ms = now_ms
 
     def reset(self, now_ms: int) -> None:
         self.value = self.initial
         self.event_count = 0
-        self.last_window_ms = now_ms
+        self.start_ms = now_ms
+        self.last_event_ms = now_ms
 
     def is_complete(self, now_ms: int, config: MetricConfig) -> bool:
-        return (
-            now_ms - self.last_window_ms >= config.sample_window_ms or self.event_count >= config.event_window
-        )
+        return now_ms - self.start_ms >= config.sample_window_ms or self.event_count >= config.event_window
 
 
 class _SampledStat(ABC):
-    """A ring of samples; ``_update`` folds a value into the current one (Java's SampledStat)."""
+    """A ring of samples; ``_update`` folds a value into the current one (Java's SampledStat).
+
+    As in Kafka 3.8+ (apache/kafka#15889) the ring holds ``num_samples + 1`` samples and a
+    sample is only purged once its last event is older than the whole span, so a window that
+    started before the span but overlaps it still counts; that removes the rate spikes of
+    the older scheme.
+    """
 
     __slots__ = ("_samples", "_current")
 
@@ -137,9 +143,10 @@ class _SampledStat(ABC):
             sample = self._advance(config, now_ms)
         self._update(sample, value)
         sample.event_count += 1
+        sample.last_event_ms = now_ms
 
     def _advance(self, config: MetricConfig, now_ms: int) -> _Sample:
-        self._current = (self._current + 1) % config.num_samples
+        self._current = (self._current + 1) % (config.num_samples + 1)
         if self._current >= len(self._samples):
             sample = _Sample(self.initial, now_ms)
             self._samples.append(sample)
@@ -157,16 +164,16 @@ class _SampledStat(ABC):
         """The stat's value over the live samples."""
 
     def purge_obsolete(self, config: MetricConfig, now_ms: int) -> None:
-        """Reset samples older than the whole window, so idle periods read as no data."""
+        """Reset samples with no event in the whole span, so idle periods read as no data."""
         expire_age = config.num_samples * config.sample_window_ms
         for sample in self._samples:
-            if now_ms - sample.last_window_ms >= expire_age:
+            if now_ms - sample.last_event_ms >= expire_age:
                 sample.reset(now_ms)
 
     def oldest(self, now_ms: int) -> _Sample:
         if not self._samples:
             self._samples.append(_Sample(self.initial, now_ms))
-        return min(self._samples, key=lambda s: s.last_window_ms)
+        return min(self._samples, key=lambda s: s.start_ms)
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge_obsolete(config, now_ms)
@@ -262,7 +269,8 @@ class Rate:
 
     def window_size_ms(self, config: MetricConfig, now_ms: int) -> int:
         self._stat.purge_obsolete(config, now_ms)
-        elapsed = now_ms - self._stat.oldest(now_ms).last_window_ms
+        # May exceed the span: an overlapping older sample is kept whole, and so is its time.
+        elapsed = now_ms - self._stat.oldest(now_ms).start_ms
         full_windows = elapsed // config.sample_window_ms if config.sample_window_ms > 0 else 0
         min_full_windows = config.num_samples - 1
         if full_windows < min_full_windows:
