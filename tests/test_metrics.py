@@ -355,3 +355,55 @@ def test_per_topic_sensors(metrics: Metrics) -> None:
     assert snap["record-send-total"] == 0.0  # the producer-wide sensor is separate
     ps.remove_topic("orders")
     assert not any("topic=orders" in k for k in metrics.snapshot())
+
+
+class _Batch:
+    def __init__(self, topic: str, partition: int, records: int, size: int) -> None:
+        self.topic_partition = (topic, partition)
+        self.record_count = records
+        self._size = size
+
+    def estimated_size_in_bytes(self) -> int:
+        return self._size
+
+
+class _Pool:
+    total_memory = 1000
+
+    def available_memory(self) -> int:
+        return 600
+
+    def queued(self) -> int:
+        return 2
+
+
+class _Client:
+    def in_flight_request_count(self, node_id: int | None = None) -> int:
+        return 4
+
+
+def test_sender_helpers_record_request_and_topic_metrics(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    ps.record_drained([_Batch("a", 0, 10, 500), _Batch("a", 1, 5, 200), _Batch("b", 0, 1, 50)])
+    ps.record_drained([_Batch("b", 0, 4, 80)])
+    ps.record_request_latency(8.0, node_id=1)
+    ps.record_throttle(0.0)
+    ps.record_retries("a", 3)
+    ps.record_errors("b", 2)
+    snap = metrics.snapshot()
+    assert snap["record-send-total"] == 20.0
+    assert snap["request-total"] == 2.0
+    assert snap["records-per-request-avg"] == 10.0  # (16 + 4) / 2 requests
+    assert snap["record-send-total[topic=a]"] == 15.0 and snap["byte-total[topic=a]"] == 700.0
+    assert snap["record-send-total[topic=b]"] == 5.0 and snap["byte-total[topic=b]"] == 130.0
+    assert snap["request-latency-max"] == 8.0 and snap["produce-throttle-time-max"] == 0.0
+    assert snap["record-retry-total"] == 3.0 and snap["record-retry-total[topic=a]"] == 3.0
+    assert snap["record-error-total"] == 2.0 and snap["record-error-total[topic=b]"] == 2.0
+
+
+def test_bind_gauges_reads_pool_and_client(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    ps.bind_gauges(_Pool(), _Client())
+    snap = metrics.snapshot()
+    assert snap["buffer-available-bytes"] == 600.0 and snap["buffer-total-bytes"] == 1000.0
+    assert snap["requests-in-flight"] == 4.0 and snap["waiting-threads"] == 2.0

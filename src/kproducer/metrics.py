@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -520,6 +520,31 @@ PRODUCER_GAUGES: dict[str, str] = {
 }
 
 
+class _DrainedBatch(Protocol):
+    """What :meth:`ProducerSensors.record_drained` reads of a ProducerBatch."""
+
+    @property
+    def topic_partition(self) -> tuple[str, int]: ...
+
+    @property
+    def record_count(self) -> int: ...
+
+    def estimated_size_in_bytes(self) -> int: ...
+
+
+class _PoolLike(Protocol):
+    @property
+    def total_memory(self) -> int: ...
+
+    def available_memory(self) -> int: ...
+
+    def queued(self) -> int: ...
+
+
+class _ClientLike(Protocol):
+    def in_flight_request_count(self, node_id: int | None = None) -> int: ...
+
+
 @dataclass(slots=True)
 class TopicSensors:
     """Per-topic sensors (group producer-topic-metrics, tag topic=...), as the Java Sender keeps."""
@@ -568,6 +593,46 @@ class ProducerSensors:
     metadata_response_bytes: Sensor
     _topics: dict[str, TopicSensors] = field(default_factory=dict)
     _topics_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -------------------------------------------------------------- recording helpers (Sender thread)
+
+    def record_drained(self, batches: Sequence[_DrainedBatch], now_ms: int | None = None) -> None:
+        """One produce request built from ``batches``: request, record and per-topic counts.
+
+        Queue time, batch size and compression are recorded by the accumulator at drain.
+        """
+        records = 0
+        for batch in batches:
+            count = batch.record_count
+            records += count
+            self.record_send.record(count, now_ms)
+            topic = self.topic(batch.topic_partition[0])
+            topic.record_send.record(count, now_ms)
+            topic.byte_send.record(batch.estimated_size_in_bytes(), now_ms)
+        self.request.record(1.0, now_ms)
+        self.records_per_request.record(records, now_ms)
+
+    def record_request_latency(self, latency_ms: float, node_id: int | None = None) -> None:
+        """Send-to-response time of one produce request (``node_id`` kept for per-node metrics)."""
+        self.request_latency.record(latency_ms)
+
+    def record_throttle(self, throttle_ms: float) -> None:
+        self.produce_throttle_time.record(throttle_ms)
+
+    def record_retries(self, topic: str, count: int) -> None:
+        self.record_retry.record(count)
+        self.topic(topic).record_retry.record(count)
+
+    def record_errors(self, topic: str, count: int) -> None:
+        self.record_error.record(count)
+        self.topic(topic).record_error.record(count)
+
+    def bind_gauges(self, pool: _PoolLike, client: _ClientLike) -> None:
+        """Register the gauges that read the BufferPool and the NetworkClient."""
+        self.add_gauge("buffer-available-bytes", lambda: float(pool.available_memory()))
+        self.add_gauge("buffer-total-bytes", lambda: float(pool.total_memory))
+        self.add_gauge("waiting-threads", lambda: float(pool.queued()))
+        self.add_gauge("requests-in-flight", lambda: float(client.in_flight_request_count()))
 
     def add_gauge(self, name: str, fn: Callable[[], float]) -> None:
         """Register one of :data:`PRODUCER_GAUGES` once the object it reads exists."""
