@@ -430,7 +430,8 @@ def test_table_is_well_formed() -> None:
     names = [k.name for k in CONFIG_KEYS]
     assert len(names) == len(set(names))
     for key in CONFIG_KEYS:
-        assert key.doc and key.doc[0].isupper() or key.doc.startswith("host:port")
+        assert key.doc.endswith("."), key.name
+        assert key.attr == key.name.replace(".", "_")
         if key.type in (Type.INT, Type.LONG) and key.default is not None:
             assert config_module._coerce(key, key.default) == key.default, key.name
 
