@@ -1,0 +1,260 @@
+"""The kproducer Spark sink end to end: Spark local[2], Tansu, read back with confluent-kafka."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kproducer.spark import read_summaries, register, sink_options, write_to_kafka
+from tests.support.readback import create_topic, read_topic
+from tests.support.tansu import TansuBroker, start_tansu
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] session for every Spark test; workers run this interpreter (it has kproducer)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kproducer-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------- planning-time errors
+
+
+@pytest.mark.parametrize(
+    ("select", "options", "pattern"),
+    [
+        (["cast(id as string) as key"], {"topic": "t"}, r"needs a 'value' column"),
+        (["id as value"], {"topic": "t"}, r"'value' has type bigint; allowed: string or binary"),
+        (["cast(id as string) as value"], {}, r"no topic: give the option 'topic'"),
+        (["cast(id as string) as value", "id as partition"], {"topic": "t"}, r"'partition' has type bigint"),
+        (["cast(id as string) as value"], {"topic": "t", "kafka.lingr.ms": "5"}, r"'lingr.ms'.*'linger.ms'"),
+        (["cast(id as string) as value"], {"topic": "t", "kafka.linger.ms": "soon"}, r"linger.ms"),
+        (["cast(id as string) as value"], {"topic": "t", "topc": "x"}, r"unknown option 'topc'"),
+    ],
+)
+def test_bad_input_fails_at_planning_time(
+    spark: Any, select: list[str], options: dict[str, str], pattern: str
+) -> None:
+    df = spark.range(3).selectExpr(*select)
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:1", **options}
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as ei:
+        df.write.format("kproducer").options(**opts).mode("append").save()
+    text = _error_text(ei.value)
+    assert re.search(pattern, text, re.S), text[:3000]
+    assert "PYTHON_DATA_SOURCE_ERROR" in text or "writer" in text
+    # Nothing ran: the error came from planning.
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+def test_missing_bootstrap_fails_at_planning_time(spark: Any) -> None:
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    with pytest.raises(Exception, match="kafka.bootstrap.servers"):
+        df.write.format("kproducer").option("topic", "t").mode("append").save()
+
+
+# ---------------------------------------------------------------- batch write, verified independently
+
+
+def test_batch_write_200k_rows_every_record_with_key_partition_headers(
+    spark: Any, tansu: TansuBroker
+) -> None:
+    topic, partitions, n = "spark-batch-200k", 6, 200_000
+    create_topic(tansu.bootstrap, topic, partitions)
+    df = spark.range(0, n, 1, 4).selectExpr(
+        "cast(id as string) as key",
+        "concat('event-', cast(id as string), '-', repeat('x', 40)) as value",
+        f"cast(id % {partitions} as int) as partition",
+        "array(named_struct('key', 'id', 'value', cast(cast(id as string) as binary)),"
+        " named_struct('key', 'src', 'value', cast('spark' as binary))) as headers",
+    )
+    summary = write_to_kafka(df, topic, bootstrap_servers=tansu.bootstrap, linger_ms=5)
+    assert summary.records == n and summary.tasks == 4 and not summary.aborted
+    assert sum(r[2] for r in summary.partitions[topic].values()) == n
+    assert sorted(summary.partitions[topic]) == list(range(partitions))
+
+    records = read_topic(tansu.bootstrap, topic, n, partitions=partitions, timeout=120)
+    assert len(records) == n, f"{len(records)} records read back, expected exactly {n} (duplicates?)"
+    seen = set()
+    for r in records:
+        assert r.key is not None
+        i = int(r.key)
+        seen.add(i)
+        assert r.value == f"event-{i}-{'x' * 40}".encode()
+        assert r.partition == i % partitions
+        assert r.headers == [("id", r.key), ("src", b"spark")]
+    assert seen == set(range(n))
+    # The commit's offset ranges agree with what the broker holds.
+    for p, (first, last, count) in summary.partitions[topic].items():
+        offsets = [r.offset for r in records if r.partition == p]
+        assert (min(offsets), max(offsets), len(offsets)) == (first, last, count)
+
+
+def test_row_writer_and_topic_column(spark: Any, tansu: TansuBroker) -> None:
+    topics = ["spark-rows-a", "spark-rows-b"]
+    for t in topics:
+        create_topic(tansu.bootstrap, t, 2)
+    df = spark.range(0, 1000, 1, 2).selectExpr(
+        "cast(id as binary) as key",
+        "cast(id as string) as value",
+        "if(id % 2 = 0, 'spark-rows-a', 'spark-rows-b') as topic",
+        "timestamp_millis(1700000000000 + id) as timestamp",
+    )
+    summary = write_to_kafka(df, writer="row", bootstrap_servers=tansu.bootstrap)
+    assert summary.topic_counts() == {"spark-rows-a": 500, "spark-rows-b": 500}
+    for t, parity in zip(topics, (0, 1), strict=True):
+        recs = read_topic(tansu.bootstrap, t, 500, partitions=2)
+        assert len(recs) == 500
+        assert {int(r.value or b"-1") % 2 for r in recs} == {parity}
+        assert all(r.timestamp == 1700000000000 + int(r.value or b"0") for r in recs)
+
+
+# ---------------------------------------------------------------- producer cache inside Spark
+
+
+def test_producer_cache_reused_across_tasks_and_closed_after_timeout(spark: Any, tansu: TansuBroker) -> None:
+    topic = "spark-cache"
+    create_topic(tansu.bootstrap, topic, 2)
+    df = spark.range(0, 800, 1, 8).selectExpr("cast(id as string) as value")
+    # A distinct config, so no earlier test's producer is in the cache.
+    config = {"bootstrap.servers": tansu.bootstrap, "client.id": "cache-test"}
+    spark.conf.set("spark.kafka.producer.cache.timeout", "1500ms")
+    try:
+        first = write_to_kafka(df, topic, config=config)
+        assert first.tasks == 8 and first.records == 800
+        # local[2]: at most two Python workers, each keeping one producer for all its tasks.
+        assert 1 <= first.producers_created <= 2, first
+        again = write_to_kafka(df, topic, config=config)
+        assert again.producers_created == 0, "a second write within the timeout should reuse the producers"
+        time.sleep(3.0)
+        after = write_to_kafka(df, topic, config=config)
+        assert after.producers_created >= 1, "producers idle beyond the timeout should have been closed"
+    finally:
+        spark.conf.unset("spark.kafka.producer.cache.timeout")
+    assert len(read_topic(tansu.bootstrap, topic, 2400, partitions=2)) == 2400
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def test_streaming_rate_source_counts_match_committed_batches(
+    spark: Any, tansu: TansuBroker, tmp_path: Path
+) -> None:
+    topic, per_batch = "spark-stream", 500
+    create_topic(tansu.bootstrap, topic, 3)
+    summary_path = str(tmp_path / "summaries.jsonl")
+    stream = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", per_batch)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("cast(value % 10 as string) as key", "cast(value as string) as value")
+    )
+    query = (
+        stream.writeStream.format("kproducer")
+        .options(**sink_options(topic, bootstrap_servers=tansu.bootstrap, linger_ms=5))
+        .option("summary.path", summary_path)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(read_summaries(summary_path)) < 3 and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    summaries = [s for s in read_summaries(summary_path) if not s.aborted]
+    assert len(summaries) >= 3, f"only {len(summaries)} micro-batches committed within 90s"
+    assert [s.batch_id for s in summaries] == list(range(len(summaries)))
+    assert all(s.records == per_batch for s in summaries), [s.records for s in summaries]
+    committed = sum(s.records for s in summaries)
+    records = read_topic(tansu.bootstrap, topic, committed, partitions=3)
+    # stop() between triggers: nothing beyond the committed batches was written.
+    assert len(records) == committed
+    assert sorted(int(r.value or b"-1") for r in records) == list(range(committed))
+
+
+# ---------------------------------------------------------------- faults
+
+
+def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any) -> None:
+    broker = start_tansu()
+    try:
+        topic = "spark-fault"
+        create_topic(broker.bootstrap, topic, 2)
+        df = spark.range(0, 3_000_000, 1, 2).selectExpr(
+            "cast(id as string) as key", "repeat('v', 100) as value"
+        )
+        outcome: dict[str, BaseException | None] = {}
+
+        def run() -> None:
+            try:
+                write_to_kafka(
+                    df,
+                    topic,
+                    bootstrap_servers=broker.bootstrap,
+                    delivery_timeout_ms=3000,
+                    request_timeout_ms=1000,
+                    linger_ms=5,
+                    max_block_ms=3000,
+                    retry_backoff_ms=50,
+                )
+                outcome["error"] = None
+            except BaseException as e:
+                outcome["error"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        # Stop the broker once records are arriving.
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "hw"})
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                hw = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(2))
+                if hw > 1000:
+                    break
+                assert t.is_alive(), f"the write ended before the broker was stopped: {outcome}"
+                time.sleep(0.05)
+            else:
+                raise AssertionError("no records reached the broker within 60s")
+        finally:
+            c.close()
+        broker.stop()
+        t.join(120)
+        assert not t.is_alive(), "the write did not fail within 120s of the broker stopping"
+    finally:
+        broker.stop()
+    err = outcome.get("error")
+    assert err is not None, "the write succeeded although the broker was stopped mid-write"
+    text = _error_text(err)
+    assert re.search(r"kproducer\.errors\.\w+", text), text[-3000:]
+    assert "Task" in text or "task" in text
