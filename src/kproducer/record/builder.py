@@ -491,9 +491,16 @@ class MemoryRecordsBuilder:
         """Whether this record fits under ``write_limit``; always True for an empty open batch."""
         if self._closed:
             return False
-        if self._num_records == 0:
+        n = self._num_records
+        if n == 0:
             return True
-        if self.is_full():
+        compressed = self._compression is not CompressionType.NONE
+        if compressed:
+            written = self._estimated_bytes_written()
+        else:
+            written = self._pos
+        limit = self._write_limit
+        if limit <= written:
             return False
         if key.__class__ is bytes:
             k = len(key)
@@ -507,21 +514,18 @@ class MemoryRecordsBuilder:
             size = LOG_OVERHEAD + legacy_record_size(self._magic, k, v)
         else:
             td = timestamp - self._base_timestamp
-            n = self._num_records
             L = _VARINT_LEN
             body = (
                 (L[td] if 0 <= td < 16384 else varint_size(td))
                 + (L[n] if n < 16384 else varint_size(n))
-                + (L[k] if 0 <= k < 16384 else varint_size(k))
-                + (L[v] if 0 <= v < 16384 else varint_size(v))
+                + (L[k] + k if 0 <= k < 16384 else varint_size(k) + (k if k > 0 else 0))
+                + (L[v] + v if 0 <= v < 16384 else varint_size(v) + (v if v > 0 else 0))
                 + (2 if headers is None else 1 + _headers_size(headers))
-                + max(k, 0)
-                + max(v, 0)
             )
             size = (L[body] if body < 16384 else varint_size(body)) + body
-        if self._compression is not CompressionType.NONE:
+        if compressed:
             size = int(size * self._estimated_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
-        return self._write_limit >= self._estimated_bytes_written() + size
+        return limit >= written + size
 
     def is_full(self) -> bool:
         """Closed, or at least one record and the estimated size reached ``write_limit``."""
