@@ -228,8 +228,8 @@ def test_unknown_key_suggests_close_matches() -> None:
         ("linger.ms", None, "linger.ms must be an integer >= 0, got None"),
         (
             "partitioner.class",
-            "no_such_module_xyz:Thing",
-            "partitioner.class: cannot load 'no_such_module_xyz:Thing'",
+            "  ",
+            "partitioner.class must not be an empty string",
         ),
         ("interceptor.classes", "a.b:C,a.b:C", "interceptor.classes must not list an entry twice"),
     ],
@@ -371,29 +371,32 @@ def test_circuit_breaker_keys_pass_through_prefixed() -> None:
         },
         producer_circuit_breaker_mute_retry_interval=5000,
     )
-    assert cfg.producer_circuit_breaker_class is FakeBreaker
+    assert cfg.producer_circuit_breaker_class == f"{__name__}:FakeBreaker"
     assert cfg.producer_circuit_breaker_keyed_reroute is False
     pre = cfg.prefixed("producer.circuit.breaker.")
     assert pre == {
-        "producer.circuit.breaker.class": FakeBreaker,
+        "producer.circuit.breaker.class": f"{__name__}:FakeBreaker",
         "producer.circuit.breaker.keyed.reroute": False,
         "producer.circuit.breaker.trigger.message.count": "100",  # unvalidated, as given
         "producer.circuit.breaker.mute.retry.interval": 5000,
     }
     stripped = cfg.prefixed("producer.circuit.breaker.", strip=True)
-    assert stripped["trigger.message.count"] == "100" and stripped["class"] is FakeBreaker
+    assert stripped["trigger.message.count"] == "100" and stripped["class"] == f"{__name__}:FakeBreaker"
     assert cfg.get("producer.circuit.breaker.trigger.message.count") == "100"
     assert cfg.explicitly_set("producer.circuit.breaker.trigger.message.count")
     assert cfg.originals["producer.circuit.breaker.trigger.message.count"] == "100"
     assert cfg.prefixed("linger.") == {"linger.ms": 5}
 
 
-def test_class_keys_accept_objects_and_dotted_paths() -> None:
-    cfg = make(partitioner_class=FakeBreaker, key_serializer=f"{__name__}.FakeBreaker")
-    assert cfg.partitioner_class is FakeBreaker and cfg.key_serializer is FakeBreaker
+def test_class_keys_accept_objects_and_keep_names_for_their_resolvers() -> None:
+    # Strings are kept as given: each key's resolver knows its short names ("json",
+    # "round_robin", Java class names) and dotted paths, and names the key on failure.
+    cfg = make(partitioner_class=FakeBreaker, key_serializer="json", value_serializer=f"{__name__}.FakeBreaker")
+    assert cfg.partitioner_class is FakeBreaker
+    assert cfg.key_serializer == "json" and cfg.value_serializer == f"{__name__}.FakeBreaker"
     instance = FakeBreaker()
     cfg = make(interceptor_classes=[instance, f"{__name__}:FakeBreaker"])
-    assert cfg.interceptor_classes == (instance, FakeBreaker)
+    assert cfg.interceptor_classes == (instance, f"{__name__}:FakeBreaker")
 
 
 # ---------------------------------------------------------------- bootstrap parsing

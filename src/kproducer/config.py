@@ -743,12 +743,13 @@ def _coerce_bool(key: ConfigKey, value: Any) -> bool:
 
 
 def _coerce_class(key: ConfigKey, value: Any) -> Any:
+    """Strings stay strings: each key's resolver knows its short names ("json", "round_robin",
+    Java class names) as well as dotted paths, and raises a ConfigError naming the key."""
     if isinstance(value, str):
         path = value.strip()
-        try:
-            return resolve_object(path)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(f"{key.name}: cannot load {path!r} ({exc})")
+        if not path:
+            raise ConfigError(f"{key.name} must not be an empty string")
+        return path
     return value
 
 
