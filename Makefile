@@ -30,10 +30,10 @@ test: install java
 	$(PY) -m pytest -q
 
 run: install java
-	$(PY) -m kproducer.examples_main
+	$(PY) examples/flights_pipeline.py
 
 run-stream: install java
-	$(PY) -m kproducer.examples_main --stream --duration 30
+	$(PY) examples/flights_pipeline.py --stream --duration 30
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks

