@@ -1,0 +1,740 @@
+"""RecordAccumulator: append/ready/drain, retries, expiry, split, flush, abort (seed 001 "RecordAccumulator", seed 003)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kproducer.accumulator.accumulator import RecordAccumulator
+from kproducer.accumulator.batch import ProducerBatch
+from kproducer.accumulator.buffer_pool import BufferPool
+from kproducer.accumulator.futures import RecordFuture
+from kproducer.errors import NotLeaderOrFollowerError, ProducerClosedError
+from kproducer.metadata import Cluster
+from kproducer.partitioner import BuiltInPartitioner
+from kproducer.record.builder import MemoryRecordsBuilder
+from kproducer.record.reader import read_batches
+from kproducer.structs import Node, PartitionInfo, RecordMetadata, TopicPartition
+
+BATCH = 1024
+MEMORY = 64 * BATCH
+LINGER = 10
+VALUE = b"v" * 100  # about 110 bytes a record: ~8 records per batch
+
+
+class Clock:
+    def __init__(self, now: int = 10_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make_cluster(partitions: int = 4, nodes: int = 2, topic: str = "t", leaders: dict[int, int] | None = None) -> Cluster:
+    node_list = [Node(i, "localhost", 9092 + i) for i in range(nodes)]
+    parts = []
+    for p in range(partitions):
+        leader = (leaders or {}).get(p, p % nodes)
+        parts.append(PartitionInfo(topic, p, leader))
+    return Cluster(node_list, parts)
+
+
+def make_acc(clock: Clock, **kw: Any) -> RecordAccumulator:
+    pool = kw.pop("buffer_pool", None) or BufferPool(kw.pop("memory", MEMORY), kw.get("batch_size", BATCH))
+    kw.setdefault("batch_size", BATCH)
+    kw.setdefault("linger_ms", LINGER)
+    kw.setdefault("retry_backoff_ms", 100)
+    kw.setdefault("retry_backoff_max_ms", 1000)
+    kw.setdefault("retry_backoff_jitter", 0.0)
+    kw.setdefault("delivery_timeout_ms", 120_000)
+    kw.setdefault("partitioner_factory", lambda topic, size: BuiltInPartitioner(topic, size, random.Random(7)))
+    return RecordAccumulator(buffer_pool=pool, clock_ms=clock, **kw)
+
+
+def append(acc: RecordAccumulator, partition: int, clock: Clock, value: bytes = VALUE, cb: Any = None, topic: str = "t") -> RecordFuture:
+    result = acc.append(topic, partition, clock.now, b"key", value, None, cb, 0, False, clock.now, None)
+    assert result.future is not None
+    return result.future
+
+
+def complete_all(acc: RecordAccumulator, cluster: Cluster, clock: Clock) -> None:
+    """Drain everything, succeed it and give the memory back; then the pool must be whole again."""
+    acc.begin_flush()
+    for _ in range(1000):
+        drained = acc.drain(cluster, set(cluster.nodes), 10**9, clock.now)
+        batches = [b for lst in drained.values() for b in lst]
+        if not batches:
+            break
+        for b in batches:
+            b.done(0, -1, None)
+            acc.deallocate(b)
+    acc.end_flush()
+    assert not acc.has_undrained()
+    assert not acc.has_incomplete()
+    assert acc.free.available_memory() == acc.free.total_memory
+
+
+# ---------------------------------------------------------------------- append
+def test_append_fills_a_batch_then_opens_the_next() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    first = acc.append("t", 0, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None)
+    assert first.new_batch_created and not first.batch_is_full and first.partition == 0
+    assert acc.free.available_memory() == MEMORY - BATCH
+    results = [acc.append("t", 0, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None) for _ in range(12)]
+    created = [r.new_batch_created for r in results]
+    assert created.count(True) == 1
+    flip = created.index(True)
+    # The append that opened the second batch reports the first as full.
+    assert results[flip].batch_is_full
+    assert not any(r.new_batch_created for r in results[:flip])
+    cluster = make_cluster()
+    complete_all(acc, cluster, clock)
+
+
+def test_abort_on_new_batch_returns_without_allocating() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    r = acc.append("t", 1, clock.now, b"k", VALUE, None, None, 0, True, clock.now, None)
+    assert r.abort_for_new_batch and r.future is None and not r.new_batch_created
+    assert acc.free.available_memory() == MEMORY
+    assert not acc.has_undrained()
+
+
+def test_append_accepts_the_facades_short_form_and_a_topic_partition() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    r = acc.append("t", 2, clock.now, b"k", VALUE, None, None, 0, clock.now, cluster)
+    assert r.future is not None and r.partition == 2 and r.new_batch_created
+    r2 = acc.append(TopicPartition("t", 2), -1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None)
+    assert r2.partition == 2 and not r2.new_batch_created
+    complete_all(acc, cluster, clock)
+
+
+def test_a_record_bigger_than_batch_size_gets_its_own_non_pooled_batch() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    f = append(acc, 0, clock, value=b"x" * (3 * BATCH))
+    assert acc.free.available_memory() < MEMORY - 3 * BATCH
+    cluster = make_cluster()
+    batches = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(batches) == 1 and batches[0].initial_capacity > 3 * BATCH
+    batches[0].done(0, -1, None)
+    acc.deallocate(batches[0])
+    complete_all(acc, cluster, clock)
+    assert f.result().offset == 0
+    assert acc.free.free_size() == 0  # the oversized buffer was not pooled
+
+
+def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> None:
+    class FakePartitioner:
+        def __init__(self) -> None:
+            self.current = 3
+            self.updates: list[tuple[int, int, bool]] = []
+            self.load_stats: list[Any] = []
+
+        def peek_current_partition(self, cluster: Cluster) -> int:
+            return self.current
+
+        def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False) -> None:
+            self.updates.append((partition, appended_bytes, enforce_switch))
+
+        def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
+            self.load_stats.append((queue_sizes, partition_ids, length))
+
+    part = FakePartitioner()
+    clock = Clock()
+    acc = make_acc(clock, partitioner_factory=lambda topic, size: part)
+    cluster = make_cluster()
+    r1 = acc.append("t", -1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
+    r2 = acc.append("t", -1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
+    assert r1.partition == r2.partition == 3
+    assert [u[0] for u in part.updates] == [3, 3]
+    assert part.updates[0][1] > 100 and 100 < part.updates[1][1] < 200
+    assert part.updates[0][2] is False
+    with pytest.raises(ValueError):
+        acc.append("t", -1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None)
+    complete_all(acc, cluster, clock)
+
+
+def test_sticky_partition_switches_after_a_batch_worth_of_bytes() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    partitions = [acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster).partition for _ in range(40)]
+    assert all(0 <= p < 4 for p in partitions)
+    assert len(set(partitions)) > 1
+    # Sticky: the partition changes rarely, never record by record.
+    switches = sum(1 for a, b in zip(partitions, partitions[1:], strict=False) if a != b)
+    assert switches <= 6
+    complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- ready: the five conditions
+def test_ready_waits_for_linger_and_says_how_long() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    r = acc.ready(cluster, clock.now)
+    assert r.ready_nodes == set()
+    assert r.next_ready_check_delay_ms == LINGER
+    clock.now += 4
+    assert acc.ready(cluster, clock.now).next_ready_check_delay_ms == LINGER - 4
+    clock.now += LINGER - 4
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    complete_all(acc, cluster, clock)
+
+
+def test_ready_when_full() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    while not acc.append("t", 1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None).batch_is_full:
+        pass
+    assert acc.ready(cluster, clock.now).ready_nodes == {1}
+    complete_all(acc, cluster, clock)
+
+
+def test_ready_when_the_pool_has_waiters() -> None:
+    clock = Clock()
+    pool = BufferPool(2 * BATCH, BATCH)
+    acc = make_acc(clock, buffer_pool=pool)
+    cluster = make_cluster()
+    held = pool.allocate(BATCH, 0)
+    append(acc, 0, clock)
+    assert acc.ready(cluster, clock.now).ready_nodes == set()
+    outcome: list[Any] = []
+    waiter = threading.Thread(target=lambda: outcome.append(pool.allocate(BATCH, 5000)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while pool.queued() == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    pool.deallocate(held)
+    waiter.join(5)
+    pool.deallocate(outcome[0])
+    complete_all(acc, cluster, clock)
+
+
+def test_ready_when_closed_and_when_flushing() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    assert acc.ready(cluster, clock.now).ready_nodes == set()
+    acc.begin_flush()
+    assert acc.flush_in_progress()
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    acc.end_flush()
+    assert acc.ready(cluster, clock.now).ready_nodes == set()
+    acc.close()
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    with pytest.raises(ProducerClosedError):
+        append(acc, 0, clock)
+    complete_all(acc, cluster, clock)
+
+
+def test_ready_reports_unknown_leaders_and_skips_muted_partitions() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(leaders={3: -1})
+    append(acc, 3, clock)
+    append(acc, 0, clock)
+    acc.mute_partition(TopicPartition("t", 0))
+    r = acc.ready(cluster, clock.now)
+    assert r.unknown_leader_topics == {"t"}
+    assert r.ready_nodes == set()
+    acc.unmute_partition(TopicPartition("t", 0))
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    (b,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert b.topic_partition == TopicPartition("t", 0)
+    b.done(0, -1, None)
+    acc.deallocate(b)
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_retry_backoff_is_exponential_and_sets_the_next_check() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0, retry_backoff_ms=100, retry_backoff_max_ms=350)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    (batch,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    for attempt, backoff in enumerate([100, 200, 350, 350], start=1):
+        acc.reenqueue(batch, clock.now)
+        assert batch.attempts == attempt
+        r = acc.ready(cluster, clock.now)
+        assert r.ready_nodes == set()
+        assert r.next_ready_check_delay_ms == backoff
+        assert acc.drain(cluster, {0}, 10**6, clock.now)[0] == []  # backing off: not drained either
+        clock.now += backoff - 1
+        assert acc.ready(cluster, clock.now).ready_nodes == set()
+        clock.now += 1
+        assert acc.ready(cluster, clock.now).ready_nodes == {0}
+        assert acc.drain(cluster, {0}, 10**6, clock.now)[0] == [batch]
+    batch.done(0, -1, None)
+    acc.deallocate(batch)
+    complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- drain
+def test_drain_rotates_over_the_partitions_of_a_node() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=3, nodes=1)
+    for p in range(3):
+        for _ in range(9):  # two batches per partition
+            append(acc, p, clock)
+    order = []
+    for _ in range(6):
+        drained = acc.drain(cluster, {0}, 1, clock.now)[0]  # 1 byte: exactly one batch per request
+        assert len(drained) == 1
+        order.append(drained[0].topic_partition.partition)
+        drained[0].done(0, -1, None)
+        acc.deallocate(drained[0])
+    assert order == [0, 1, 2, 0, 1, 2]
+    complete_all(acc, cluster, clock)
+
+
+def test_drain_respects_max_request_size_and_resumes_where_it_stopped() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=4, nodes=1)
+    for p in range(4):
+        for _ in range(4):
+            append(acc, p, clock)
+    (b0,) = acc.drain(cluster, {0}, 1, clock.now)[0]
+    assert b0.topic_partition.partition == 0
+    one = b0.estimated_size_in_bytes()
+    b0.done(0, -1, None)
+    acc.deallocate(b0)
+    # That first drain took p0's batch; the rest fit two per request.
+    batches = acc.drain(cluster, {0}, 2 * one + 10, clock.now)[0]
+    assert [b.topic_partition.partition for b in batches] == [1, 2]
+    assert sum(b.estimated_size_in_bytes() for b in batches) <= 2 * one + 10
+    batches += acc.drain(cluster, {0}, 2 * one + 10, clock.now)[0]
+    assert [b.topic_partition.partition for b in batches] == [1, 2, 3]
+    assert all(b.is_closed and b.drained_ms == clock.now for b in batches)
+    for b in batches:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def test_drain_skips_muted_partitions_and_other_nodes() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=4, nodes=2)
+    for p in range(4):
+        append(acc, p, clock)
+    acc.mute_partition(TopicPartition("t", 2))
+    drained = acc.drain(cluster, {0}, 10**6, clock.now)
+    assert [b.topic_partition.partition for b in drained[0]] == [0]
+    drained[0][0].done(0, -1, None)
+    acc.deallocate(drained[0][0])
+    acc.unmute_partition(TopicPartition("t", 2))
+    complete_all(acc, cluster, clock)
+
+
+class FakeTransactionManager:
+    def __init__(self) -> None:
+        self.sequences: dict[TopicPartition, int] = {}
+        self.stop = False
+        self.in_flight: dict[TopicPartition, int] = {}
+
+    def should_stop_draining(self) -> bool:
+        return self.stop
+
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        return 77, 2
+
+    def next_sequence(self, tp: TopicPartition) -> int:
+        return self.sequences.get(tp, 0)
+
+    def increment_sequence(self, tp: TopicPartition, increment: int) -> None:
+        self.sequences[tp] = self.sequences.get(tp, 0) + increment
+
+    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
+        return self.in_flight.get(tp, -1)
+
+
+def test_drain_assigns_producer_state_and_sequences() -> None:
+    clock = Clock()
+    tm = FakeTransactionManager()
+    acc = make_acc(clock, linger_ms=0, transaction_manager=tm)
+    cluster = make_cluster(partitions=1, nodes=1)
+    for _ in range(20):
+        append(acc, 0, clock)
+    tm.stop = True
+    assert acc.drain(cluster, {0}, 10**6, clock.now)[0] == []
+    tm.stop = False
+    batches = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(batches) == 1  # one batch per partition per drain
+    seq = 0
+    while batches:
+        for b in batches:
+            assert (b.producer_id, b.producer_epoch, b.base_sequence) == (77, 2, seq)
+            (rb,) = list(read_batches(b.records_buffer()))
+            assert rb.base_sequence == seq
+            seq += b.record_count
+            b.done(0, -1, None)
+            acc.deallocate(b)
+        batches = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert seq == 20 and tm.sequences[TopicPartition("t", 0)] == 20
+    complete_all(acc, cluster, clock)
+
+
+def test_reenqueue_goes_to_the_front_in_sequence_order() -> None:
+    clock = Clock()
+    tm = FakeTransactionManager()
+    acc = make_acc(clock, linger_ms=0, transaction_manager=tm, retry_backoff_ms=0, retry_backoff_max_ms=0)
+    cluster = make_cluster(partitions=1, nodes=1)
+    for _ in range(40):
+        append(acc, 0, clock)
+    drained = []
+    for _ in range(3):
+        drained += acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    seqs = [b.base_sequence for b in drained]
+    assert seqs == sorted(seqs) and len(seqs) == 3
+    # Retries come back out of order; the deque keeps sequence order, ahead of unsequenced batches.
+    for b in (drained[2], drained[0], drained[1]):
+        acc.reenqueue(b, clock.now)
+    again = []
+    for _ in range(3):
+        again += acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert [b.base_sequence for b in again] == seqs
+    for b in again:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def test_reenqueue_without_idempotence_goes_first() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0, retry_backoff_ms=0, retry_backoff_max_ms=0)
+    cluster = make_cluster(partitions=1, nodes=1)
+    f0 = append(acc, 0, clock)
+    (b0,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    append(acc, 0, clock)
+    acc.reenqueue(b0, clock.now)
+    (first,) = acc.drain(cluster, {0}, 1, clock.now)[0]
+    assert first is b0 and first.in_retry()
+    b0.done(9, -1, None)
+    acc.deallocate(b0)
+    assert f0.result().offset == 9
+    complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- expiry, split, deallocate
+def test_expired_batches_are_removed_in_order() -> None:
+    clock = Clock()
+    acc = make_acc(clock, delivery_timeout_ms=1000)
+    cluster = make_cluster()
+    calls: list[Any] = []
+    append(acc, 0, clock, cb=lambda md, exc: calls.append(exc))
+    clock.now += 600
+    append(acc, 1, clock)
+    clock.now += 399
+    assert acc.expired_batches(clock.now) == []
+    assert acc.next_expiry_time_ms() == clock.now - 999 + 1000
+    clock.now += 1
+    expired = acc.expired_batches(clock.now)
+    assert [b.topic_partition.partition for b in expired] == [0]
+    err = TimeoutError("expired")
+    for b in expired:
+        b.done(-1, -1, err)
+        acc.deallocate(b)
+    assert calls == [err]
+    complete_all(acc, cluster, clock)
+
+
+def test_split_and_reenqueue_keeps_every_record_and_future() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=1, nodes=1)
+    # A batch bigger than batch.size, as a broker with a smaller max.message.bytes would reject.
+    buf = bytearray(8 * BATCH)
+    big = ProducerBatch(TopicPartition("t", 0), MemoryRecordsBuilder(buf, write_limit=len(buf)), clock.now, buffer=buf)
+    calls: list[int] = []
+    futures = []
+    for i in range(50):
+        f = big.try_append(clock.now, b"%d" % i, VALUE, None, lambda md, exc, i=i: calls.append(i), clock.now)
+        assert f is not None
+        futures.append(f)
+    append(acc, 0, clock)  # a later batch already queued
+    parts = acc.split_and_reenqueue(big)
+    assert parts > 4
+    drained = []
+    for _ in range(parts + 1):
+        drained += acc.drain(cluster, {0}, 1, clock.now)[0]
+    assert all(b.is_split_batch for b in drained[:parts]) and not drained[parts].is_split_batch
+    offset = 0
+    for b in drained:
+        assert b.estimated_size_in_bytes() <= BATCH
+        b.done(offset, -1, None)
+        offset += b.record_count
+        acc.deallocate(b)
+    assert [f.result().offset for f in futures] == list(range(50))
+    assert calls == list(range(50))
+    complete_all(acc, cluster, clock)
+
+
+def test_deallocate_is_exactly_once() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    (b,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    b.done(0, -1, None)
+    acc.deallocate(b)
+    acc.deallocate(b)
+    assert acc.free.available_memory() == MEMORY
+
+
+# ---------------------------------------------------------------------- flush, abort
+def test_flush_waits_for_every_incomplete_batch() -> None:
+    clock = Clock()
+    acc = make_acc(clock)
+    cluster = make_cluster()
+    futures = [append(acc, p, clock) for p in range(4)]
+    acc.begin_flush()
+    assert acc.await_flush_completion(timeout=0.02) is False
+    assert acc.incomplete_record_count() == 4
+
+    def sender() -> None:
+        time.sleep(0.02)
+        for batches in acc.drain(cluster, {0, 1}, 10**6, clock.now).values():
+            for b in batches:
+                b.done(0, -1, None)
+                acc.deallocate(b)
+
+    t = threading.Thread(target=sender)
+    t.start()
+    assert acc.await_flush_completion(timeout=5) is True
+    acc.end_flush()
+    t.join()
+    assert all(f.done() for f in futures)
+    assert acc.incomplete_record_count() == 0
+    assert not acc.flush_in_progress()
+    complete_all(acc, cluster, clock)
+
+
+def test_abort_incomplete_batches_fails_and_frees_everything() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster()
+    futures = [append(acc, p % 4, clock) for p in range(30)]
+    in_flight = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert in_flight
+    err = ProducerClosedError("forced")
+    acc.abort_incomplete_batches(err)
+    assert all(f.exception() is err for f in futures)
+    assert not acc.has_undrained() and not acc.has_incomplete()
+    assert acc.free.available_memory() == MEMORY
+    # A late response for an aborted in-flight batch is ignored.
+    assert in_flight[0].done(5, -1, None) is False
+
+
+def test_abort_undrained_batches_leaves_drained_ones() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster()
+    f_sent = append(acc, 0, clock)
+    (sent,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    f_queued = append(acc, 1, clock)
+    err = NotLeaderOrFollowerError("fatal")
+    acc.abort_undrained_batches(err)
+    assert f_queued.exception() is err
+    assert not f_sent.done()
+    sent.done(3, -1, None)
+    acc.deallocate(sent)
+    assert f_sent.result().offset == 3
+    complete_all(acc, cluster, clock)
+
+
+def test_close_wakes_an_append_blocked_on_memory() -> None:
+    clock = Clock()
+    pool = BufferPool(BATCH, BATCH)
+    acc = make_acc(clock, buffer_pool=pool)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    errors: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            acc.append("t", 1, clock.now, b"k", VALUE, None, None, 10_000, False, clock.now, None)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    deadline = time.monotonic() + 5
+    while pool.queued() == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    acc.close()
+    t.join(5)
+    assert errors and isinstance(errors[0], ProducerClosedError)
+    complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- adaptive partitioning
+def test_load_stats_and_availability_timeout() -> None:
+    recorded: list[Any] = []
+
+    class StatsPartitioner(BuiltInPartitioner):
+        def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
+            recorded.append((list(queue_sizes) if queue_sizes else None, list(partition_ids) if partition_ids else None, length))
+            super().update_partition_load_stats(queue_sizes, partition_ids, length)
+
+    clock = Clock()
+    acc = make_acc(
+        clock,
+        partition_availability_timeout_ms=100,
+        partitioner_factory=lambda topic, size: StatsPartitioner(topic, size, random.Random(1)),
+    )
+    cluster = make_cluster(partitions=4, nodes=2)
+    for p, n in enumerate([3, 1, 2, 1]):
+        for _ in range(n * 8):
+            append(acc, p, clock)
+    acc.ready(cluster, clock.now)
+    queue_sizes, ids, length = recorded[-1]
+    assert length == 4
+    assert dict(zip(ids, queue_sizes, strict=True)) == {0: 3, 1: 1, 2: 2, 3: 1}
+    # Node 0 had data ready but could not be drained for longer than the availability timeout.
+    acc.update_node_latency_stats(0, clock.now, True)
+    clock.now += 150
+    acc.update_node_latency_stats(0, clock.now, False)
+    acc.ready(cluster, clock.now)
+    _sizes, ids, length = recorded[-1]
+    assert set(ids[:length]) == {1, 3}  # p0 and p2 (leader 0) left out
+    acc.update_node_latency_stats(0, clock.now, True)
+    acc.ready(cluster, clock.now)
+    assert recorded[-1][2] == 4
+    complete_all(acc, cluster, clock)
+
+
+def test_no_load_stats_without_adaptive_partitioning() -> None:
+    recorded: list[Any] = []
+
+    class StatsPartitioner(BuiltInPartitioner):
+        def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
+            recorded.append((queue_sizes, partition_ids, length))
+
+    clock = Clock()
+    acc = make_acc(
+        clock,
+        adaptive_partitioning_enable=False,
+        partitioner_factory=lambda topic, size: StatsPartitioner(topic, size),
+    )
+    cluster = make_cluster(partitions=2, nodes=1)
+    append(acc, 0, clock)
+    append(acc, 1, clock)
+    acc.ready(cluster, clock.now)
+    assert recorded == [(None, None, 0)]
+    complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- concurrency
+def test_many_threads_append_while_the_sender_drains_nothing_lost_order_kept() -> None:
+    clock = Clock()
+    pool = BufferPool(8 * BATCH, BATCH)  # small: appenders block on memory now and then
+    acc = make_acc(clock, buffer_pool=pool, linger_ms=0)
+    cluster = make_cluster(partitions=4, nodes=2)
+    threads_n, per_thread = 6, 300
+    futures: dict[int, list[tuple[int, RecordFuture]]] = {t: [] for t in range(threads_n)}
+    callback_order: dict[int, list[int]] = {p: [] for p in range(4)}
+    next_offset = dict.fromkeys(range(4), 0)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def appender(t: int) -> None:
+        rng = random.Random(t)
+        try:
+            for i in range(per_thread):
+                p = rng.randrange(4)
+                value = b"%d:%d" % (t, i) + b"x" * rng.randrange(10, 200)
+                r = acc.append("t", p, clock.now, None, value, None, lambda md, exc, p=p: callback_order[p].append(md.offset if md else -2), 5000, False, clock.now, None)
+                assert r.future is not None
+                futures[t].append((p, r.future))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def sender() -> None:
+        while not stop.is_set() or acc.has_undrained():
+            ready = acc.ready(cluster, clock.now)
+            drained = acc.drain(cluster, ready.ready_nodes, 3 * BATCH, clock.now)
+            for batches in drained.values():
+                for b in batches:
+                    p = b.topic_partition.partition
+                    b.done(next_offset[p], -1, None)
+                    next_offset[p] += b.record_count
+                    acc.deallocate(b)
+            if not drained:
+                time.sleep(0.0005)
+
+    s = threading.Thread(target=sender)
+    s.start()
+    workers = [threading.Thread(target=appender, args=(t,)) for t in range(threads_n)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    stop.set()
+    s.join(60)
+    assert not errors
+    assert sum(next_offset.values()) == threads_n * per_thread
+    # Each thread's records land in send order within a partition, and every offset is unique.
+    seen: set[tuple[int, int]] = set()
+    for items in futures.values():
+        last = dict.fromkeys(range(4), -1)
+        for p, f in items:
+            off = f.result(timeout=5).offset
+            assert off > last[p]
+            last[p] = off
+            seen.add((p, off))
+    assert len(seen) == threads_n * per_thread
+    # Callbacks of a partition fire in offset order.
+    for p, offs in callback_order.items():
+        assert offs == list(range(next_offset[p]))
+    assert not acc.has_incomplete()
+    assert pool.available_memory() == pool.total_memory
+
+
+def test_metrics_are_recorded_at_drain() -> None:
+    class Sensor:
+        def __init__(self) -> None:
+            self.values: list[float] = []
+
+        def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
+            self.values.append(value)
+
+    class Metrics:
+        def __init__(self) -> None:
+            self.sensors: dict[str, Sensor] = {}
+
+        def sensor(self, name: str) -> Sensor:
+            return self.sensors.setdefault(name, Sensor())
+
+    metrics = Metrics()
+    clock = Clock()
+    acc = make_acc(clock, metrics=metrics)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    clock.now += 25
+    (b,) = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert metrics.sensors["queue-time"].values == [25.0]
+    assert metrics.sensors["batch-size"].values == [float(b.estimated_size_in_bytes())]
+    assert metrics.sensors["compression-rate"].values == [1.0]
+    b.done(0, -1, None)
+    acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def _unused(_: Callable[..., Any], __: RecordMetadata) -> None:
+    """Keeps imports used by type annotations above explicit."""
