@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from kproducer.metadata import Cluster
 from kproducer.partitioner import BuiltInPartitioner
 from kproducer.record.builder import MemoryRecordsBuilder
 from kproducer.record.reader import read_batches
-from kproducer.structs import Node, PartitionInfo, RecordMetadata, TopicPartition
+from kproducer.structs import Node, PartitionInfo, TopicPartition
 
 BATCH = 1024
 MEMORY = 64 * BATCH
@@ -735,6 +734,3 @@ def test_metrics_are_recorded_at_drain() -> None:
     acc.deallocate(b)
     complete_all(acc, cluster, clock)
 
-
-def _unused(_: Callable[..., Any], __: RecordMetadata) -> None:
-    """Keeps imports used by type annotations above explicit."""
