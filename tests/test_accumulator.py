@@ -734,3 +734,53 @@ def test_metrics_are_recorded_at_drain() -> None:
     acc.deallocate(b)
     complete_all(acc, cluster, clock)
 
+
+
+class FakeBreaker:
+    """A circuit-break manager with one muted partition whose probe falls due at ``retry_at``."""
+
+    def __init__(self, tp: TopicPartition, retry_at: int) -> None:
+        self.tp = tp
+        self.retry_at = retry_at
+        self.probing = False
+        self.probes = 0
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp == self.tp
+
+    def retry_at_ms(self, tp: TopicPartition) -> int | None:
+        return self.retry_at if tp == self.tp else None
+
+    def probe_in_flight(self, tp: TopicPartition) -> bool:
+        return self.probing
+
+    def allow_probe(self, tp: TopicPartition, now_ms: int | None = None) -> bool:
+        if tp != self.tp or self.probing or (now_ms or 0) < self.retry_at:
+            return False
+        self.probing = True
+        self.probes += 1
+        return True
+
+
+def test_breaker_muted_partition_sends_only_its_probe_when_due() -> None:
+    clock = Clock()
+    tp = TopicPartition("t", 0)
+    breaker = FakeBreaker(tp, clock.now + 50)
+    acc = make_acc(clock, linger_ms=0, circuit_break_manager=breaker)
+    cluster = make_cluster(partitions=1, nodes=1)
+    for _ in range(20):
+        append(acc, 0, clock)
+    r = acc.ready(cluster, clock.now)
+    assert r.ready_nodes == set() and r.next_ready_check_delay_ms == 50
+    assert acc.drain(cluster, {0}, 10**6, clock.now)[0] == []
+    clock.now += 50
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    probe = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(probe) == 1 and breaker.probes == 1
+    # While the probe is out, nothing else of the partition is ready or drained.
+    assert acc.ready(cluster, clock.now).ready_nodes == set()
+    assert acc.drain(cluster, {0}, 10**6, clock.now)[0] == []
+    probe[0].done(0, -1, None)
+    acc.deallocate(probe[0])
+    breaker.tp = TopicPartition("t", 99)  # unmuted
+    complete_all(acc, cluster, clock)

@@ -92,6 +92,10 @@ class CircuitBreakManagerLike(Protocol):
 
     def allow_probe(self, tp: TopicPartition, now_ms: int | None = None) -> bool: ...
 
+    def retry_at_ms(self, tp: TopicPartition) -> int | None: ...
+
+    def probe_in_flight(self, tp: TopicPartition) -> bool: ...
+
 
 class RecordAppendResult(NamedTuple):
     """What ``append()`` tells the caller: wake the Sender when the batch is full or new."""
@@ -520,11 +524,18 @@ class RecordAccumulator:
     def _batch_backoff_ms(self, batch: ProducerBatch) -> int:
         return batch.retry_backoff_ms if batch.attempts > 0 else 0
 
-    def _is_muted(self, tp: TopicPartition) -> bool:
+    def _muted_delay_ms(self, tp: TopicPartition, now_ms: int) -> int | None:
+        """None when the partition may send; else how long until it might (``_NO_DELAY``: unknown)."""
         if tp in self._muted:
-            return True
+            return _NO_DELAY
         breaker = self._breaker
-        return breaker is not None and breaker.is_muted(tp)
+        if breaker is None or not breaker.is_muted(tp):
+            return None
+        # A partition muted by the circuit breaker sends only its probe, once the probe is due.
+        retry_at = breaker.retry_at_ms(tp)
+        if retry_at is None or breaker.probe_in_flight(tp):
+            return _NO_DELAY
+        return None if now_ms >= retry_at else retry_at - now_ms
 
     def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
         """Leader nodes with at least one sendable partition (seed 001 ``ready``).
@@ -589,7 +600,11 @@ class RecordAccumulator:
                     if stats is not None and stats.ready_time_ms - stats.drain_time_ms > self.partition_availability_timeout_ms:
                         # The leader has not been drainable for too long: keep the partitioner away from it.
                         index -= 1
-            if leader.id in ready_nodes or self._is_muted(tp):
+            if leader.id in ready_nodes:
+                continue
+            muted_delay = self._muted_delay_ms(tp, now_ms)
+            if muted_delay is not None:
+                next_delay = min(next_delay, muted_delay)
                 continue
             time_to_wait = backoff_ms if backing_off else self.linger_ms
             expired = waited >= time_to_wait

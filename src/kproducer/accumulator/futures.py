@@ -123,6 +123,14 @@ class RecordFuture:
         self.serialized_value_size = serialized_value_size
         self._next: RecordFuture | None = None
 
+    @classmethod
+    def failed(cls, topic_partition: TopicPartition, error: BaseException) -> RecordFuture:
+        """A future that failed before its record reached a batch (Java's FutureFailure)."""
+        result = ProduceRequestResult(topic_partition)
+        result.set(NO_OFFSET, NO_TIMESTAMP, lambda _index: error)
+        result.done()
+        return cls(result, 0, NO_TIMESTAMP, -1, -1)
+
     # ------------------------------------------------------------------ chaining (split)
     def chain(self, future: RecordFuture) -> None:
         """Follow ``future`` from now on; a future chained twice follows the end of the chain."""
