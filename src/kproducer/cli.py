@@ -73,6 +73,24 @@ def format_metadata(cluster: Cluster, topics: Sequence[str] | None = None) -> st
     return "\n".join(lines)
 
 
+@subcommand("produce")
+def _produce_command(parser: argparse.ArgumentParser) -> Handler:
+    """Lines from stdin or a file into a topic, with a delivered/failed summary."""
+    from kproducer import console_produce
+
+    console_produce.add_arguments(parser)
+    return console_produce.main
+
+
+@subcommand("perf-test")
+def _perf_test_command(parser: argparse.ArgumentParser) -> Handler:
+    """Throughput and latency, like kafka-producer-perf-test."""
+    from kproducer import perf
+
+    perf.add_arguments(parser)
+    return perf.main
+
+
 @subcommand("metadata")
 def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
     parser.add_argument("--bootstrap-servers", required=True, help="host:port[,host:port...]")

@@ -636,9 +636,13 @@ class TransactionAbortableError(BrokerResponseError):
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
 for _cls in list(globals().values()):
-    if isinstance(_cls, type) and issubclass(_cls, KafkaError) and _cls.__module__ == __name__:
-        if _cls.code != -1 or _cls is UnknownServerError:
-            _BY_CODE.setdefault(_cls.code, _cls)
+    if (
+        isinstance(_cls, type)
+        and issubclass(_cls, KafkaError)
+        and _cls.__module__ == __name__
+        and (_cls.code != -1 or _cls is UnknownServerError)
+    ):
+        _BY_CODE.setdefault(_cls.code, _cls)
 _BY_CODE[35] = UnsupportedVersionError
 
 

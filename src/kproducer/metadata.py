@@ -279,6 +279,27 @@ class Metadata:
             st.last_used_ms = now
             return False
 
+    def touch(self, topic: str, now: int) -> None:
+        """Mark a known topic as used, without taking the lock (send()'s hot path).
+
+        A racing eviction can at worst drop a topic that is then re-added by the
+        next send() to it, which is what idle eviction means anyway.
+        """
+        st = self._topics.get(topic)
+        if st is None:
+            self.add_topic(topic, now)
+        else:
+            st.last_used_ms = now
+
+    def describe_reachability(self) -> str:
+        """Which bootstrap addresses were tried and why they failed, for timeout messages."""
+        with self._cond:
+            tried = ", ".join(f"{a} ({r})" for a, r in self.tried_addresses.items())
+            boot = ", ".join(n.address for n in self.bootstrap_nodes)
+        return f"bootstrap servers {boot or 'none'}" + (
+            f"; addresses tried: {tried}" if tried else "" if self._cluster.nodes else "; no broker answered yet"
+        )
+
     def request_update(self) -> int:
         """Ask for a refresh as soon as the backoff allows; returns the version to wait past."""
         with self._cond:

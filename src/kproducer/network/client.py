@@ -243,9 +243,10 @@ class NetworkClient:
         return st is not None and st.state is ConnectionState.READY and not self._closed
 
     def ready(self, node_id: int, now: int) -> bool:
-        """True if we can send to the node now; otherwise start connecting when allowed."""
+        """True if a request can go to the node now (connected and room in the in-flight window,
+        as Java's NetworkClient.ready); otherwise start connecting when allowed."""
         if self.is_ready(node_id, now):
-            return True
+            return self.can_send_more(node_id)
         if self.can_connect(node_id, now):
             self._initiate_connect(node_id, now)
         return False
@@ -300,6 +301,25 @@ class NetworkClient:
         if st is None or st.conn is None:
             return None
         return st.conn.api_version(api_key)
+
+    def max_usable_produce_magic(self) -> int:
+        """The record format every connected broker accepts: v2 unless one only speaks Produce v0–v2.
+
+        Produce v3+ carries v2 batches, v2 carries v1 message sets, v0/v1 carry v0 (as Java's
+        ApiVersions.maxUsableProduceMagic). Unknown (not yet connected) brokers do not lower it.
+        """
+        magic = 2
+        for st in self._nodes.values():
+            if st.conn is None or st.state is not ConnectionState.READY:
+                continue
+            v = st.conn.api_version(ApiKey.PRODUCE)
+            if v is not None and v < 3:
+                magic = min(magic, 1 if v == 2 else 0)
+        return magic
+
+    def in_flight_requests_by_node(self) -> dict[int, int]:
+        """Requests awaiting a response, per node (the circuit breaker's view of congestion)."""
+        return {n: len(reqs) for n, reqs in self._in_flight.items() if reqs}
 
     def broker_api_versions(self, node_id: int) -> dict[int, tuple[int, int]]:
         st = self._nodes.get(node_id)

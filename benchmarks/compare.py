@@ -1,0 +1,301 @@
+"""Side-by-side producer benchmark: kproducer vs confluent-kafka, aiokafka and kafka-python.
+
+Every client runs in its own child process against one Tansu broker started here,
+so the CPU time and peak RSS reported are the client's alone. Each run writes to a
+fresh topic. Prints records/s, MB/s, client CPU µs per record, p99 delivery
+latency (send → acknowledgement) and peak RSS, with ratios against confluent-kafka,
+and writes a Markdown table (and a PNG bar chart with --png).
+
+    .venv/bin/python benchmarks/compare.py                          # issue 4's workload
+    .venv/bin/python benchmarks/compare.py --records 200000 --size 1024 --acks all --compression lz4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CLIENTS = ["kproducer", "kproducer-batch", "kproducer-arrow", "confluent-kafka", "aiokafka", "kafka-python"]
+
+
+# ---------------------------------------------------------------- child side
+def _lat_p99(samples: list[float]) -> float:
+    if not samples:
+        return 0.0
+    samples.sort()
+    return samples[min(len(samples) - 1, int(0.99 * (len(samples) - 1)))]
+
+
+def _child(client: str, bootstrap: str, topic: str, n: int, size: int, acks: str, compression: str) -> dict[str, Any]:
+    payload = os.urandom(size)
+    lat: list[float] = []
+    sample_every = max(1, n // 20000)
+    perf = time.perf_counter
+    failed = 0
+    t0 = perf()
+    if client in ("kproducer", "kproducer-batch", "kproducer-arrow"):
+        from kproducer.producer import Producer
+
+        errors: list[BaseException] = []
+        p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression})
+        t0 = perf()
+        if client == "kproducer":
+            send = p.send
+            for i in range(n):
+                if i % sample_every == 0:
+                    s = perf()
+
+                    def cb(md: Any, exc: BaseException | None, s: float = s) -> None:
+                        lat.append((perf() - s) * 1000)
+                        if exc is not None:
+                            errors.append(exc)
+
+                    send(topic, payload, on_delivery=cb)
+                else:
+                    send(topic, payload)
+        elif client == "kproducer-batch":
+            chunk = 10000
+            values = [payload] * chunk
+            for start in range(0, n, chunk):
+                m = min(chunk, n - start)
+                s = perf()
+                fut = p.send_batch(topic, values[:m])
+                fut.add_done_callback(lambda f, s=s: lat.append((perf() - s) * 1000))
+        else:
+            import pyarrow as pa
+
+            chunk = 10000
+            table = pa.table({"value": pa.array([payload] * chunk, type=pa.binary())})
+            for start in range(0, n, chunk):
+                m = min(chunk, n - start)
+                s = perf()
+                fut = p.send_arrow(table.slice(0, m), topic)
+                fut.add_done_callback(lambda f, s=s: lat.append((perf() - s) * 1000))
+        p.flush()
+        elapsed = perf() - t0
+        failed = max(len(errors), int(p.metrics().get("record-error-total", 0.0)))
+        p.close()
+    elif client == "confluent-kafka":
+        from confluent_kafka import Producer as CProducer
+
+        cp = CProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": acks if acks != "all" else "-1",
+                "compression.type": compression,
+                "linger.ms": 5,
+            }
+        )
+        errs = [0]
+
+        def ccb(err: Any, msg: Any, s: float | None = None) -> None:
+            if err is not None:
+                errs[0] += 1
+
+        t0 = perf()
+        for i in range(n):
+            while True:
+                try:
+                    if i % sample_every == 0:
+                        s = perf()
+                        cp.produce(topic, payload, on_delivery=lambda err, msg, s=s: lat.append((perf() - s) * 1000))
+                    else:
+                        cp.produce(topic, payload, on_delivery=ccb)
+                    break
+                except BufferError:
+                    cp.poll(0.05)
+            if i % 1000 == 0:
+                cp.poll(0)
+        cp.flush()
+        elapsed = perf() - t0
+        failed = errs[0]
+    elif client == "aiokafka":
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+
+        async def run() -> float:
+            ap = AIOKafkaProducer(
+                bootstrap_servers=bootstrap,
+                acks=int(acks) if acks != "all" else "all",
+                compression_type=None if compression == "none" else compression,
+                linger_ms=5,
+            )
+            await ap.start()
+            t = perf()
+            futs = []
+            for i in range(n):
+                fut = await ap.send(topic, payload)
+                if i % sample_every == 0:
+                    s = perf()
+                    fut.add_done_callback(lambda f, s=s: lat.append((perf() - s) * 1000))
+                futs.append(fut)
+                if len(futs) >= 20000:
+                    await asyncio.gather(*futs)
+                    futs.clear()
+            await asyncio.gather(*futs)
+            el = perf() - t
+            await ap.stop()
+            return el
+
+        elapsed = asyncio.run(run())
+    elif client == "kafka-python":
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks=int(acks) if acks != "all" else "all",
+            compression_type=None if compression == "none" else compression,
+            linger_ms=5,
+        )
+        t0 = perf()
+        for i in range(n):
+            fut = kp.send(topic, payload)
+            if i % sample_every == 0:
+                s = perf()
+                fut.add_callback(lambda md, s=s: lat.append((perf() - s) * 1000))
+        kp.flush()
+        elapsed = perf() - t0
+        kp.close()
+    else:
+        raise SystemExit(f"unknown client {client!r}; choose from {CLIENTS}")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "client": client,
+        "records": n,
+        "failed": failed,
+        "elapsed_s": elapsed,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "peak_rss_mb": ru.ru_maxrss / 1024.0,
+        "p99_ms": _lat_p99(lat),
+    }
+
+
+# ---------------------------------------------------------------- parent side
+def run_client(client: str, bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        client,
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--records",
+        str(args.records),
+        "--size",
+        str(args.size),
+        "--acks",
+        args.acks,
+        "--compression",
+        args.compression,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    if proc.returncode != 0:
+        return {"client": client, "error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["records_per_s"] = res["records"] / res["elapsed_s"]
+    res["mb_per_s"] = res["records"] * args.size / res["elapsed_s"] / 1e6
+    res["cpu_us_per_record"] = res["cpu_s"] / res["records"] * 1e6
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--acks", default="1", choices=["0", "1", "all"])
+    ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    ap.add_argument("--clients", default="kproducer,confluent-kafka,aiokafka")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--markdown", type=Path, help="append the table to this Markdown file")
+    ap.add_argument("--png", type=Path, help="write a bar chart of records/s here")
+    ap.add_argument("--bootstrap", help="use this broker instead of starting Tansu")
+    ap.add_argument("--child")
+    ap.add_argument("--topic")
+    args = ap.parse_args()
+
+    if args.child:
+        res = _child(args.child, args.bootstrap, args.topic, args.records, args.size, args.acks, args.compression)
+        print(json.dumps(res))
+        return 0
+
+    from tests.support.readback import create_topic
+    from tests.support.tansu import start_tansu
+
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker = start_tansu()
+        bootstrap = broker.bootstrap
+    try:
+        results = []
+        for client in [c.strip() for c in args.clients.split(",") if c.strip()]:
+            topic = f"bench-{client}-{int(time.time() * 1000)}"
+            create_topic(bootstrap, topic, args.partitions)
+            print(f"running {client} ...", file=sys.stderr, flush=True)
+            results.append(run_client(client, bootstrap, topic, args))
+    finally:
+        if broker is not None:
+            broker.stop()
+
+    base = next((r for r in results if r.get("client") == "confluent-kafka" and "error" not in r), None)
+    title = (
+        f"{args.records:,} x {args.size} B, acks={args.acks}, compression={args.compression}, "
+        f"{args.partitions} partitions, one Tansu"
+    )
+    lines = [
+        f"### {title}",
+        "",
+        "| client | records/s | MB/s | CPU µs/record | p99 ms | peak RSS MB | vs confluent-kafka |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['client']} | error: {r['error'][0][:80]} | | | | | |")
+            continue
+        ratio = f"{r['records_per_s'] / base['records_per_s']:.2f}x" if base else "n/a"
+        lines.append(
+            f"| {r['client']} | {r['records_per_s']:,.0f} | {r['mb_per_s']:.1f} | {r['cpu_us_per_record']:.2f} | "
+            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {ratio} |"
+        )
+    ok = [r for r in results if "error" not in r]
+    for a in ok:
+        for b in ok:
+            if a["client"].startswith("kproducer") and not b["client"].startswith("kproducer"):
+                lines.append(f"- {a['client']} / {b['client']}: {a['records_per_s'] / b['records_per_s']:.2f}x records/s")
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown:
+        with args.markdown.open("a") as fh:
+            fh.write(table + "\n\n")
+    if args.png and ok:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.bar([r["client"] for r in ok], [r["records_per_s"] for r in ok])
+        ax.set_ylabel("records/s")
+        ax.set_title(title, fontsize=9)
+        plt.xticks(rotation=20)
+        fig.tight_layout()
+        fig.savefig(args.png)
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``kproducer produce``: lines from stdin or a file into a topic, like kafka-console-producer."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import threading
+from typing import Any
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-servers", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--file", help="read lines from this file instead of stdin")
+    p.add_argument(
+        "--key-separator",
+        help="split each line at the first occurrence of this string into key and value (lines without it have no key)",
+    )
+    p.add_argument("--partition", type=int, default=None)
+    p.add_argument("--header", action="append", default=[], metavar="KEY=VALUE", help="a header added to every record")
+    p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
+
+
+def main(args: argparse.Namespace) -> int:
+    from kproducer.producer import Producer
+
+    props: dict[str, Any] = {"bootstrap.servers": args.bootstrap_servers}
+    for item in args.producer_property:
+        if "=" not in item:
+            raise SystemExit(f"--producer-property entries must be key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        props[k] = v
+    headers = []
+    for item in args.header:
+        if "=" not in item:
+            raise SystemExit(f"--header entries must be key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        headers.append((k, v.encode()))
+
+    delivered = 0
+    failed = 0
+    errors: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def on_delivery(md: Any, exc: BaseException | None) -> None:
+        nonlocal delivered, failed
+        with lock:
+            if exc is None:
+                delivered += 1
+            else:
+                failed += 1
+                errors[str(exc)] = errors.get(str(exc), 0) + 1
+
+    sep = args.key_separator.encode() if args.key_separator else None
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(open(args.file, "rb")) if args.file else sys.stdin.buffer
+        producer = stack.enter_context(Producer(props))
+        for raw in source:
+            line = raw.rstrip(b"\r\n")
+            key = None
+            if sep is not None and sep in line:
+                key, line = line.split(sep, 1)
+            producer.send(
+                args.topic, line, key, partition=args.partition, headers=list(headers) or None, on_delivery=on_delivery
+            )
+        producer.flush()
+    print(f"{delivered} delivered, {failed} failed", file=sys.stderr)
+    for msg, n in errors.items():
+        print(f"  {n} x {msg}", file=sys.stderr)
+    return 0 if failed == 0 else 1

@@ -1,0 +1,528 @@
+"""The Producer facade: ``send``/``flush``/``close``/``metrics`` on the caller's thread.
+
+``send()`` does exactly seed 003's caller-thread steps: wait for the topic's
+metadata (bounded by ``max.block.ms``), serialize, partition, check the size,
+append to the RecordAccumulator, and wake the Sender when a batch filled or a
+new one was created. Everything else happens on the Sender thread.
+
+The hot path is kept lean: bytes skip the serializers, the partition count is
+read from the immutable Cluster snapshot without a lock, and attribute look-ups
+are bound once in ``__init__``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.config import ProducerConfig
+from kproducer.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kproducer.metadata import Cluster, Metadata
+from kproducer.metrics import Metrics, register_producer_metrics
+from kproducer.partitioner import partition_for_key, resolve_partitioner
+from kproducer.record.builder import estimate_size_upper_bound
+from kproducer.record.codecs import CompressionType
+from kproducer.sender import Sender
+from kproducer.serialization import resolve_serializer
+from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
+from kproducer.transaction_manager import TransactionManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer", "DeliveryCallback"]
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+
+_client_ids = itertools.count(1)
+_live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_NO_TIMESTAMP = -1
+
+
+def _after_fork_in_child() -> None:
+    # The Sender thread does not exist in a forked child: any use must fail loudly, never hang.
+    for p in list(_live_producers):
+        p._forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _clock_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class _FailedFuture(RecordFuture):
+    """A future that failed before it reached a batch (metadata timeout, record too large)."""
+
+
+class Producer:
+    """A thread-safe Kafka producer.
+
+    ``Producer({"bootstrap.servers": "host:9092", "linger.ms": 5})`` or
+    ``Producer(bootstrap_servers="host:9092", linger_ms=5)``. Use it as a context
+    manager, or call :meth:`close`. Delivery callbacks run on the producer's I/O
+    thread and must be quick; hand slow work to your own executor.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = ProducerConfig(config, **kwargs)
+        self.config = cfg
+        self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
+        self._clock = _clock_ms
+        self._closed = False
+        self._forked = False
+        self._pid = os.getpid()
+        self._close_lock = threading.Lock()
+
+        self._metrics = Metrics(
+            clock_ms=self._clock, sample_window_ms=cfg.metrics_sample_window_ms, num_samples=cfg.metrics_num_samples
+        )
+        self._sensors = register_producer_metrics(self._metrics)
+
+        self._key_serializer = resolve_serializer(cfg.key_serializer, is_key=True)
+        self._value_serializer = resolve_serializer(cfg.value_serializer, is_key=False)
+        self._partitioner = resolve_partitioner(cfg.partitioner_class)
+        self._ignore_keys = bool(cfg.partitioner_ignore_keys)
+        self._interceptors = _resolve_interceptors(cfg.interceptor_classes)
+
+        self._max_block_ms = cfg.max_block_ms
+        self._max_request_size = cfg.max_request_size
+        self._buffer_memory = cfg.buffer_memory
+        self._compression = CompressionType(_compression_code(cfg.compression_type))
+        self._idempotent = bool(cfg.enable_idempotence)
+
+        self._metadata = Metadata(
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+            metadata_max_idle_ms=cfg.metadata_max_idle_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            allow_auto_topic_creation=cfg.allow_auto_create_topics,
+        )
+        self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock_ms=self._clock, metrics=self._metrics)
+        self._tm = TransactionManager() if self._idempotent else None
+
+        from kproducer.network.client import NetworkClient
+
+        password = cfg.sasl_password
+        self._client = NetworkClient(
+            bootstrap_servers=cfg.bootstrap_servers,
+            client_id=self.client_id,
+            metadata=self._metadata,
+            request_timeout_ms=cfg.request_timeout_ms,
+            reconnect_backoff_ms=cfg.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=cfg.reconnect_backoff_max_ms,
+            socket_connection_setup_timeout_ms=cfg.socket_connection_setup_timeout_ms,
+            socket_connection_setup_timeout_max_ms=cfg.socket_connection_setup_timeout_max_ms,
+            connections_max_idle_ms=cfg.connections_max_idle_ms,
+            max_in_flight_requests_per_connection=cfg.max_in_flight_requests_per_connection,
+            send_buffer_bytes=cfg.send_buffer_bytes,
+            receive_buffer_bytes=cfg.receive_buffer_bytes,
+            client_dns_lookup=cfg.client_dns_lookup,
+            sasl_mechanism=cfg.sasl_mechanism if cfg.security_protocol == "SASL_PLAINTEXT" else None,
+            sasl_username=cfg.sasl_username,
+            sasl_password=password.value if password is not None else None,
+            clock_ms=self._clock,
+        )
+
+        self._breaker, self._breaker_manager = _resolve_breaker(cfg, self._metadata, self._clock, self._metrics)
+
+        self._accumulator = RecordAccumulator.from_config(
+            cfg,
+            buffer_pool=self._pool,
+            clock_ms=self._clock,
+            metrics=self._metrics,
+            transaction_manager=self._tm,
+            magic=self._client.max_usable_produce_magic,
+            circuit_break_manager=self._breaker_manager,
+        )
+        self._sensors.bind_gauges(self._pool, self._client)
+
+        self._sender = Sender(
+            client=self._client,
+            metadata=self._metadata,
+            accumulator=self._accumulator,
+            clock_ms=self._clock,
+            acks=cfg.acks,
+            retries=cfg.retries,
+            max_request_size=cfg.max_request_size,
+            request_timeout_ms=cfg.request_timeout_ms,
+            delivery_timeout_ms=cfg.delivery_timeout_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            guarantee_message_order=cfg.max_in_flight_requests_per_connection == 1,
+            transaction_manager=self._tm,
+            sensors=self._sensors,
+            circuit_breaker=self._breaker,
+            circuit_break_manager=self._breaker_manager,
+            max_in_flight=cfg.max_in_flight_requests_per_connection,
+        )
+        self._io_thread = threading.Thread(
+            target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
+        )
+        self._io_thread.start()
+        # Bound once: send() is called millions of times.
+        self._append = self._accumulator.append
+        self._wakeup = self._sender.wakeup
+        self._record_send = self._sensors.record_size
+        _live_producers.add(self)
+        log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.client_id} {'closed' if self._closed else 'open'}>"
+
+    # ------------------------------------------------------------------ send
+    def send(
+        self,
+        topic: str | ProducerRecord,
+        value: Any = None,
+        key: Any = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Headers | Iterable[tuple[str, bytes | None]] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queue one record; returns a future resolving to its RecordMetadata.
+
+        Blocks only to wait for the topic's metadata or for buffer memory, each
+        within ``max.block.ms``. Errors that concern this record (its metadata
+        timed out, it is too large, the buffer stayed full) complete the future
+        and the callback, as in Java; a misuse (closed producer, bad argument,
+        serialization failure) raises here.
+        """
+        if type(topic) is not str:
+            if isinstance(topic, ProducerRecord):
+                rec = topic
+                topic, value, key = rec.topic, rec.value, rec.key
+                partition = rec.partition if partition is None else partition
+                timestamp = rec.timestamp if timestamp is None else timestamp
+                headers = rec.headers if headers is None else headers
+            else:
+                raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
+        if self._closed or self._forked:
+            self._raise_unusable()
+        if self._interceptors:
+            topic, value, key, partition, timestamp, headers = self._intercept_send(
+                topic, value, key, partition, timestamp, headers
+            )
+            on_delivery = self._intercept_callback(on_delivery)
+        if headers is not None and type(headers) is not list:
+            headers = list(headers)
+
+        # 1. metadata
+        cluster = self._metadata.cluster
+        num_partitions = cluster.partition_count(topic)
+        start = 0
+        if num_partitions is None or (partition is not None and partition >= num_partitions):
+            start = self._clock()
+            try:
+                cluster, num_partitions = self._wait_on_metadata(topic, partition, start)
+            except KafkaError as e:
+                return self._fail_now(topic, partition, e, on_delivery)
+        else:
+            self._metadata.touch(topic, self._clock())
+
+        # 2. serialize (bytes skip the serializers)
+        if type(key) is bytes or key is None:
+            key_bytes = key
+            if key is not None and self._key_serializer.passthrough is False:
+                key_bytes = self._key_serializer.serialize(topic, key, headers)
+        else:
+            key_bytes = self._key_serializer.serialize(topic, key, headers)
+        if type(value) is bytes or value is None:
+            value_bytes = value
+            if value is not None and self._value_serializer.passthrough is False:
+                value_bytes = self._value_serializer.serialize(topic, value, headers)
+        else:
+            value_bytes = self._value_serializer.serialize(topic, value, headers)
+
+        # 3. partition
+        if partition is not None:
+            if partition < 0:
+                raise ValueError(f"partition must be >= 0, got {partition}")
+        elif self._partitioner is not None:
+            partition = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+            if not 0 <= partition < num_partitions:
+                raise ValueError(
+                    f"partitioner.class returned partition {partition} for topic {topic!r}, "
+                    f"which has partitions 0..{num_partitions - 1}"
+                )
+        elif key_bytes is not None and not self._ignore_keys:
+            partition = partition_for_key(key_bytes, num_partitions)
+            if self._breaker_manager is not None and self._breaker_manager.is_muted(TopicPartition(topic, partition)):
+                partition = self._breaker_manager.reroute_keyed(topic, partition, cluster)
+        else:
+            partition = -1  # the accumulator's built-in sticky partitioner chooses (KIP-794)
+
+        if partition >= 0 and self._breaker_manager is not None:
+            tp = TopicPartition(topic, partition)
+            if self._breaker_manager.is_muted(tp) and not self._breaker_manager.may_send(tp):
+                from kproducer.errors import PartitionMutedError
+
+                return self._fail_now(
+                    topic, partition, PartitionMutedError(f"partition {tp} is muted by the circuit breaker", topic=topic, partition=partition), on_delivery
+                )
+
+        # 4. size check
+        size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
+        if size > self._max_request_size or size > self._buffer_memory:
+            which = "max.request.size" if size > self._max_request_size else "buffer.memory"
+            limit = self._max_request_size if which == "max.request.size" else self._buffer_memory
+            return self._fail_now(
+                topic,
+                partition if partition >= 0 else None,
+                RecordTooLargeError(
+                    f"The message is {size} bytes when serialized which is larger than {limit}, "
+                    f"the value of the {which} configuration",
+                    topic=topic,
+                    partition=partition if partition >= 0 else None,
+                ),
+                on_delivery,
+            )
+
+        # 5. append, and wake the Sender when a batch filled or a new one was created
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif timestamp < 0:
+            raise ValueError(f"timestamp must be >= 0 (milliseconds since the epoch), got {timestamp}")
+        now = self._clock()
+        remaining = self._max_block_ms - (now - start) if start else self._max_block_ms
+        try:
+            result = self._append(
+                topic, partition, timestamp, key_bytes, value_bytes, headers, on_delivery, remaining, False, now, cluster
+            )
+        except KafkaError as e:
+            if isinstance(e, ProducerClosedError):
+                raise
+            return self._fail_now(topic, partition if partition >= 0 else None, e, on_delivery)
+        if result.batch_is_full or result.new_batch_created:
+            self._wakeup()
+        return result.future
+
+    def _raise_unusable(self) -> None:
+        if self._forked:
+            raise IllegalStateError(
+                f"this Producer was created in process {self._pid} and cannot be used in a forked child "
+                f"(pid {os.getpid()}): its I/O thread does not exist here. Create a new Producer in the child."
+            )
+        raise ProducerClosedError("Cannot send after the producer has been closed")
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, start: int) -> tuple[Cluster, int]:
+        """Block until ``topic`` (and ``partition``) is known, or ``max.block.ms`` passes (seed 003 step 1)."""
+        md = self._metadata
+        deadline = start + self._max_block_ms
+        md.add_topic(topic, start)
+        while True:
+            cluster = md.cluster
+            count = cluster.partition_count(topic)
+            if count is not None and (partition is None or partition < count):
+                return cluster, count
+            err = cluster.topic_errors.get(topic)
+            if err in (17, 29):  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED: final
+                raise error_for_code(err, topic=topic)
+            now = self._clock()
+            if now >= deadline:
+                if count is not None and partition is not None:
+                    raise KafkaTimeoutError(
+                        f"Partition {partition} of topic {topic!r} with partition count {count} is not present "
+                        f"in metadata after {self._max_block_ms} ms.",
+                        topic=topic,
+                        partition=partition,
+                    )
+                if err == 3:
+                    raise UnknownTopicOrPartitionError(
+                        f"Topic {topic!r} not present in metadata after {self._max_block_ms} ms (max.block.ms)",
+                        topic=topic,
+                    )
+                raise KafkaTimeoutError(
+                    f"Topic {topic!r} not present in metadata after {self._max_block_ms} ms (max.block.ms); "
+                    f"{md.describe_reachability()}",
+                    topic=topic,
+                )
+            if self._closed or self._forked:
+                self._raise_unusable()
+            version = md.request_update()
+            self._wakeup()
+            md.await_update(version, min(deadline - now, 1000) / 1000.0)
+
+    def _fail_now(
+        self, topic: str, partition: int | None, error: KafkaError, on_delivery: DeliveryCallback | None
+    ) -> RecordFuture:
+        """Java's FutureFailure: the error reaches the returned future and the callback, not the caller."""
+        if error.topic is None:
+            error.topic = topic
+            error.partition = partition
+        self._sensors.record_errors(topic, 1)
+        fut = RecordFuture.failed(TopicPartition(topic, partition if partition is not None else -1), error)
+        if on_delivery is not None:
+            try:
+                on_delivery(None, error)
+            except Exception:
+                log.exception("delivery callback raised")
+        return fut
+
+    # ------------------------------------------------------------------ interceptors
+    def _intercept_send(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Any) -> Any:
+        record = ProducerRecord(topic, value, key, partition, timestamp, headers)
+        for ic in self._interceptors:
+            try:
+                out = ic.on_send(record)
+                if out is not None:
+                    record = out
+            except Exception:
+                log.exception("interceptor %r on_send raised; record passed on unchanged", ic)
+        return record.topic, record.value, record.key, record.partition, record.timestamp, record.headers
+
+    def _intercept_callback(self, on_delivery: DeliveryCallback | None) -> DeliveryCallback:
+        interceptors = self._interceptors
+
+        def callback(md: RecordMetadata | None, exc: BaseException | None) -> None:
+            for ic in interceptors:
+                try:
+                    ic.on_acknowledgement(md, exc)
+                except Exception:
+                    log.exception("interceptor %r on_acknowledgement raised", ic)
+            if on_delivery is not None:
+                on_delivery(md, exc)
+
+        return callback
+
+    # ------------------------------------------------------------------ flush / close
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything buffered now and wait for it; returns the number of records still undelivered.
+
+        ``0`` means every record sent before the call completed (delivered or failed).
+        Calling it from a delivery callback would wait on the thread that runs
+        callbacks, so that raises instead of deadlocking.
+        """
+        if self._forked:
+            self._raise_unusable()
+        if threading.current_thread() is self._io_thread:
+            raise IllegalStateError("flush() called from a delivery callback would deadlock; callbacks run on the I/O thread")
+        self._accumulator.begin_flush()
+        self._wakeup()
+        try:
+            self._accumulator.await_flush_completion(timeout)
+        finally:
+            self._accumulator.end_flush()
+        return self._accumulator.incomplete_record_count()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
+
+        Called from a delivery callback it cannot wait for the I/O thread it runs
+        on, so it closes forcefully without waiting, as Java does.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        _live_producers.discard(self)
+        if self._forked:
+            return
+        if threading.current_thread() is self._io_thread:
+            log.warning("close() called from a delivery callback: closing without waiting for pending records")
+            self._sender.force_close()
+            return
+        self._sender.initiate_close()
+        self._io_thread.join(timeout)
+        if self._io_thread.is_alive():
+            log.warning("producer %s did not drain within %.1fs: failing the remaining records", self.client_id, timeout or 0)
+            self._sender.force_close()
+            self._io_thread.join(5.0)
+        self._pool.close()
+        for obj in (self._key_serializer, self._value_serializer, self._partitioner, *self._interceptors):
+            close = getattr(obj, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("error closing %r", obj)
+        if self._breaker is not None:
+            self._breaker.close()
+
+    # ------------------------------------------------------------------ info
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        """The topic's partitions, waiting for metadata up to ``max.block.ms`` (or ``timeout`` seconds)."""
+        if self._closed or self._forked:
+            self._raise_unusable()
+        cluster = self._metadata.cluster
+        if cluster.partition_count(topic) is None:
+            start = self._clock()
+            saved = self._max_block_ms
+            if timeout is not None:
+                self._max_block_ms = int(timeout * 1000)
+            try:
+                cluster, _ = self._wait_on_metadata(topic, None, start)
+            finally:
+                self._max_block_ms = saved
+        return list(cluster.partitions_for_topic(topic))
+
+    def metrics(self) -> dict[str, float]:
+        """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
+        return self._metrics.snapshot()
+
+
+# ---------------------------------------------------------------------- helpers
+def _compression_code(name: str | int) -> int:
+    from kproducer.record.codecs import compression_type_for_name
+
+    return int(name) if isinstance(name, int) else int(compression_type_for_name(name))
+
+
+def _resolve_interceptors(specs: Iterable[Any] | None) -> list[Any]:
+    """``interceptor.classes``: dotted paths, classes or instances with on_send/on_acknowledgement."""
+    from kproducer.config import resolve_object
+    from kproducer.errors import ConfigError
+
+    out = []
+    for spec in specs or ():
+        try:
+            obj = resolve_object(spec) if isinstance(spec, str) else spec
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError(f"interceptor.classes: cannot load {spec!r} ({e})") from e
+        if isinstance(obj, type):
+            obj = obj()
+        if not (hasattr(obj, "on_send") and hasattr(obj, "on_acknowledgement")):
+            raise ConfigError(
+                f"interceptor.classes entry {spec!r} must provide on_send(record) and on_acknowledgement(metadata, exception)"
+            )
+        out.append(obj)
+    return out
+
+
+def _resolve_breaker(cfg: ProducerConfig, metadata: Metadata, clock: Callable[[], int], metrics: Metrics) -> tuple[Any, Any]:
+    spec = cfg.producer_circuit_breaker_class
+    if spec is None:
+        return None, None
+    from kproducer.circuit_breaker import CircuitBreakManager, resolve_circuit_breaker
+
+    breaker = resolve_circuit_breaker(spec, cfg.prefixed("producer.circuit.breaker."))
+    if breaker is None:
+        return None, None
+    manager = CircuitBreakManager(lambda: metadata.cluster, clock_ms=clock)
+    breaker.set_circuit_break_manager(manager)
+    return breaker, manager

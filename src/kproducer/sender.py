@@ -1,0 +1,520 @@
+"""The Sender thread: ready → drain → produce → complete (seed 003, "What the Sender does").
+
+One background thread owns the NetworkClient, every socket and all protocol
+state. Each loop it asks the accumulator which leaders have sendable data,
+keeps those the network layer can send to now (connected, in-flight window not
+full), drains up to ``max.request.size`` per node, sends one ProduceRequest per
+node, and polls for responses, completing or retrying batches. It sleeps exactly
+until the earliest of: a linger or backoff expiring, a request timing out, a
+metadata refresh falling due, or a wakeup from ``send()``.
+
+Delivery callbacks run on this thread, as in Java: they must be quick. An
+exception raised in one is caught and logged by the batch and never kills the
+thread; neither does any other error in a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kproducer.errors import (
+    FatalError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    ProducerClosedError,
+    error_for_code,
+)
+from kproducer.network.client import ClientRequest, ClientResponse
+from kproducer.network.protocol import ApiKey, ProduceRequestData, build_produce_request, request_class
+from kproducer.structs import TopicPartition
+from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager
+
+if TYPE_CHECKING:
+    from kproducer.accumulator.accumulator import RecordAccumulator
+    from kproducer.accumulator.batch import ProducerBatch
+    from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
+    from kproducer.metadata import Metadata
+    from kproducer.metrics import ProducerSensors
+    from kproducer.network.client import NetworkClient
+
+log = logging.getLogger(__name__)
+
+_MESSAGE_TOO_LARGE = 10
+_DUPLICATE_SEQUENCE_NUMBER = 46
+_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+_UNKNOWN_PRODUCER_ID = 59
+_MAX_POLL_MS = 1000
+
+
+class Sender:
+    """Runs the producer's I/O loop on its own thread (``kafka-producer-network-thread | client.id``)."""
+
+    def __init__(
+        self,
+        *,
+        client: NetworkClient,
+        metadata: Metadata,
+        accumulator: RecordAccumulator,
+        clock_ms: Callable[[], int],
+        acks: int,
+        retries: int,
+        max_request_size: int,
+        request_timeout_ms: int,
+        delivery_timeout_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        guarantee_message_order: bool,
+        transaction_manager: TransactionManager | None = None,
+        sensors: ProducerSensors | None = None,
+        circuit_breaker: PartitionCircuitBreaker | None = None,
+        circuit_break_manager: CircuitBreakManager | None = None,
+        max_in_flight: int = 5,
+    ) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._accumulator = accumulator
+        self._clock = clock_ms
+        self._acks = acks
+        self._retries = retries
+        self._max_request_size = max_request_size
+        self._request_timeout_ms = request_timeout_ms
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_backoff_max_ms = retry_backoff_max_ms
+        self._guarantee_order = guarantee_message_order
+        self._tm = transaction_manager
+        self._sensors = sensors
+        self._breaker = circuit_breaker
+        self._breaker_manager = circuit_break_manager
+        self._max_in_flight = max_in_flight
+        # Batches handed to the network and not yet completed, per partition, for in-flight expiry.
+        self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._running = True
+        self._force_close = False
+        self.thread: threading.Thread | None = None
+        self._init_pid_attempts = 0
+        self._init_pid_next_ms = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def run(self) -> None:
+        """The thread body: loop until closed, then drain what is left (unless forced)."""
+        self.thread = threading.current_thread()
+        log.debug("sender thread started")
+        while self._running:
+            self._run_once_safe()
+        # Graceful close: keep sending until the accumulator is empty and nothing is in flight.
+        while not self._force_close and self._has_pending_work():
+            self._run_once_safe()
+        if self._force_close:
+            self._abort_everything(ProducerClosedError("producer was closed forcefully before the record was delivered"))
+        try:
+            self._client.close()
+        except Exception:  # pragma: no cover - best effort on shutdown
+            log.exception("error closing the network client")
+        log.debug("sender thread stopped")
+
+    def _has_pending_work(self) -> bool:
+        if self._tm is not None and self._tm.fatal_error is not None:
+            return self._client.in_flight_request_count() > 0
+        return self._accumulator.has_undrained() or self._client.in_flight_request_count() > 0 or bool(self._in_flight_batches)
+
+    def initiate_close(self) -> None:
+        """Stop accepting new work and drain what is queued (Java's Sender.initiateClose)."""
+        self._accumulator.close()
+        self._running = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        """Abort whatever is left on the next loop."""
+        self._force_close = True
+        self.initiate_close()
+
+    def wakeup(self) -> None:
+        self._client.wakeup()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _run_once_safe(self) -> None:
+        try:
+            self.run_once()
+        except Exception:
+            # The thread must never die: log and go on (the next loop retries).
+            log.exception("uncaught error in the kproducer sender thread")
+
+    def _abort_everything(self, error: KafkaError) -> None:
+        for batches in list(self._in_flight_batches.values()):
+            for batch in list(batches):
+                self._fail_batch(batch, error, deallocate=False)
+        self._in_flight_batches.clear()
+        self._accumulator.abort_incomplete_batches(error)
+
+    # ------------------------------------------------------------------ one loop
+    def run_once(self) -> None:
+        tm = self._tm
+        now = self._clock()
+        if tm is not None:
+            fatal = tm.fatal_error
+            if fatal is not None:
+                self._accumulator.abort_undrained_batches(fatal)
+            elif tm.needs_producer_id():
+                wait = self._maybe_init_producer_id(now)
+                if tm.needs_producer_id():
+                    # Nothing is drained until a producer id is known; still poll for responses.
+                    expired = self._accumulator.expired_batches(now)
+                    for batch in expired:
+                        self._fail_expired(batch, now)
+                    self._client.poll(min(wait, _MAX_POLL_MS), now)
+                    return
+        timeout = self._send_producer_data(now)
+        self._client.poll(timeout, now)
+
+    def _send_producer_data(self, now: int) -> int:
+        acc = self._accumulator
+        cluster = self._metadata.cluster
+        result = acc.ready(cluster, now)
+        if result.unknown_leader_topics:
+            for topic in result.unknown_leader_topics:
+                self._metadata.add_topic(topic, now)
+            self._metadata.request_update()
+
+        client = self._client
+        ready_nodes: set[int] = set()
+        not_ready_timeout = _MAX_POLL_MS
+        for node_id in result.ready_nodes:
+            if client.ready(node_id, now):
+                ready_nodes.add(node_id)
+            else:
+                not_ready_timeout = min(not_ready_timeout, max(client.connection_delay(node_id, now), 1))
+
+        if self._breaker is not None:
+            self._breaker.on_send(self._status_context(now))
+
+        batches_by_node: Mapping[int, list[ProducerBatch]] = acc.drain(cluster, ready_nodes, self._max_request_size, now) if ready_nodes else {}
+        for batches in batches_by_node.values():
+            for batch in batches:
+                self._in_flight_batches.setdefault(batch.topic_partition, []).append(batch)
+                if self._guarantee_order:
+                    acc.mute_partition(batch.topic_partition)
+                if self._tm is not None and batch.base_sequence != NO_SEQUENCE:
+                    self._tm.add_in_flight(batch)
+
+        for batch in acc.expired_batches(now):
+            self._fail_expired(batch, now)
+        for batch in self._expired_in_flight(now):
+            self._fail_expired(batch, now, in_flight=True)
+
+        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, _MAX_POLL_MS)
+        if ready_nodes and any(batches_by_node.values()):
+            poll_timeout = 0
+        for node_id, batches in batches_by_node.items():
+            if batches:
+                self._send_produce_request(node_id, batches, now)
+        return max(poll_timeout, 0)
+
+    # ------------------------------------------------------------------ producer id
+    def _maybe_init_producer_id(self, now: int) -> int:
+        """Send InitProducerId when none is known, or when a reset is due and nothing is in flight."""
+        tm = self._tm
+        assert tm is not None
+        if tm.init_in_progress:
+            return _MAX_POLL_MS
+        if tm.reset_pending() and (self._client.in_flight_request_count() > 0 or self._in_flight_batches):
+            return _MAX_POLL_MS
+        if now < self._init_pid_next_ms:
+            return self._init_pid_next_ms - now
+        node = self._client.least_loaded_node(now)
+        if node is None or not self._client.ready(node, now):
+            return self._retry_backoff_ms if node is None else max(self._client.connection_delay(node, now), 1)
+        tm.begin_init()
+        self._client.send(
+            ClientRequest(
+                node,
+                ApiKey.INIT_PRODUCER_ID,
+                _init_producer_id_request,
+                callback=self._on_init_producer_id_response,
+                created_ms=now,
+            ),
+            now,
+        )
+        return _MAX_POLL_MS
+
+    def _on_init_producer_id_response(self, response: ClientResponse) -> None:
+        if response.error is not None or response.disconnected or response.response is None:
+            self._handle_init_producer_id(-1, -1, -1, response.error or NetworkError("disconnected during InitProducerId"))
+            return
+        body = response.response
+        self._handle_init_producer_id(int(body.error_code), int(body.producer_id), int(body.producer_epoch), None)
+
+    def _handle_init_producer_id(self, error_code: int, producer_id: int, epoch: int, error: BaseException | None) -> None:
+        tm = self._tm
+        assert tm is not None
+        now = self._clock()
+        if error is None and error_code == 0:
+            self._init_pid_attempts = 0
+            if tm.reset_pending():
+                self._accumulator.reset_producer_state_of_queued_batches()
+            tm.set_producer_id_and_epoch(producer_id, epoch)
+            return
+        tm.init_failed()
+        exc = error if isinstance(error, KafkaError) else error_for_code(error_code) if error_code else NetworkError(str(error))
+        if isinstance(exc, FatalError):
+            tm.transition_to_fatal(exc)
+            return
+        self._init_pid_attempts += 1
+        backoff = min(self._retry_backoff_ms * (2 ** min(self._init_pid_attempts - 1, 20)), self._retry_backoff_max_ms)
+        self._init_pid_next_ms = now + backoff
+        log.warning("InitProducerId failed (%s); retrying in %d ms", exc, backoff)
+
+    # ------------------------------------------------------------------ produce
+    def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now: int) -> None:
+        records = {b.topic_partition: b.records_buffer() for b in batches}
+        by_tp = {b.topic_partition: b for b in batches}
+        expect_response = self._acks != 0
+        sensors = self._sensors
+        if sensors is not None:
+            sensors.record_drained(batches, now)
+
+        def on_response(response: Any) -> None:
+            self._handle_produce_response(node_id, by_tp, response, now)
+
+        acks, timeout_ms = self._acks, self._request_timeout_ms
+
+        def build(version: int) -> ProduceRequestData:
+            return build_produce_request(version, acks, timeout_ms, None, records)
+
+        self._client.send(
+            ClientRequest(node_id, ApiKey.PRODUCE, build, expect_response=expect_response, callback=on_response, created_ms=now),
+            now,
+        )
+
+    def _handle_produce_response(
+        self, node_id: int, batches: Mapping[TopicPartition, ProducerBatch], response: Any, sent_ms: int
+    ) -> None:
+        now = self._clock()
+        if self._sensors is not None:
+            self._sensors.record_request_latency(now - sent_ms, node_id)
+        if response.error is not None or response.disconnected:
+            err = response.error if isinstance(response.error, KafkaError) else NetworkError(
+                f"disconnected from node {node_id} with the request in flight"
+            )
+            log.debug("produce request to node %s failed: %s", node_id, err)
+            code = err.code if err.code != -1 else NetworkError.code
+            for batch in batches.values():
+                self._complete_batch(batch, code, None, -1, -1, now, error=err)
+            self._metadata.request_update()
+            return
+        if not response.request.expect_response:
+            # acks=0: complete on send with offset -1, as Java does.
+            for batch in batches.values():
+                self._complete_batch(batch, 0, None, -1, -1, now)
+            return
+        partitions, throttle_ms = response.response
+        if self._sensors is not None and throttle_ms is not None:
+            self._sensors.record_throttle(throttle_ms)
+        for tp, batch in batches.items():
+            pr = partitions.get(tp)
+            if pr is None:
+                self._complete_batch(
+                    batch, -1, f"no response for {tp} in the produce response", -1, -1, now
+                )
+                continue
+            self._complete_batch(
+                batch,
+                pr.error_code,
+                pr.error_message,
+                pr.base_offset,
+                pr.log_append_time,
+                now,
+                record_errors=pr.record_errors,
+            )
+
+    def _complete_batch(
+        self,
+        batch: ProducerBatch,
+        error_code: int,
+        error_message: str | None,
+        base_offset: int,
+        log_append_time: int,
+        now: int,
+        *,
+        record_errors: Any = None,
+        error: KafkaError | None = None,
+    ) -> None:
+        tp = batch.topic_partition
+        tm = self._tm
+        self._remove_in_flight(batch)
+        if batch.is_done:
+            # Already failed (in-flight expiry); its buffer was kept until the request finished.
+            self._accumulator.deallocate(batch)
+            return
+        if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and tm is not None):
+            # DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch; Java completes it as a success.
+            if tm is not None and batch.base_sequence != NO_SEQUENCE:
+                tm.handle_completed_batch(batch)
+            self._finish(batch, base_offset, log_append_time, None, now)
+            return
+
+        exc = error or error_for_code(error_code, error_message, topic=tp.topic, partition=tp.partition)
+        if error_code == _MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
+            log.warning("splitting a batch of %d records for %s after MESSAGE_TOO_LARGE", batch.record_count, tp)
+            if tm is not None and batch.base_sequence != NO_SEQUENCE:
+                tm.handle_failed_batch(batch, exc)
+            self._accumulator.split_and_reenqueue(batch)
+            self._accumulator.deallocate(batch)
+            if self._guarantee_order:
+                self._accumulator.unmute_partition(tp)
+            return
+
+        if exc.invalid_metadata or error_code in (3, 5, 6, 74):
+            self._metadata.add_topic(tp.topic, now)
+            self._metadata.request_update()
+
+        if tm is not None and error_code == _UNKNOWN_PRODUCER_ID:
+            tm.request_producer_id_reset(f"UNKNOWN_PRODUCER_ID for {tp}")
+            retriable = True
+        elif tm is not None and error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER:
+            retriable = tm.can_retry_out_of_order(batch)
+            if not retriable:
+                # Not explained by an earlier failed batch: the broker lost our state. Start over
+                # under a new producer id rather than fail the records (KIP-360's recovery).
+                tm.request_producer_id_reset(f"OUT_OF_ORDER_SEQUENCE_NUMBER for {tp}")
+                retriable = True
+        else:
+            retriable = exc.retriable
+
+        if retriable and self._can_retry(batch, now):
+            log.debug("retrying batch for %s (attempt %d): %s", tp, batch.attempts + 1, exc)
+            if tm is not None:
+                tm.remove_in_flight(batch)
+            self._accumulator.reenqueue(batch, now)
+            if self._sensors is not None:
+                self._sensors.record_retries(tp.topic, batch.record_count)
+            if self._guarantee_order:
+                self._accumulator.unmute_partition(tp)
+            self._notify_breaker(tp, exc, batch.record_count, now)
+            return
+        if isinstance(exc, FatalError) and tm is not None:
+            tm.transition_to_fatal(exc)
+        if error_code in (47, 90) and tm is not None:  # INVALID_PRODUCER_EPOCH / PRODUCER_FENCED
+            tm.transition_to_fatal(exc)
+        self._fail_batch(batch, exc, record_errors=record_errors)
+
+    def _can_retry(self, batch: ProducerBatch, now: int) -> bool:
+        if self._tm is not None and self._tm.fatal_error is not None:
+            return False
+        return batch.attempts < self._retries and not batch.has_reached_delivery_timeout(self._delivery_timeout_ms, now)
+
+    def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, exc: KafkaError | None, now: int) -> None:
+        batch.done(base_offset, log_append_time, exc)
+        self._accumulator.deallocate(batch)
+        if self._guarantee_order:
+            self._accumulator.unmute_partition(batch.topic_partition)
+        self._notify_breaker(batch.topic_partition, exc, batch.record_count, now)
+
+    def _fail_batch(
+        self,
+        batch: ProducerBatch,
+        exc: KafkaError,
+        *,
+        record_errors: Any = None,
+        deallocate: bool = True,
+    ) -> None:
+        tp = batch.topic_partition
+        self._remove_in_flight(batch)
+        if self._tm is not None:
+            self._tm.handle_failed_batch(batch, exc)
+        if self._sensors is not None:
+            self._sensors.record_errors(tp.topic, batch.record_count)
+        batch.done(-1, -1, exc, record_errors)
+        if deallocate:
+            self._accumulator.deallocate(batch)
+        if self._guarantee_order:
+            self._accumulator.unmute_partition(tp)
+        self._notify_breaker(tp, exc, batch.record_count, self._clock())
+
+    # ------------------------------------------------------------------ expiry
+    def _expired_in_flight(self, now: int) -> list[ProducerBatch]:
+        expired: list[ProducerBatch] = []
+        for batches in self._in_flight_batches.values():
+            for batch in batches:
+                if not batch.is_done and batch.has_reached_delivery_timeout(self._delivery_timeout_ms, now):
+                    expired.append(batch)
+        return expired
+
+    def _fail_expired(self, batch: ProducerBatch, now: int, in_flight: bool = False) -> None:
+        tp = batch.topic_partition
+        exc = KafkaTimeoutError(
+            f"Expiring {batch.record_count} record(s) for {tp}: {now - batch.created_ms} ms has passed since batch "
+            f"creation (delivery.timeout.ms={self._delivery_timeout_ms})",
+            topic=tp.topic,
+            partition=tp.partition,
+        )
+        if in_flight:
+            # The request is still on the wire and reads the batch's buffer: complete the futures now,
+            # return the memory when the request itself finishes.
+            if self._tm is not None:
+                self._tm.handle_failed_batch(batch, exc)
+            if self._sensors is not None:
+                self._sensors.record_errors(tp.topic, batch.record_count)
+            batch.done(-1, -1, exc)
+            self._notify_breaker(tp, exc, batch.record_count, now)
+        else:
+            self._fail_batch(batch, exc)
+
+    def _remove_in_flight(self, batch: ProducerBatch) -> None:
+        lst = self._in_flight_batches.get(batch.topic_partition)
+        if lst is None:
+            return
+        try:
+            lst.remove(batch)
+        except ValueError:
+            return
+        if not lst:
+            del self._in_flight_batches[batch.topic_partition]
+
+    # ------------------------------------------------------------------ circuit breaker
+    def _status_context(self, now: int) -> Any:
+        from kproducer.circuit_breaker import ProducerStatusContext
+
+        per_node = self._client.in_flight_requests_by_node()
+        per_tp = {tp: len(b) for tp, b in self._in_flight_batches.items()}
+        return ProducerStatusContext(
+            now_ms=now,
+            in_flight_requests=per_node,
+            in_flight_batches=per_tp,
+            max_in_flight_requests_per_connection=self._max_in_flight,
+        )
+
+    def _notify_breaker(self, tp: TopicPartition, exc: BaseException | None, record_count: int, now: int) -> None:
+        if self._breaker is None:
+            return
+        try:
+            self._breaker.on_complete(self._status_context(now), tp, exc, record_count)
+        except Exception:
+            log.exception("circuit breaker on_complete raised")
+
+
+def _init_producer_id_request(version: int) -> Any:
+    """InitProducerId for an idempotent (non-transactional) producer: no transactional id."""
+    cls = request_class(ApiKey.INIT_PRODUCER_ID, version)
+    kwargs: dict[str, Any] = {"transactional_id": None, "transaction_timeout": _timedelta_ms(60_000)}
+    names = {f for f in getattr(cls, "__dataclass_fields__", {})}
+    if "producer_id" in names:
+        kwargs["producer_id"] = -1
+        kwargs["producer_epoch"] = -1
+    return cls(**{k: v for k, v in kwargs.items() if k in names})
+
+
+def _timedelta_ms(ms: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=ms)
+
+
+__all__ = ["Sender"]
