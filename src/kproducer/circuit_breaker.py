@@ -52,6 +52,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from kproducer.errors import ConfigError, IllegalStateError, PartitionMutedError
 from kproducer.metadata import Cluster
+from kproducer.metrics import CumulativeCount, Metrics, Rate, WindowedCount
+from kproducer.partitioner import murmur2
 from kproducer.structs import PartitionInfo, TopicPartition
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "MUTE_TOTAL_METRIC",
     "UNMUTE_RATE_METRIC",
     "UNMUTE_TOTAL_METRIC",
+    "KEYED_REROUTE_CONFIG",
     "BreakerState",
     "CircuitBreakManager",
     "CircuitBreakerClusterView",
@@ -72,6 +75,7 @@ __all__ = [
     "ProducerStatusContext",
     "SlidingWindow",
     "StateListener",
+    "register_circuit_breaker_metrics",
     "resolve_circuit_breaker",
 ]
 
@@ -79,6 +83,9 @@ logger = logging.getLogger(__name__)
 
 CONFIG_PREFIX: Final = "producer.circuit.breaker."
 CLASS_CONFIG: Final = CONFIG_PREFIX + "class"
+#: Read by the producer itself (keyed records may leave a muted partition), not by the policy.
+KEYED_REROUTE_CONFIG: Final = CONFIG_PREFIX + "keyed.reroute"
+_PRODUCER_OWNED_KEYS: Final = frozenset({CLASS_CONFIG, KEYED_REROUTE_CONFIG})
 
 MUTED_PARTITIONS_METRIC: Final = "circuit-breaker-muted-partitions"
 MUTE_RATE_METRIC: Final = "circuit-breaker-mute-rate"
@@ -101,6 +108,8 @@ REASON_CLOSED: Final = "closed"
 _QUIET_REASONS: Final = frozenset({REASON_IN_FLIGHT_FULL, REASON_IN_FLIGHT_DRAINED})
 
 _INT_MAX: Final = 2**31 - 1
+_NEVER: Final = 2**63 - 1
+REASON_PROBE_DUE: Final = "probe-due"
 
 
 # ---------------------------------------------------------------- context and protocol
@@ -212,17 +221,22 @@ class _Published:
     probing: frozenset[TopicPartition]
 
 
-class CircuitBreakerClusterView:
+class CircuitBreakerClusterView(Cluster):
     """A Cluster with muted partitions filtered out of ``available_partitions_for_topic``.
 
     Seed 002: "When a breaker is in effect, it will filter out muted partitions when
-    calculating availablePartitionsForTopic." Immutable, like Cluster, so the
-    partitioner may keep and share it; per-topic results are memoized.
+    calculating availablePartitionsForTopic." It *is* a Cluster (it shares the base
+    snapshot's immutable tables), so every partitioner takes it where it takes a
+    Cluster. ``muted`` holds the partitions closed to new records: muted ones, less
+    those whose probe is due (they must receive a record to be probed at all).
+    Immutable like Cluster; per-topic results are memoized.
     """
 
     __slots__ = ("cluster", "muted", "_available")
 
     def __init__(self, cluster: Cluster, muted: frozenset[TopicPartition]) -> None:
+        for name in Cluster.__slots__:
+            object.__setattr__(self, name, getattr(cluster, name))
         self.cluster = cluster
         self.muted = muted
         self._available: dict[str, tuple[PartitionInfo, ...]] = {}
@@ -242,18 +256,6 @@ class CircuitBreakerClusterView:
             )
             self._available[topic] = cached
         return cached
-
-    def partitions_for_topic(self, topic: str) -> tuple[PartitionInfo, ...]:
-        return self.cluster.partitions_for_topic(topic)
-
-    def partition_count(self, topic: str) -> int | None:
-        return self.cluster.partition_count(topic)
-
-    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
-        return self.cluster.partition(tp)
-
-    def partitions_for_node(self, node_id: int) -> tuple[PartitionInfo, ...]:
-        return self.cluster.partitions_for_node(node_id)
 
     def __repr__(self) -> str:
         return f"CircuitBreakerClusterView({self.cluster!r}, muted={len(self.muted)})"
@@ -283,6 +285,9 @@ class CircuitBreakManager:
         cluster = cluster_provider()
         self._published = _Published(cluster, frozenset(), frozenset())
         self._muted: frozenset[TopicPartition] = frozenset()
+        # Closed to new records: muted less those whose probe is due (see refresh()).
+        self._routing_muted: frozenset[TopicPartition] = frozenset()
+        self._next_due_ms = _NEVER
         self._view: CircuitBreakerClusterView | None = None
         self._listeners: tuple[StateListener, ...] = ()
         self._mute_total = 0
@@ -297,6 +302,37 @@ class CircuitBreakManager:
     def muted_partitions(self) -> frozenset[TopicPartition]:
         """The current muted set: an immutable snapshot."""
         return self._muted
+
+    @property
+    def routing_muted(self) -> frozenset[TopicPartition]:
+        """Partitions closed to new records: muted ones less those whose probe is due.
+
+        A muted partition whose probe fell due must receive a record, or a keyless
+        workload would never give it a probe batch; :meth:`refresh` (once per Sender
+        loop) opens it, and granting the probe closes it again.
+        """
+        return self._routing_muted
+
+    def may_send(self, tp: TopicPartition) -> bool:
+        """Whether a new record may go to ``tp`` now (not muted, or its probe is due). Lock-free."""
+        return tp not in self._routing_muted
+
+    def reroute_keyed(self, topic: str, partition: int, key_bytes: bytes, cluster: Cluster | None = None) -> int:
+        """Where a keyed record hashed to ``partition`` goes while that partition is closed.
+
+        Deterministic: murmur2 of the key over the available (unmuted) partitions, so
+        one key keeps to one partition for the whole mute. ``partition`` itself when
+        it is open, or when every partition is muted (availability wins; the record
+        waits for the probe).
+        """
+        if partition < 0:
+            raise ValueError(f"partition must be >= 0, got {partition}")
+        if TopicPartition(topic, partition) not in self._routing_muted:
+            return partition
+        available = self.cluster_view(cluster).available_partitions_for_topic(topic)
+        if not available:
+            return partition
+        return available[(murmur2(key_bytes) & 0x7FFFFFFF) % len(available)].partition
 
     def probe_in_flight(self, tp: TopicPartition) -> bool:
         """Whether a probe batch was granted for the partition and has not completed."""
@@ -332,8 +368,13 @@ class CircuitBreakManager:
         """
         now = self._clock_ms() if now_ms is None else now_ms
         with self._lock:
+            # A due probe already opened to records (refresh() ran) needs no wake-up: the
+            # record that arrives for it wakes the Sender.
+            opened = self._muted - self._routing_muted
             due = [
-                m.retry_at_ms for m in self._explicit.values() if m.retry_at_ms is not None and not m.probing
+                m.retry_at_ms
+                for tp, m in self._explicit.items()
+                if m.retry_at_ms is not None and not m.probing and tp not in opened
             ]
         if not due:
             return None
@@ -440,15 +481,21 @@ class CircuitBreakManager:
         return True
 
     def refresh(self, now_ms: int | None = None) -> bool:
-        """Re-derive node mutes when the cluster snapshot changed; returns whether any state changed."""
+        """Re-derive node mutes after a metadata change and open partitions whose probe fell due.
+
+        Returns whether any partition's state changed (a due probe opening to records
+        is not a state change: the partition stays OPEN until the probe is granted).
+        """
         cluster = self._cluster_provider()
-        if cluster is self._published.cluster:
-            return False
         now = self._clock_ms() if now_ms is None else now_ms
+        if cluster is self._published.cluster and now < self._next_due_ms:
+            return False
         with self._lock:
             if self._closed:
                 return False
             events = self._sync_cluster_locked(now)
+            if not events and now >= self._next_due_ms:
+                self._publish_locked(self._published, REASON_PROBE_DUE, now, {})
         self._dispatch(events)
         return bool(events)
 
@@ -460,6 +507,8 @@ class CircuitBreakManager:
             self._muted_nodes = frozenset()
             self._published = _Published(self._published.cluster, frozenset(), frozenset())
             self._muted = frozenset()
+            self._routing_muted = frozenset()
+            self._next_due_ms = _NEVER
             self._view = None
             self._listeners = ()
         logger.debug("circuit break manager closed")
@@ -504,7 +553,7 @@ class CircuitBreakManager:
         """
         if cluster is None:
             cluster = self._cluster_provider()
-        muted = self._muted
+        muted = self._routing_muted
         view = self._view
         if view is not None and view.cluster is cluster and view.muted is muted:
             return view
@@ -513,7 +562,7 @@ class CircuitBreakManager:
         return view
 
     def available_partitions(self, topic: str) -> tuple[PartitionInfo, ...]:
-        """The partitioner's list: live-leader partitions that are not muted (may be empty)."""
+        """The partitioner's list: live-leader partitions open to records (may be empty)."""
         return self.cluster_view().available_partitions_for_topic(topic)
 
     def available_partitions_for_topic(self, topic: str) -> list[PartitionInfo]:
@@ -587,8 +636,21 @@ class CircuitBreakManager:
         muted = frozenset(self._explicit).union(*(self._node_tps(cluster, n) for n in self._muted_nodes))
         probing = frozenset(tp for tp, m in self._explicit.items() if m.probing)
         after = _Published(cluster, muted, probing)
+        due: set[TopicPartition] = set()
+        next_due = _NEVER
+        for tp, pm in self._explicit.items():
+            if pm.probing or pm.retry_at_ms is None:
+                continue
+            if pm.retry_at_ms > now:
+                next_due = min(next_due, pm.retry_at_ms)
+                continue
+            info = cluster.partition(tp)
+            if info is None or info.leader not in self._muted_nodes:
+                due.add(tp)
         self._published = after
         self._muted = muted
+        self._routing_muted = muted - due if due else muted
+        self._next_due_ms = next_due
         events: list[CircuitStateChange] = []
         for tp in (before.muted ^ muted) | (before.probing ^ probing):
             previous = _state(before, tp)
@@ -757,12 +819,12 @@ class FailureRateConfig:
         """
         values: dict[str, Any] = {}
         for key, raw in configs.items():
-            if not isinstance(key, str) or not key.startswith(CONFIG_PREFIX) or key == CLASS_CONFIG:
+            if not isinstance(key, str) or not key.startswith(CONFIG_PREFIX) or key in _PRODUCER_OWNED_KEYS:
                 continue
             suffix = key[len(CONFIG_PREFIX) :]
             spec = _KEYS.get(suffix)
             if spec is None:
-                known = [CONFIG_PREFIX + k for k in (*_KEYS, "class")]
+                known = [CONFIG_PREFIX + k for k in (*_KEYS, "class", "keyed.reroute")]
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ConfigError(
@@ -938,6 +1000,38 @@ class FailureRateCircuitBreaker:
         if self._manager is None:
             raise IllegalStateError("set_circuit_break_manager() must be called before the breaker is used")
         return self._manager
+
+
+# ---------------------------------------------------------------- producer metrics
+
+
+def register_circuit_breaker_metrics(metrics: Metrics, manager: CircuitBreakManager) -> StateListener:
+    """Register the breaker's metrics in the producer's registry and feed them from a listener.
+
+    ``circuit-breaker-muted-partitions`` is a gauge over the manager's muted set;
+    ``circuit-breaker-mute-rate`` / ``-unmute-rate`` (and their ``-total``) count the
+    listener's mute and unmute events. Returns the listener (to remove it later).
+    """
+    metrics.add_gauge(
+        MUTED_PARTITIONS_METRIC,
+        lambda: float(len(manager.muted_partitions())),
+        "Partitions currently muted by the circuit breaker (OPEN or HALF_OPEN).",
+    )
+    mutes = metrics.sensor("circuit-breaker-mutes")
+    mutes.add(MUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions muted by the circuit breaker per second.")
+    mutes.add(MUTE_TOTAL_METRIC, CumulativeCount(), "Partitions muted by the circuit breaker in total.")
+    unmutes = metrics.sensor("circuit-breaker-unmutes")
+    unmutes.add(UNMUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions unmuted by the circuit breaker per second.")
+    unmutes.add(UNMUTE_TOTAL_METRIC, CumulativeCount(), "Partitions unmuted by the circuit breaker in total.")
+
+    def on_change(change: CircuitStateChange) -> None:
+        if change.is_mute:
+            mutes.record(1.0)
+        elif change.is_unmute:
+            unmutes.record(1.0)
+
+    manager.add_listener(on_change)
+    return on_change
 
 
 # ---------------------------------------------------------------- producer.circuit.breaker.class

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from kproducer.errors import ConfigError, KafkaError
 from kproducer.metadata import Cluster
+from kproducer.record import native as _native
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ def murmur2(data: bytes) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+# The C murmur2 when built (same results; kproducer.record.native), else the one above.
+_murmur2_hot: Callable[[bytes], int] = _native.c.murmur2 if _native.AVAILABLE else murmur2
+
+
 def to_positive(n: int) -> int:
     """Java ``Utils.toPositive``: clears the sign bit (not abs(), which overflows on MIN_VALUE)."""
     return n & 0x7FFFFFFF
@@ -78,7 +83,7 @@ def partition_for_key(key_bytes: bytes, num_partitions: int) -> int:
     """The partition Java's producer (and librdkafka's murmur2_random) choose for a keyed record."""
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    return (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
+    return (_murmur2_hot(key_bytes) & 0x7FFFFFFF) % num_partitions
 
 
 @runtime_checkable
@@ -362,4 +367,12 @@ class BuiltInPartitioner:
         weighted = random_value % table[stats.length - 1]
         # The first entry strictly greater than ``weighted``: entry i covers [table[i-1], table[i]).
         index = bisect.bisect_right(table, weighted, 0, stats.length)
-        return stats.partition_ids[index]
+        chosen = stats.partition_ids[index]
+        # A circuit-breaker view (kproducer.circuit_breaker) names partitions closed to records;
+        # load stats may predate a mute, so never let them pick one of those.
+        muted = getattr(cluster, "muted", None)
+        if muted and (self.topic, chosen) in muted:
+            available = cluster.available_partitions_for_topic(self.topic)
+            if available:
+                return available[random_value % len(available)].partition
+        return chosen

@@ -22,11 +22,18 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.circuit_breaker import (
+    CircuitBreakManager,
+    PartitionCircuitBreaker,
+    register_circuit_breaker_metrics,
+    resolve_circuit_breaker,
+)
 from kproducer.config import ProducerConfig
 from kproducer.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
+    PartitionMutedError,
     ProducerClosedError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
@@ -141,6 +148,7 @@ class Producer:
         )
 
         self._breaker, self._breaker_manager = _resolve_breaker(cfg, self._metadata, self._clock, self._metrics)
+        self._keyed_reroute = bool(cfg.producer_circuit_breaker_keyed_reroute)
 
         self._accumulator = RecordAccumulator.from_config(
             cfg,
@@ -259,12 +267,27 @@ class Producer:
         else:
             value_bytes = self._value_serializer.serialize(topic, value, headers)
 
-        # 3. partition
+        # 3. partition (with a circuit breaker, muted partitions are avoided: seed 002)
+        manager = self._breaker_manager
         if partition is not None:
             if partition < 0:
                 raise ValueError(f"partition must be >= 0, got {partition}")
+            if manager is not None and manager.routing_muted and not manager.may_send(TopicPartition(topic, partition)):
+                # An explicit muted partition fails at once, before it takes any buffer memory.
+                return self._fail_now(
+                    topic,
+                    partition,
+                    PartitionMutedError(
+                        f"partition {topic}-{partition} is muted by the circuit breaker; retry later "
+                        f"or let the partitioner choose",
+                        topic=topic,
+                        partition=partition,
+                    ),
+                    on_delivery,
+                )
         elif self._partitioner is not None:
-            partition = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+            view = cluster if manager is None else manager.cluster_view(cluster)
+            partition = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, view)
             if not 0 <= partition < num_partitions:
                 raise ValueError(
                     f"partitioner.class returned partition {partition} for topic {topic!r}, "
@@ -272,19 +295,10 @@ class Producer:
                 )
         elif key_bytes is not None and not self._ignore_keys:
             partition = partition_for_key(key_bytes, num_partitions)
-            if self._breaker_manager is not None and self._breaker_manager.is_muted(TopicPartition(topic, partition)):
-                partition = self._breaker_manager.reroute_keyed(topic, partition, cluster)
+            if manager is not None and self._keyed_reroute and manager.routing_muted:
+                partition = manager.reroute_keyed(topic, partition, key_bytes, cluster)
         else:
             partition = -1  # the accumulator's built-in sticky partitioner chooses (KIP-794)
-
-        if partition >= 0 and self._breaker_manager is not None:
-            tp = TopicPartition(topic, partition)
-            if self._breaker_manager.is_muted(tp) and not self._breaker_manager.may_send(tp):
-                from kproducer.errors import PartitionMutedError
-
-                return self._fail_now(
-                    topic, partition, PartitionMutedError(f"partition {tp} is muted by the circuit breaker", topic=topic, partition=partition), on_delivery
-                )
 
         # 4. size check
         size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
@@ -447,6 +461,9 @@ class Producer:
             log.warning("close() called from a delivery callback: closing without waiting for pending records")
             self._sender.force_close()
             return
+        if self._breaker_manager is not None:
+            # Closing drains everything: muted partitions get their records tried too.
+            self._breaker_manager.close()
         self._sender.initiate_close()
         self._io_thread.join(timeout)
         if self._io_thread.is_alive():
@@ -514,15 +531,17 @@ def _resolve_interceptors(specs: Iterable[Any] | None) -> list[Any]:
     return out
 
 
-def _resolve_breaker(cfg: ProducerConfig, metadata: Metadata, clock: Callable[[], int], metrics: Metrics) -> tuple[Any, Any]:
+def _resolve_breaker(
+    cfg: ProducerConfig, metadata: Metadata, clock: Callable[[], int], metrics: Metrics
+) -> tuple[PartitionCircuitBreaker | None, CircuitBreakManager | None]:
+    """``producer.circuit.breaker.class``: the breaker and its manager, metrics registered; (None, None) when off."""
     spec = cfg.producer_circuit_breaker_class
     if spec is None:
         return None, None
-    from kproducer.circuit_breaker import CircuitBreakManager, resolve_circuit_breaker
-
     breaker = resolve_circuit_breaker(spec, cfg.prefixed("producer.circuit.breaker."))
     if breaker is None:
         return None, None
     manager = CircuitBreakManager(lambda: metadata.cluster, clock_ms=clock)
     breaker.set_circuit_break_manager(manager)
+    register_circuit_breaker_metrics(metrics, manager)
     return breaker, manager

@@ -189,7 +189,10 @@ class Sender:
         for node_id in result.ready_nodes:
             if client.ready(node_id, now):
                 ready_nodes.add(node_id)
+                acc.update_node_latency_stats(node_id, now, True)
             else:
+                # KIP-794: a leader not drainable for partitioner.availability.timeout.ms leaves the choice.
+                acc.update_node_latency_stats(node_id, now, False)
                 not_ready_timeout = min(not_ready_timeout, max(client.connection_delay(node_id, now), 1))
 
         if self._breaker is not None:
@@ -210,6 +213,11 @@ class Sender:
             self._fail_expired(batch, now, in_flight=True)
 
         poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, _MAX_POLL_MS)
+        if self._breaker_manager is not None:
+            # Wake up when a muted partition's probe falls due, not a long poll later.
+            probe_delay = self._breaker_manager.next_probe_delay_ms(now)
+            if probe_delay is not None:
+                poll_timeout = min(poll_timeout, max(probe_delay, 1))
         if ready_nodes and any(batches_by_node.values()):
             poll_timeout = 0
         for node_id, batches in batches_by_node.items():
@@ -370,6 +378,9 @@ class Sender:
             if self._guarantee_order:
                 self._accumulator.unmute_partition(tp)
             return
+            if self._breaker_manager is not None:
+                # A split probe proved nothing either way: its parts probe again.
+                self._breaker_manager.cancel_probe(tp, now)
 
         if exc.invalid_metadata or error_code in (3, 5, 6, 74):
             self._metadata.add_topic(tp.topic, now)

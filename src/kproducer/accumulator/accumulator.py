@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from kproducer.accumulator.batch import NO_SEQUENCE, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
@@ -95,6 +95,15 @@ class CircuitBreakManagerLike(Protocol):
     def retry_at_ms(self, tp: TopicPartition) -> int | None: ...
 
     def probe_in_flight(self, tp: TopicPartition) -> bool: ...
+
+
+@runtime_checkable
+class CircuitBreakRoutingLike(Protocol):
+    """A breaker manager that also steers the built-in partitioner away from muted partitions."""
+
+    def may_send(self, tp: TopicPartition) -> bool: ...
+
+    def cluster_view(self, cluster: Cluster | None = None) -> Cluster: ...
 
 
 class RecordAppendResult(NamedTuple):
@@ -251,6 +260,9 @@ class RecordAccumulator:
         self._magic: Callable[[], int] = magic if magic is not None else (lambda: 2)
         self._tm = transaction_manager
         self._breaker = circuit_break_manager
+        self._routing: CircuitBreakRoutingLike | None = (
+            circuit_break_manager if isinstance(circuit_break_manager, CircuitBreakRoutingLike) else None
+        )
         self._partitioner_factory = partitioner_factory or _default_partitioner_factory
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, jitter=retry_backoff_jitter, rng=rng)
         self._ratio_estimator = CompressionRatioEstimator()
@@ -400,6 +412,11 @@ class RecordAccumulator:
         with self._appends_lock:
             self._appends_in_progress += 1
         buffer: bytearray | None = None
+        breaker = self._routing
+        if breaker is not None and partition == UNKNOWN_PARTITION and cluster is not None:
+            # The built-in partitioner chooses among partitions the circuit breaker has not muted.
+            cluster = breaker.cluster_view(cluster)
+        forced_switches = 0
         try:
             while True:
                 sticky = partition == UNKNOWN_PARTITION
@@ -407,6 +424,16 @@ class RecordAccumulator:
                     if cluster is None:
                         raise ValueError("append with partition -1 needs the cluster for the built-in partitioner")
                     effective = topic_info.partitioner.peek_current_partition(cluster)
+                    if (
+                        breaker is not None
+                        and forced_switches < 3
+                        and not breaker.may_send(TopicPartition(topic, effective))
+                        and cluster.available_partitions_for_topic(topic)
+                    ):
+                        # The sticky partition was muted since it was chosen: move off it.
+                        forced_switches += 1
+                        topic_info.partitioner.update_partition_info(effective, 0, cluster, True)
+                        continue
                 else:
                     effective = partition
                 dq = topic_info.deque_for(effective)
@@ -575,10 +602,13 @@ class RecordAccumulator:
             partition_ids = [0] * len(entries)
         index = -1
         flushing = self.flush_in_progress()
+        breaker = self._routing
         for partition, dq in entries:
             tp = TopicPartition(topic, partition)
             leader = cluster.leader_for(tp)
-            if leader is not None and queue_sizes is not None and partition_ids is not None:
+            # Partitions the circuit breaker closed to records stay out of the adaptive choice.
+            counted = leader is not None and (breaker is None or breaker.may_send(tp))
+            if counted and queue_sizes is not None and partition_ids is not None:
                 index += 1
                 partition_ids[index] = partition
             with dq.lock:
@@ -593,7 +623,7 @@ class RecordAccumulator:
             if leader is None:
                 unknown_leader_topics.add(topic)
                 continue
-            if queue_sizes is not None:
+            if counted and queue_sizes is not None:
                 queue_sizes[index] = deque_size
                 if self.partition_availability_timeout_ms > 0:
                     stats = self._node_stats.get(leader.id)
