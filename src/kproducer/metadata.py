@@ -12,15 +12,23 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from kproducer.errors import KafkaTimeoutError
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 
-__all__ = ["Cluster", "Metadata", "TopicState", "WorkingSetPolicy", "SURFACED_TOPIC_ERRORS"]
+__all__ = [
+    "Cluster",
+    "Metadata",
+    "MetadataRefreshPolicy",
+    "RefreshSelection",
+    "TopicState",
+    "WorkingSetPolicy",
+    "SURFACED_TOPIC_ERRORS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -178,34 +186,149 @@ class Cluster:
         )
 
 
-# ====================================================================== Metadata
+# ====================================================================== refresh policy
 
 
 @dataclass(slots=True)
 class TopicState:
-    """Bookkeeping for one topic of the working set."""
+    """Bookkeeping for one topic of the working set (times are the holder's clock, in ms)."""
 
     last_used_ms: int
-    last_refresh_ms: int = -1
-    urgent: bool = True
+    last_refresh_ms: int = -1  # -1: never fetched, so the topic has no metadata yet
+    urgent: bool = True  # new, or flagged by a metadata-changing error
+    retry_at_ms: int = 0  # per-topic backoff after a per-topic error in a response
+    errors: int = 0  # consecutive per-topic errors
+    mark_seq: int = 0  # when it was last flagged urgent (Metadata's flag counter)
+    added_ms: int = 0
 
 
-class WorkingSetPolicy:
-    """Which topics a metadata request names: the working set minus idle topics.
+@dataclass(frozen=True, slots=True)
+class RefreshSelection:
+    """What one metadata request names, and why (KIP-526's T, U and target)."""
 
-    A pure object (no clock reads). The KIP-526 issue replaces it with the
-    urgent/non-urgent partial-refresh algorithm behind the same ``select``.
+    topics: list[str]
+    urgent: int
+    non_urgent: int
+    target: int
+
+
+class MetadataRefreshPolicy:
+    """KIP-526's partial-refresh algorithm over the working set; pure (the caller passes ``now``).
+
+    * urgent T: topics with no metadata yet, topics flagged by a metadata-changing
+      error, topics not refreshed for ``metadata.max.age.ms`` (skipping those in
+      their per-topic error backoff);
+    * non-urgent U: the others not refreshed for half of ``metadata.max.age.ms``,
+      oldest first;
+    * target = max(cached / (max_age_s) × 10, 20): all of T plus U up to the
+      target when T is non-empty, else the target's oldest of U once |U| reaches it.
+
+    Topics idle for ``metadata.max.idle.ms`` are evicted unless they still have
+    buffered records (``has_buffered_records``). All topics of the cluster are
+    never chosen here: that is only the explicit ``request_update_for_all_topics``.
     """
 
-    def __init__(self, metadata_max_idle_ms: int = 300_000) -> None:
+    MIN_TARGET = 20
+    TARGET_WINDOW_S = 10
+
+    def __init__(
+        self,
+        metadata_max_age_ms: int = 300_000,
+        metadata_max_idle_ms: int = 300_000,
+        has_buffered_records: Callable[[str], bool] | None = None,
+    ) -> None:
+        if metadata_max_age_ms < 0:
+            raise ValueError(f"metadata.max.age.ms must be >= 0, got {metadata_max_age_ms}")
+        if metadata_max_idle_ms < 0:
+            raise ValueError(f"metadata.max.idle.ms must be >= 0, got {metadata_max_idle_ms}")
+        self.metadata_max_age_ms = metadata_max_age_ms
         self.metadata_max_idle_ms = metadata_max_idle_ms
+        self.has_buffered_records: Callable[[str], bool] = has_buffered_records or (lambda _t: False)
+
+    # ------------------------------------------------------------- pieces
+    def target_size(self, cached_topics: int) -> int:
+        """targetMetadataFetchSize = max(topicsPerSec × 10, 20)."""
+        if self.metadata_max_age_ms <= 0:
+            return max(cached_topics, self.MIN_TARGET)
+        topics_per_sec = cached_topics / (self.metadata_max_age_ms / 1000)
+        return max(int(topics_per_sec * self.TARGET_WINDOW_S), self.MIN_TARGET)
+
+    def is_urgent(self, st: TopicState, now: int) -> bool:
+        """In T (ignoring the per-topic backoff)."""
+        return st.urgent or st.last_refresh_ms < 0 or now - st.last_refresh_ms >= self.metadata_max_age_ms
 
     def evictable(self, topics: Mapping[str, TopicState], now: int) -> list[str]:
-        return [t for t, st in topics.items() if now - st.last_used_ms > self.metadata_max_idle_ms]
+        """Topics idle for longer than metadata.max.idle.ms and holding no buffered records."""
+        idle = self.metadata_max_idle_ms
+        return [
+            t for t, st in topics.items() if now - st.last_used_ms > idle and not self.has_buffered_records(t)
+        ]
 
-    def select(self, topics: Mapping[str, TopicState], now: int) -> list[str]:
-        idle = set(self.evictable(topics, now))
-        return [t for t in topics if t not in idle]
+    def classify(self, topics: Mapping[str, TopicState], now: int) -> tuple[list[str], list[str]]:
+        """(T due now, U oldest first)."""
+        half = self.metadata_max_age_ms / 2
+        urgent: list[str] = []
+        non_urgent: list[tuple[int, str]] = []
+        for t, st in topics.items():
+            if self.is_urgent(st, now):
+                if st.retry_at_ms <= now:
+                    urgent.append(t)
+            elif now - st.last_refresh_ms >= half:
+                non_urgent.append((st.last_refresh_ms, t))
+        non_urgent.sort()
+        return urgent, [t for _, t in non_urgent]
+
+    def select(self, topics: Mapping[str, TopicState], now: int) -> RefreshSelection:
+        """The topics the next request names; empty when nothing is due."""
+        urgent, non_urgent = self.classify(topics, now)
+        target = self.target_size(len(topics))
+        if urgent:
+            chosen = urgent + non_urgent[: max(0, target - len(urgent))]
+        elif len(non_urgent) >= target:
+            chosen = non_urgent[:target]
+        else:
+            chosen = []
+        return RefreshSelection(chosen, len(urgent), len(non_urgent), target)
+
+    def next_due_ms(self, topics: Mapping[str, TopicState], now: int) -> int | None:
+        """The earliest time ``select`` would name a topic (≤ now: due now); None if never without a change."""
+        if not topics:
+            return None
+        max_age = self.metadata_max_age_ms
+        best: int | None = None
+        refresh_times: list[int] = []
+        for st in topics.values():
+            if st.urgent or st.last_refresh_ms < 0:
+                due = st.retry_at_ms
+            else:
+                due = max(st.retry_at_ms, st.last_refresh_ms + max_age)
+                refresh_times.append(st.last_refresh_ms)
+            if best is None or due < best:
+                best = due
+        target = self.target_size(len(topics))
+        if len(refresh_times) >= target:
+            # |U| reaches the target once the target-th oldest refresh is half max age old.
+            refresh_times.sort()
+            u_due = refresh_times[target - 1] + (max_age + 1) // 2
+            best = u_due if best is None else min(best, u_due)
+        return best
+
+
+#: The name the working-set policy had before KIP-526's algorithm replaced it.
+WorkingSetPolicy = MetadataRefreshPolicy
+
+# Per-topic errors that keep a topic urgent (with backoff): UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE.
+_RETRIABLE_TOPIC_ERRORS = frozenset({3, 5})
+
+
+class _SensorsLike(Protocol):
+    metadata_request: Any
+    metadata_response_bytes: Any
+
+    def add_gauge(self, name: str, fn: Callable[[], float]) -> None: ...
+
+
+# ====================================================================== Metadata
 
 
 class Metadata:
@@ -213,7 +336,9 @@ class Metadata:
 
     The Sender thread's NetworkClient drives refreshes (``time_to_next_update`` →
     ``topics_for_request`` → ``handle_response``/``handle_failure``); caller
-    threads add topics and wait with ``await_update``.
+    threads add topics, flag them (``mark_urgent``) and wait with ``await_update``.
+    Only one metadata request is in flight at a time, so topics that become
+    urgent meanwhile are coalesced into the next request.
     """
 
     def __init__(
@@ -224,14 +349,14 @@ class Metadata:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
         allow_auto_topic_creation: bool = True,
-        policy: WorkingSetPolicy | None = None,
+        policy: MetadataRefreshPolicy | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.metadata_max_age_ms = metadata_max_age_ms
+        self.policy = policy or MetadataRefreshPolicy(metadata_max_age_ms, metadata_max_idle_ms)
+        self.metadata_max_age_ms = self.policy.metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
         self.allow_auto_topic_creation = allow_auto_topic_creation
-        self.policy = policy or WorkingSetPolicy(metadata_max_idle_ms)
         self._rng = rng or random.Random()
         self._cond = threading.Condition()
         self._cluster = Cluster()
@@ -243,9 +368,29 @@ class Metadata:
         self._last_success_ms = -1
         self._failures = 0
         self._backoff_ms = 0
+        self._mark_seq = 0
+        self._request_mark_seq = 0
+        self._due_ms: int | None = None
+        self._dirty = True
+        self._sensors: _SensorsLike | None = None
+        self._on_evict: Callable[[str], None] | None = None
+        self.requests_sent = 0
+        self.last_selection: RefreshSelection | None = None
         self.bootstrap_nodes: tuple[Node, ...] = ()
         self.tried_addresses: dict[str, str] = {}
         self.last_error: Exception | None = None
+
+    # ------------------------------------------------------------- wiring
+    def set_buffered_records_check(self, fn: Callable[[str], bool]) -> None:
+        """The producer's accumulator answers "does this topic still hold records?" (never evict those)."""
+        self.policy.has_buffered_records = fn
+
+    def bind_metrics(self, sensors: _SensorsLike, on_evict: Callable[[str], None] | None = None) -> None:
+        """Record the metadata sensors and register the urgent-topics and age gauges."""
+        self._sensors = sensors
+        self._on_evict = on_evict
+        sensors.add_gauge("metadata-urgent-topics", lambda: float(self.urgent_topic_count()))
+        sensors.add_gauge("metadata-age-max", lambda: self.max_age_ms() / 1000.0)
 
     # ------------------------------------------------------------- readers
     @property
@@ -261,20 +406,40 @@ class Metadata:
         with self._cond:
             return frozenset(self._topics)
 
+    def topic_state(self, topic: str) -> TopicState | None:
+        return self._topics.get(topic)
+
+    def urgent_topic_count(self, now: int | None = None) -> int:
+        """|T| now, counting topics in their per-topic backoff (the ``metadata-urgent-topics`` gauge)."""
+        now = _now_ms() if now is None else now
+        with self._cond:
+            return sum(1 for st in self._topics.values() if self.policy.is_urgent(st, now))
+
+    def max_age_ms(self, now: int | None = None) -> int:
+        """Age of the least recently refreshed topic (never-fetched topics count from when they were added)."""
+        now = _now_ms() if now is None else now
+        with self._cond:
+            return max(
+                (
+                    now - (st.last_refresh_ms if st.last_refresh_ms >= 0 else st.added_ms)
+                    for st in self._topics.values()
+                ),
+                default=0,
+            )
+
     def bootstrap(self, nodes: Iterable[Node]) -> None:
         """Seed with the bootstrap brokers (negative ids) until the first response names the real ones."""
         self.bootstrap_nodes = tuple(nodes)
 
     # ------------------------------------------------------------- working set
     def add_topic(self, topic: str, now: int) -> bool:
-        """Add (or touch) a topic; a topic with no metadata yet makes the next update urgent."""
+        """Add (or touch) a topic; a new topic is urgent, and skips a failed request's backoff."""
         with self._cond:
             st = self._topics.get(topic)
             if st is None:
-                self._topics[topic] = TopicState(now)
-                if self._cluster.partition_count(topic) is None:
-                    self._need_update = True
-                    self._backoff_ms = 0
+                self._topics[topic] = TopicState(now, added_ms=now)
+                self._backoff_ms = 0
+                self._dirty = True
                 return True
             st.last_used_ms = now
             return False
@@ -291,17 +456,49 @@ class Metadata:
         else:
             st.last_used_ms = now
 
+    def mark_urgent(self, topic: str, now: int | None = None) -> int:
+        """Flag one topic urgent (a metadata-changing error or a lost leader); returns the version to wait past.
+
+        Only this topic joins the next request (with the non-urgent topics the
+        target allows). A topic in its per-topic error backoff keeps the backoff.
+        """
+        with self._cond:
+            st = self._topics.get(topic)
+            if st is None:
+                t = _now_ms() if now is None else now
+                st = self._topics[topic] = TopicState(t, added_ms=t)
+                self._backoff_ms = 0
+                self._mark_seq += 1
+                st.mark_seq = self._mark_seq
+                self._dirty = True
+            elif not st.urgent:
+                st.urgent = True
+                self._mark_seq += 1
+                st.mark_seq = self._mark_seq
+                self._dirty = True
+            return self._version
+
+    request_update_for_topic = mark_urgent
+
     def describe_reachability(self) -> str:
         """Which bootstrap addresses were tried and why they failed, for timeout messages."""
         with self._cond:
             tried = ", ".join(f"{a} ({r})" for a, r in self.tried_addresses.items())
             boot = ", ".join(n.address for n in self.bootstrap_nodes)
         return f"bootstrap servers {boot or 'none'}" + (
-            f"; addresses tried: {tried}" if tried else "" if self._cluster.nodes else "; no broker answered yet"
+            f"; addresses tried: {tried}"
+            if tried
+            else ""
+            if self._cluster.nodes
+            else "; no broker answered yet"
         )
 
     def request_update(self) -> int:
-        """Ask for a refresh as soon as the backoff allows; returns the version to wait past."""
+        """Ask for a request as soon as the backoff allows (brokers, plus what the policy selects).
+
+        It never widens the request to the whole working set: errors about one
+        topic use :meth:`mark_urgent`.
+        """
         with self._cond:
             self._need_update = True
             return self._version
@@ -314,30 +511,77 @@ class Metadata:
             return self._version
 
     def update_requested(self) -> bool:
-        return self._need_update
+        return self._need_update or self._need_all_topics
 
     def time_to_next_update(self, now: int) -> int:
         """Milliseconds until a metadata request is due (0 = now)."""
         with self._cond:
             backoff_end = self._last_refresh_ms + self._backoff_ms if self._last_refresh_ms >= 0 else 0
-            if self._need_update:
+            if self._need_update or self._need_all_topics:
                 return max(0, backoff_end - now)
-            expire = self._last_success_ms + self.metadata_max_age_ms
-            return max(0, expire - now, backoff_end - now)
+            if self._dirty or self._due_ms is None or self._due_ms <= now:
+                self._due_ms = self.policy.next_due_ms(self._topics, now)
+                self._dirty = False
+            due = self._due_ms
+            if not self._topics:
+                # Nothing to ask about: keep the broker list fresh every metadata.max.age.ms.
+                due = self._last_success_ms + self.metadata_max_age_ms if self._last_success_ms >= 0 else 0
+            if due is None:
+                return 2**31 - 1
+            return max(0, due - now, backoff_end - now)
 
     def topics_for_request(self, now: int) -> list[str] | None:
-        """Topics the next request names; None means all topics (explicit request only)."""
+        """Evict idle topics, then choose the next request's topics; None means all topics (explicit only).
+
+        The NetworkClient calls this only when it sends the request, so this is
+        where the request is counted and logged.
+        """
         with self._cond:
+            self._request_mark_seq = self._mark_seq
             if self._need_all_topics:
+                self._record_request(None, now)
                 return None
-            for t in self.policy.evictable(self._topics, now):
+            evicted = self.policy.evictable(self._topics, now)
+            for t in evicted:
                 logger.debug("evicting idle topic %s from the metadata working set", t)
                 del self._topics[t]
-            return self.policy.select(self._topics, now)
+            if evicted:
+                self._dirty = True
+            selection = self.policy.select(self._topics, now)
+            self.last_selection = selection
+            self._record_request(selection, now)
+        if evicted and self._on_evict is not None:
+            for t in evicted:
+                self._on_evict(t)
+        return list(selection.topics)
+
+    def _record_request(self, selection: RefreshSelection | None, now: int) -> None:
+        self.requests_sent += 1
+        if selection is None:
+            logger.debug("metadata request for all topics (explicit)")
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "metadata request: |T|=%d |U|=%d target=%d topics(%d)=%s",
+                selection.urgent,
+                selection.non_urgent,
+                selection.target,
+                len(selection.topics),
+                selection.topics,
+            )
+        if self._sensors is not None:
+            self._sensors.metadata_request.record(float(len(selection.topics) if selection else 0), now)
 
     # ------------------------------------------------------------- updates
-    def handle_response(self, response: Any, requested_topics: list[str] | None, now: int) -> Cluster:
-        """Apply a Metadata response (any version) for ``requested_topics`` (None = all)."""
+    def handle_response(
+        self, response: Any, requested_topics: list[str] | None, now: int, size_bytes: int = 0
+    ) -> Cluster:
+        """Apply a Metadata response (any version) for ``requested_topics`` (None = all).
+
+        Topics come back refreshed, except those flagged urgent after the request
+        went out (the answer may predate the error) and those with a retriable
+        per-topic error or a partition without a leader: they stay urgent, with
+        a per-topic backoff.
+        """
         nodes = [
             Node(int(b.node_id), str(b.host), int(b.port), getattr(b, "rack", None)) for b in response.brokers
         ]
@@ -345,6 +589,7 @@ class Metadata:
         errors: dict[str, int] = {}
         internal: list[str] = []
         names: list[str] = []
+        leaderless: set[str] = set()
         for t in response.topics:
             name = t.name
             if name is None:
@@ -359,11 +604,14 @@ class Metadata:
             if getattr(t, "is_internal", False):
                 internal.append(name)
             for p in t.partitions:
+                leader = int(p.leader_id)
+                if leader < 0:
+                    leaderless.add(name)
                 parts.append(
                     PartitionInfo(
                         name,
                         int(p.partition_index),
-                        int(p.leader_id),
+                        leader,
                         int(getattr(p, "leader_epoch", -1)),
                         tuple(int(r) for r in p.replica_nodes),
                         tuple(int(r) for r in p.isr_nodes),
@@ -371,6 +619,8 @@ class Metadata:
                     )
                 )
         refreshed = names if requested_topics is None else list(set(requested_topics) | set(names))
+        if self._sensors is not None and size_bytes > 0:
+            self._sensors.metadata_response_bytes.record(float(size_bytes), now)
         with self._cond:
             cluster = self._cluster.merged_with(
                 nodes,
@@ -380,6 +630,8 @@ class Metadata:
                 cluster_id=getattr(response, "cluster_id", None),
                 controller_id=int(getattr(response, "controller_id", -1)),
                 internal_topics=internal,
+                # A partial answer also drops evicted topics from the snapshot (they are forgotten).
+                retained_topics=None if requested_topics is None else set(self._topics) | set(refreshed),
             )
             self._cluster = cluster
             self._version += 1
@@ -392,21 +644,44 @@ class Metadata:
                 self._need_all_topics = False
             for name in refreshed:
                 st = self._topics.get(name)
-                if st is not None:
-                    st.last_refresh_ms = now
+                if st is None:
+                    continue
+                if (
+                    errors.get(name) in _RETRIABLE_TOPIC_ERRORS
+                    or name in leaderless
+                    or (name not in names and requested_topics is not None)
+                ):
+                    st.errors += 1
+                    st.urgent = True
+                    st.retry_at_ms = now + self._topic_backoff(st.errors)
+                    if st.last_refresh_ms < 0 and cluster.partition_count(name) is not None:
+                        st.last_refresh_ms = now
+                    continue
+                st.last_refresh_ms = now
+                st.errors = 0
+                st.retry_at_ms = 0
+                if st.mark_seq <= self._request_mark_seq:
                     st.urgent = False
+            self._dirty = True
             self.last_error = None
             self._cond.notify_all()
             return cluster
 
+    def _topic_backoff(self, errors: int) -> int:
+        base = min(self.retry_backoff_ms * (2 ** (errors - 1)), self.retry_backoff_max_ms)
+        return int(base * self._rng.uniform(0.8, 1.2))
+
     def handle_failure(self, now: int, error: Exception | None = None) -> None:
-        """A metadata request failed: back off exponentially (with ±20% jitter) up to retry.backoff.max.ms."""
+        """A metadata request failed: back off exponentially (with ±20% jitter) up to retry.backoff.max.ms.
+
+        The topics it named keep their state: urgent ones stay urgent for the retry.
+        """
         with self._cond:
             self._failures += 1
-            base = min(self.retry_backoff_ms * (2 ** (self._failures - 1)), self.retry_backoff_max_ms)
-            self._backoff_ms = int(base * self._rng.uniform(0.8, 1.2))
+            self._backoff_ms = self._topic_backoff(self._failures)
             self._last_refresh_ms = now
             self._need_update = True
+            self._dirty = True
             if error is not None:
                 self.last_error = error
             self._cond.notify_all()
@@ -438,3 +713,7 @@ class Metadata:
                 f"metadata not updated within {timeout_s:.1f}s; bootstrap servers {boot or 'none'}"
                 + (f"; addresses tried: {tried}" if tried else "; no connection attempt completed")
             )
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
@@ -160,6 +161,9 @@ class Producer:
             circuit_break_manager=self._breaker_manager,
         )
         self._sensors.bind_gauges(self._pool, self._client)
+        # KIP-526: a topic still holding records is never evicted; metadata metrics and gauges.
+        self._metadata.set_buffered_records_check(partial(_has_buffered_records, self._accumulator))
+        self._metadata.bind_metrics(self._sensors, on_evict=self._sensors.remove_topic)
 
         self._sender = Sender(
             client=self._client,
@@ -378,7 +382,7 @@ class Producer:
                 )
             if self._closed or self._forked:
                 self._raise_unusable()
-            version = md.request_update()
+            version = md.request_update_for_topic(topic, now)  # urgent: joins the next request
             self._wakeup()
             md.await_update(version, min(deadline - now, 1000) / 1000.0)
 
@@ -504,6 +508,12 @@ class Producer:
 
 
 # ---------------------------------------------------------------------- helpers
+def _has_buffered_records(accumulator: RecordAccumulator, topic: str) -> bool:
+    """Whether the accumulator still queues a batch for ``topic`` (metadata must not evict it)."""
+    info = accumulator._topic_info.get(topic)
+    return info is not None and any(dq.batches for dq in list(info.batches.values()))
+
+
 def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 

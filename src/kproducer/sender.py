@@ -181,7 +181,7 @@ class Sender:
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
                 self._metadata.add_topic(topic, now)
-            self._metadata.request_update()
+                self._metadata.mark_urgent(topic, now)
 
         client = self._client
         ready_nodes: set[int] = set()
@@ -315,7 +315,8 @@ class Sender:
             code = err.code if err.code != -1 else NetworkError.code
             for batch in batches.values():
                 self._complete_batch(batch, code, None, -1, -1, now, error=err)
-            self._metadata.request_update()
+            for topic in {tp.topic for tp in batches}:
+                self._metadata.mark_urgent(topic, now)  # lost the leader: refresh these topics only
             return
         if not response.request.expect_response:
             # acks=0: complete on send with offset -1, as Java does.
@@ -384,7 +385,7 @@ class Sender:
 
         if exc.invalid_metadata or error_code in (3, 5, 6, 74):
             self._metadata.add_topic(tp.topic, now)
-            self._metadata.request_update()
+            self._metadata.mark_urgent(tp.topic, now)
 
         if tm is not None and error_code == _UNKNOWN_PRODUCER_ID:
             tm.request_producer_id_reset(f"UNKNOWN_PRODUCER_ID for {tp}")

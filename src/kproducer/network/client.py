@@ -489,14 +489,13 @@ class NetworkClient:
             delays = [self.connection_delay(n.id, now) for n in self._known_nodes()]
             return max(1, min(delays, default=self._reconnect.initial_ms))
         if self.is_ready(node_id) and self.can_send_more(node_id):
-            topics = self.metadata.topics_for_request(now)
-            if topics is not None and not topics and self.metadata.cluster.nodes:
-                # Nothing to ask about: a broker-only refresh keeps the broker list fresh.
-                pass
             version = self.api_version(node_id, ApiKey.METADATA)
             if version is None:
                 self.metadata.handle_failure(now)
                 return self.metadata.retry_backoff_ms
+            # The policy's choice (KIP-526); an empty list is a broker-only refresh. Only one
+            # request is in flight: topics that turn urgent meanwhile join the next one.
+            topics = self.metadata.topics_for_request(now)
             body = build_metadata_request(version, topics, self.metadata.allow_auto_topic_creation)
             req = ClientRequest(node_id, ApiKey.METADATA, body, callback=None, created_ms=now)
             self.send(req, now)
@@ -557,7 +556,7 @@ class NetworkClient:
                 ):
                     topics = self._metadata_in_flight[2]
                     self._metadata_in_flight = None
-                    self.metadata.handle_response(resp.body, topics, now)
+                    self.metadata.handle_response(resp.body, topics, now, size_bytes=resp.size_bytes)
                     continue
                 if req is None:
                     continue
@@ -657,8 +656,10 @@ class NetworkClient:
         if topics is None:
             version = self.metadata.request_update_for_all_topics()
         else:
+            # Explicitly asked for: these topics are urgent (an empty list refreshes brokers only).
             for t in topics:
                 self.metadata.add_topic(t, now)
+                self.metadata.mark_urgent(t, now)
             version = self.metadata.request_update()
         deadline = now + timeout_ms
         while self.metadata.version <= version:

@@ -56,6 +56,7 @@ class Response:
     body: Any
     context: Any
     send_time_ms: int
+    size_bytes: int = 0  # the frame, size prefix included (metadata-response-bytes-total)
 
 
 class KafkaConnection:
@@ -225,7 +226,9 @@ class KafkaConnection:
         if head.internal:
             self._handle_internal(head, body, now)
             return None
-        return Response(cid, head.api_key, head.api_version, body, head.context, head.send_time_ms)
+        return Response(
+            cid, head.api_key, head.api_version, body, head.context, head.send_time_ms, len(frame) + 4
+        )
 
     # ------------------------------------------------------------- handshake
     def _send_api_versions(self, version: int, now: int) -> None:
