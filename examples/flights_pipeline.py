@@ -302,11 +302,7 @@ def print_summary(
                 match = "MISMATCH"
         print(f"  {topic:<16} {acked:>8,}  broker +{broker:<8,} {match}   {per}")
     m = _merged_metrics(summaries)
-    batches = m.get("batch-total") or (
-        m.get("record-send-total", 0.0) / m["records-per-batch-avg"]
-        if m.get("records-per-batch-avg")
-        else 0.0
-    )
+    batches = m.get("batch-total", m.get("batch-estimate-total", 0.0))
     print("\nproducer:")
     print(
         f"  throughput          {total.records / wall_seconds:,.0f} records/s overall ({wall_seconds:.1f}s)"

@@ -120,7 +120,7 @@ def test_row_writer_and_topic_column(spark: Any, tansu: TansuBroker) -> None:
     for t in topics:
         create_topic(tansu.bootstrap, t, 2)
     df = spark.range(0, 1000, 1, 2).selectExpr(
-        "cast(id as binary) as key",
+        "cast(cast(id as string) as binary) as key",
         "cast(id as string) as value",
         "if(id % 2 = 0, 'spark-rows-a', 'spark-rows-b') as topic",
         "timestamp_millis(1700000000000 + id) as timestamp",
@@ -242,7 +242,9 @@ def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any
                 hw = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(2))
                 if hw > 1000:
                     break
-                assert t.is_alive(), f"the write ended before the broker was stopped: {outcome}"
+                assert t.is_alive(), (
+                    f"the write ended before the broker was stopped: {_error_text(outcome['error'])[-3000:] if outcome.get('error') else outcome}"
+                )
                 time.sleep(0.05)
             else:
                 raise AssertionError("no records reached the broker within 60s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import pickle
 import threading
 import time
@@ -255,6 +256,16 @@ def test_tracker_and_aggregate() -> None:
 def test_metrics_delta() -> None:
     d = metrics_delta({"record-send-total": 10.0, "x-avg": 1.0}, {"record-send-total": 25.0, "x-avg": 3.0})
     assert d == {"record-send-total": 15.0, "x-avg": 3.0}
+    d2 = metrics_delta(
+        {"byte-total[topic=a]": 1000.0},
+        {
+            "byte-total[topic=a]": 9000.0,
+            "byte-total[topic=b]": 2000.0,
+            "batch-size-avg": 1000.0,
+            "r-avg": math.nan,
+        },
+    )
+    assert d2 == {"batch-size-avg": 1000.0, "batch-estimate-total": 10.0}
 
 
 # ---------------------------------------------------------------- producer cache

@@ -44,6 +44,19 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
+def _activate_on_this_thread(spark: Any) -> None:
+    """Make the session the JVM thread's active one.
+
+    Spark looks Python data sources up through the thread's active session; on a
+    thread other than the one that built the session there is none, and
+    ``format("kproducer")`` fails with DATA_SOURCE_NOT_FOUND. (Spark Connect has no JVM here.)
+    """
+    jvm = getattr(spark, "_jvm", None)
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jvm is not None and jsession is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+
+
 def sink_options(
     topic: str | None = None, config: Mapping[str, Any] | None = None, **producer_config: Any
 ) -> dict[str, str]:
@@ -77,6 +90,7 @@ def write_to_kafka(
     """
     spark = df.sparkSession
     register(spark)
+    _activate_on_this_thread(spark)
     opts = sink_options(topic, config, **producer_config)
     opts["writer"] = writer
     cache_timeout = spark.conf.get(_CACHE_CONF, None)

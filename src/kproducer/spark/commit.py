@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -78,15 +79,29 @@ class DeliveryTracker:
 
 
 def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """Counters (``*-total``) as the task's difference; gauges and averages as their value at the end."""
+    """Counters (``*-total``) as the task's difference; averages and gauges as their value at the end.
+
+    Per-topic metrics (``name[topic=...]``) are folded away to keep the message small; their
+    byte totals give ``batch-estimate-total`` (bytes / average batch size) when the producer
+    has no batch counter of its own. NaN (no samples yet) is dropped.
+    """
     out: dict[str, float] = {}
+    topic_bytes = 0.0
     for name, value in after.items():
-        if not isinstance(value, int | float):
+        if not isinstance(value, int | float) or math.isnan(value):
             continue
-        if name.endswith("-total"):
-            out[name] = float(value) - float(before.get(name, 0.0))
-        else:
+        if name.partition("[")[0].endswith("-total"):
+            delta = float(value) - float(before.get(name, 0.0) or 0.0)
+            if "[" in name:
+                if name.startswith("byte-total["):
+                    topic_bytes += delta
+                continue
+            out[name] = delta
+        elif "[" not in name:
             out[name] = float(value)
+    avg = out.get("batch-size-avg", 0.0)
+    if "batch-total" not in out and topic_bytes > 0 and avg > 0:
+        out["batch-estimate-total"] = round(topic_bytes / avg)
     return out
 
 
