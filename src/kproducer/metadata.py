@@ -351,8 +351,10 @@ class Metadata:
         allow_auto_topic_creation: bool = True,
         policy: MetadataRefreshPolicy | None = None,
         rng: random.Random | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.policy = policy or MetadataRefreshPolicy(metadata_max_age_ms, metadata_max_idle_ms)
+        self._clock: Callable[[], int] = clock_ms or _now_ms
         self.metadata_max_age_ms = self.policy.metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
@@ -411,13 +413,13 @@ class Metadata:
 
     def urgent_topic_count(self, now: int | None = None) -> int:
         """|T| now, counting topics in their per-topic backoff (the ``metadata-urgent-topics`` gauge)."""
-        now = _now_ms() if now is None else now
+        now = self._clock() if now is None else now
         with self._cond:
             return sum(1 for st in self._topics.values() if self.policy.is_urgent(st, now))
 
     def max_age_ms(self, now: int | None = None) -> int:
         """Age of the least recently refreshed topic (never-fetched topics count from when they were added)."""
-        now = _now_ms() if now is None else now
+        now = self._clock() if now is None else now
         with self._cond:
             return max(
                 (
@@ -465,7 +467,7 @@ class Metadata:
         with self._cond:
             st = self._topics.get(topic)
             if st is None:
-                t = _now_ms() if now is None else now
+                t = self._clock() if now is None else now
                 st = self._topics[topic] = TopicState(t, added_ms=t)
                 self._backoff_ms = 0
                 self._mark_seq += 1
