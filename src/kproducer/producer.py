@@ -18,9 +18,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.circuit_breaker import (
@@ -49,6 +49,9 @@ from kproducer.sender import Sender
 from kproducer.serialization import resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 from kproducer.transaction_manager import TransactionManager
+
+if TYPE_CHECKING:
+    from kproducer.bulk import BulkFuture
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +342,57 @@ class Producer:
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
         return result.future
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Sequence[bytes | bytearray | memoryview | None],
+        keys: Sequence[bytes | bytearray | memoryview | None] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> BulkFuture:
+        """Queue many records at once without a Python object per record (see :mod:`kproducer.bulk`).
+
+        Returns one future resolving to the records' metadata in order; ``headers``
+        (one list) go on every record; ``on_delivery`` is called per record.
+        """
+        from kproducer.bulk import send_batch
+
+        return send_batch(
+            self, topic, values, keys, partition=partition, timestamp=timestamp, headers=headers, on_delivery=on_delivery  # type: ignore[arg-type]
+        )
+
+    def send_arrow(
+        self,
+        table_or_batch: Any,
+        topic: str | None = None,
+        *,
+        value_column: str = "value",
+        key_column: str | None = "key",
+        topic_column: str = "topic",
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> BulkFuture:
+        """Queue the rows of a pyarrow Table/RecordBatch, encoded straight from the column buffers."""
+        from kproducer.bulk import send_arrow
+
+        return send_arrow(
+            self,
+            table_or_batch,
+            topic,
+            value_column=value_column,
+            key_column=key_column,
+            topic_column=topic_column,
+            partition=partition,
+            timestamp=timestamp,
+            headers=headers,  # type: ignore[arg-type]
+            on_delivery=on_delivery,
+        )
 
     def _raise_unusable(self) -> None:
         if self._forked:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from kproducer.accumulator.batch import NO_SEQUENCE, DeliveryCallback, ProducerBatch
+from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.errors import IllegalStateError, ProducerClosedError
@@ -274,8 +274,8 @@ class RecordAccumulator:
         self._muted: set[TopicPartition] = set()
         self._node_stats: dict[int, NodeLatencyStats] = {}
         self._drain_index: dict[int, int] = {}
-        self._appends_in_progress = 0
-        self._appends_lock = threading.Lock()
+        # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
+        self._appends_in_progress: list[None] = []
         self._flushes_in_progress = 0
         self._flush_lock = threading.Lock()
         self._next_batch_expiry_time_ms = _NO_DELAY
@@ -409,8 +409,7 @@ class RecordAccumulator:
             topic = topic.topic
         now = self._clock() if now_ms is None or isinstance(now_ms, Cluster) else now_ms
         topic_info = self._topic(topic)
-        with self._appends_lock:
-            self._appends_in_progress += 1
+        self._appends_in_progress.append(None)
         buffer: bytearray | None = None
         breaker = self._routing
         if breaker is not None and partition == UNKNOWN_PARTITION and cluster is not None:
@@ -510,13 +509,14 @@ class RecordAccumulator:
         if not batches:
             return None
         last = batches[-1]
-        initial = last.estimated_size_in_bytes()
+        builder = last.builder
+        initial = builder.estimated_size_in_bytes()
         future = last.try_append(timestamp, key, value, headers, callback, now_ms)
         if future is None:
             last.close_for_record_appends()
             return None
-        appended = last.estimated_size_in_bytes() - initial
-        return RecordAppendResult(future, len(batches) > 1 or last.is_full(), False, False, partition, appended)
+        appended = builder.estimated_size_in_bytes() - initial
+        return RecordAppendResult(future, len(batches) > 1 or builder.is_full(), False, False, partition, appended)
 
     def _append_new_batch(
         self,
@@ -884,7 +884,7 @@ class RecordAccumulator:
 
     # ------------------------------------------------------------------ abort and close
     def appends_in_progress(self) -> bool:
-        return self._appends_in_progress > 0
+        return len(self._appends_in_progress) > 0
 
     def _abort_batches(self, reason: BaseException, undrained_only: bool = False) -> None:
         for batch in self._incomplete_snapshot():

@@ -13,14 +13,14 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
 from kproducer.structs import RecordMetadata, TopicPartition
 
-__all__ = ["DeliveryCallback", "FinalState", "NO_SEQUENCE", "ProducerBatch", "Thunk", "record_error_fn"]
+__all__ = ["BulkRange", "BulkSink", "DeliveryCallback", "FinalState", "NO_SEQUENCE", "ProducerBatch", "Thunk", "record_error_fn"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,40 @@ class Thunk(NamedTuple):
 
     callback: DeliveryCallback | None
     future: RecordFuture
+
+
+class BulkSink(Protocol):
+    """Who learns the outcome of a range of bulk-appended records (``kproducer.bulk.BulkFuture``)."""
+
+    def _appended(self, count: int) -> None: ...
+
+    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None: ...
+
+
+class BulkRange:
+    """``count`` records appended in one bulk call, at relative offsets ``first..first+count`` of a batch.
+
+    Stands in for ``count`` thunks so that a bulk append makes no Python object
+    per record; ``rows`` are the caller's row numbers (a range or int64 indices).
+    """
+
+    __slots__ = ("first", "count", "sink", "rows", "callback", "timestamp")
+
+    def __init__(
+        self,
+        first: int,
+        count: int,
+        sink: BulkSink,
+        rows: range | memoryview,
+        callback: DeliveryCallback | None,
+        timestamp: int,
+    ) -> None:
+        self.first = first
+        self.count = count
+        self.sink = sink
+        self.rows = rows
+        self.callback = callback
+        self.timestamp = timestamp
 
 
 def _byte_size(data: Any) -> int:
@@ -146,7 +180,7 @@ class ProducerBatch:
         self.drained_ms = 0
         self.attempts = 0
         self.record_count = 0
-        self.thunks: list[Thunk] = []
+        self.thunks: list[Thunk | BulkRange] = []
         self.result = ProduceRequestResult(topic_partition)
         self.is_split_batch = is_split_batch
         self.buffer = buffer
@@ -174,15 +208,55 @@ class ProducerBatch:
         now_ms: int,
     ) -> RecordFuture | None:
         """Append one record; None when it does not fit (the accumulator then opens a new batch)."""
-        builder = self.builder
-        if not self._writable or not builder.has_room_for(timestamp, key, value, headers):
+        if not self._writable or not self.builder.try_append(timestamp, key, value, headers):
             return None
-        builder.append(timestamp, key, value, headers)
         self.last_append_ms = now_ms
         future = RecordFuture(self.result, self.record_count, timestamp, _byte_size(key), _byte_size(value))
         self.thunks.append(Thunk(callback, future))
         self.record_count += 1
         return future
+
+    def try_append_many(
+        self,
+        timestamp: int,
+        values: Any,
+        keys: Any,
+        indices: bytes | None,
+        start: int,
+        end: int,
+        encoded_headers: bytes | None,
+        arrow: bool,
+        sink: BulkSink,
+        callback: DeliveryCallback | None,
+        now_ms: int,
+    ) -> int:
+        """Append records ``start..end`` while they fit, as one :class:`BulkRange`; returns how many."""
+        if not self._writable:
+            return 0
+        count = self.builder.append_many(timestamp, values, keys, indices, start, end, encoded_headers, arrow=arrow)
+        if count:
+            if indices is None:
+                rows: range | memoryview = range(start, start + count)
+            else:
+                rows = memoryview(indices).cast("B").cast("q")[start : start + count]
+            self.thunks.append(BulkRange(self.record_count, count, sink, rows, callback, timestamp))
+            sink._appended(count)
+            self.record_count += count
+            self.last_append_ms = now_ms
+        return count
+
+    def _expand_ranges(self) -> list[Thunk]:
+        """Per-record thunks for every record (split needs one per record); bulk sinks follow their futures."""
+        out: list[Thunk] = []
+        for entry in self.thunks:
+            if entry.__class__ is not BulkRange:
+                out.append(entry)  # type: ignore[arg-type]
+                continue
+            rng: BulkRange = entry  # type: ignore[assignment]
+            futures = [RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
+            rng.sink._range_done(rng, self.result, futures)
+            out.extend(Thunk(rng.callback, f) for f in futures)
+        return out
 
     def _try_append_for_split(
         self,
@@ -261,17 +335,44 @@ class ProducerBatch:
         """Set the result, run each callback in append order (one failing never stops the rest), open the latch."""
         self.result.set(base_offset, log_append_time, error_fn)
         tp = self.topic_partition
-        for index, (callback, future) in enumerate(self.thunks):
+        index = 0
+        for entry in self.thunks:
+            if entry.__class__ is BulkRange:
+                rng: BulkRange = entry  # type: ignore[assignment]
+                index += rng.count
+                if rng.callback is not None:
+                    self._fire_range(rng, base_offset, log_append_time, error_fn)
+                rng.sink._range_done(rng, self.result, None)
+                continue
+            callback, future = entry  # type: ignore[misc]
+            index += 1
             if callback is None:
                 continue
             try:
                 if error_fn is None:
                     callback(future.value(), None)
                 else:
-                    callback(None, error_fn(index))
+                    callback(None, error_fn(index - 1))
             except Exception:
                 log.exception("error executing user-provided callback on message for topic-partition %s", tp)
         self.result.done()
+
+    def _fire_range(self, rng: BulkRange, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
+        """Per-record callbacks of a bulk range, in order (key/value sizes are not tracked: -1)."""
+        tp = self.topic_partition
+        callback = rng.callback
+        assert callback is not None
+        timestamp = log_append_time if log_append_time != NO_TIMESTAMP else rng.timestamp
+        for j in range(rng.count):
+            rel = rng.first + j
+            try:
+                if error_fn is None:
+                    offset = NO_OFFSET if base_offset == NO_OFFSET else base_offset + rel
+                    callback(RecordMetadata(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
+                else:
+                    callback(None, error_fn(rel))
+            except Exception:
+                log.exception("error executing user-provided callback on message for topic-partition %s", tp)
 
     # ------------------------------------------------------------------ split (MESSAGE_TOO_LARGE)
     def split(
@@ -296,6 +397,7 @@ class ProducerBatch:
             records.extend(record_batch.records())
         if not records:
             raise IllegalStateError("Cannot split an empty producer batch.")
+        self.thunks = list(self._expand_ranges())
         if len(records) != len(self.thunks):
             raise IllegalStateError(
                 f"batch for {self.topic_partition} holds {len(records)} records but {len(self.thunks)} futures"
@@ -315,6 +417,7 @@ class ProducerBatch:
         batches: list[ProducerBatch] = []
         batch: ProducerBatch | None = None
         for rec, thunk in zip(records, self.thunks, strict=True):
+            assert isinstance(thunk, Thunk)
             headers = list(rec.headers) if rec.headers else None
             if batch is None:
                 batch = new_batch(rec)
@@ -444,7 +547,13 @@ class ProducerBatch:
         return self._reopened
 
     def iter_futures(self) -> Iterable[RecordFuture]:
-        return (t.future for t in self.thunks)
+        for entry in self.thunks:
+            if entry.__class__ is BulkRange:
+                rng: BulkRange = entry  # type: ignore[assignment]
+                for j in range(rng.count):
+                    yield RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1)
+            else:
+                yield entry.future  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         state = self._final_state.value if self._final_state is not None else "open" if self._writable else "closed"

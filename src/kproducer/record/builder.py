@@ -18,10 +18,12 @@ import logging
 import struct
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import crc32c
 
 from kproducer.errors import IllegalStateError
+from kproducer.record import native
 from kproducer.record.codecs import (
     CompressionType,
     compress,
@@ -103,6 +105,8 @@ _VARINT: tuple[bytes, ...] = tuple(encode_unsigned_varint(i << 1) for i in range
 _VARINT_LEN: tuple[int, ...] = tuple(len(b) for b in _VARINT)
 _NULL_LEN = b"\x01"  # zigzag(-1)
 _ZERO = b"\x00"
+# The fused C room-check + append (kproducer._speedups) when built; None on the pure-Python path.
+_native_append = native.c.append_record if native.AVAILABLE else None
 
 
 def _coerce_bytes(field: str, data: object) -> bytes | bytearray | memoryview | None:
@@ -161,6 +165,13 @@ def _headers_size(headers: Sequence[Header] | None) -> int:
     return _encode_headers(headers)[1]
 
 
+def _arrow_rows(column: native.ArrowColumn) -> list[bytes | None]:
+    """Materialize an Arrow column descriptor as Python bytes (legacy magic only)."""
+    length = column[4]
+    reader = native.py._arrow_reader(column, "value")
+    return [reader(i) for i in range(length)]
+
+
 def _record_body_size(
     offset_delta: int, timestamp_delta: int, key_size: int, value_size: int, headers_size: int
 ) -> int:
@@ -189,6 +200,15 @@ def estimate_size_upper_bound(
     The accumulator allocates ``max(batch.size, this)`` so that a record larger
     than ``batch.size`` still gets a batch of its own.
     """
+    if magic >= 2 and not headers and (key is None or key.__class__ is bytes) and value.__class__ is bytes:
+        # The common case (bytes value, optional bytes key, no headers) without the generic helpers.
+        k = -1 if key is None else len(key)  # type: ignore[arg-type]
+        v = len(value)  # type: ignore[arg-type]
+        L = _VARINT_LEN
+        size = (L[k] + k if 0 <= k < 16384 else varint_size(k) + max(k, 0)) + (
+            L[v] + v if v < 16384 else varint_size(v) + v
+        )
+        return RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + size + 1
     k = _byte_len(_coerce_bytes("key", key))
     v = _byte_len(_coerce_bytes("value", value))
     if magic >= 2:
@@ -439,6 +459,146 @@ class MemoryRecordsBuilder:
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
 
+    def try_append(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[Header] | None = None,
+    ) -> bool:
+        """``has_room_for`` and ``append`` in one step: False (nothing written) when the record does not fit.
+
+        With the C speedups, a v2 record with bytes (or None) key and value is
+        sized, checked and encoded in one native call; anything else takes the
+        pure-Python path, which defines the semantics.
+        """
+        fast = _native_append
+        if (
+            fast is not None
+            and self._magic == 2
+            and not self._closed
+            and timestamp.__class__ is int
+            and timestamp >= NO_TIMESTAMP
+            and (key is None or key.__class__ is bytes)
+            and (value is None or value.__class__ is bytes)
+        ):
+            if headers is None:
+                he = None
+            else:
+                he = _encode_headers(headers)[0] if headers else None
+                if he is None and not isinstance(headers, Sequence):
+                    raise TypeError(
+                        f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
+                    )
+            n = self._num_records
+            pos = fast(
+                self._buf,
+                self._pos,
+                self._write_limit,
+                self._records_start,
+                0.0 if self._compression is CompressionType.NONE else self._estimated_ratio,
+                n,
+                timestamp - self._base_timestamp if n else 0,
+                key,
+                value,
+                he,
+            )
+            if pos < 0:
+                return False
+            self._pos = pos
+            self._num_records = n + 1
+            if n == 0:
+                self._base_timestamp = timestamp
+            if timestamp > self._max_timestamp:
+                self._max_timestamp = timestamp
+            return True
+        if not self.has_room_for(timestamp, key, value, headers):
+            return False
+        self.append(timestamp, key, value, headers)
+        return True
+
+    def append_many(
+        self,
+        timestamp: int,
+        values: Sequence[BytesLike | None] | native.ArrowColumn,
+        keys: Sequence[BytesLike | None] | native.ArrowColumn | None,
+        indices: bytes | None,
+        start: int,
+        end: int,
+        encoded_headers: bytes | None,
+        *,
+        arrow: bool = False,
+    ) -> int:
+        """Append records ``start..end`` (rows, or entries of the int64 ``indices``) while they fit.
+
+        All get ``timestamp``. ``values``/``keys`` are sequences of bytes or, with
+        ``arrow``, Arrow column buffers (see :mod:`kproducer.record.native`); no
+        Python object is made per record. Returns how many were appended: at least
+        one into an empty batch, 0 when the next one does not fit.
+        """
+        if self._closed:
+            raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
+        if timestamp.__class__ is not int or timestamp < 0:
+            raise ValueError(f"timestamp must be an int >= 0 (ms), got {timestamp!r}")
+        if start >= end:
+            return 0
+        if self._magic != 2:
+            return self._append_many_legacy(timestamp, values, keys, indices, start, end, encoded_headers, arrow)
+        n = self._num_records
+        fn = native.append_arrow if arrow else native.append_seq
+        pos, count = fn(
+            self._buf,
+            self._pos,
+            self._write_limit,
+            self._records_start,
+            0.0 if self._compression is CompressionType.NONE else self._estimated_ratio,
+            n,
+            timestamp - self._base_timestamp if n else 0,
+            values,
+            keys,
+            indices,
+            start,
+            end,
+            encoded_headers,
+        )
+        if count:
+            self._pos = pos
+            if n == 0:
+                self._base_timestamp = timestamp
+            self._num_records = n + count
+            if timestamp > self._max_timestamp:
+                self._max_timestamp = timestamp
+        return int(count)
+
+    def _append_many_legacy(
+        self,
+        timestamp: int,
+        values: Any,
+        keys: Any,
+        indices: bytes | None,
+        start: int,
+        end: int,
+        encoded_headers: bytes | None,
+        arrow: bool,
+    ) -> int:
+        """Magic 0/1 (old brokers): one record at a time through ``append``."""
+        if encoded_headers is not None and encoded_headers != _ZERO:
+            raise ValueError(f"headers are not supported with magic {self._magic}; they need magic 2")
+        rows = memoryview(indices).cast("B").cast("q") if indices is not None else None
+        if arrow:
+            values = _arrow_rows(values)
+            keys = _arrow_rows(keys) if keys is not None else None
+        count = 0
+        for j in range(start, end):
+            i = rows[j] if rows is not None else j
+            key = keys[i] if keys is not None else None
+            value = values[i]
+            if not self.has_room_for(timestamp, key, value, None):
+                break
+            self.append(timestamp, key, value, None)
+            count += 1
+        return count
+
     def _append_legacy(
         self,
         timestamp: int,
@@ -529,14 +689,18 @@ class MemoryRecordsBuilder:
 
     def is_full(self) -> bool:
         """Closed, or at least one record and the estimated size reached ``write_limit``."""
-        return self._closed or (
-            self._num_records > 0 and self._write_limit <= self._estimated_bytes_written()
-        )
+        if self._closed:
+            return True
+        if self._compression is CompressionType.NONE:
+            return self._num_records > 0 and self._write_limit <= self._pos
+        return self._num_records > 0 and self._write_limit <= self._estimated_bytes_written()
 
     def estimated_size_in_bytes(self) -> int:
         """Exact size once closed, the (compression-ratio) estimate before."""
         if self._closed:
             return self._size
+        if self._compression is CompressionType.NONE:
+            return self._pos
         return self._estimated_bytes_written()
 
     def set_estimated_compression_ratio(self, ratio: float) -> None:

@@ -1,0 +1,107 @@
+"""Profile a send() loop (and the Sender thread) against one Tansu with pyinstrument.
+
+Prints the top entries by self time for the caller thread and the whole
+process, so that the hot path before and after a change can be compared.
+
+    .venv/bin/python benchmarks/profile_send.py --records 200000
+    KPRODUCER_PURE_PYTHON=1 .venv/bin/python benchmarks/profile_send.py   # the pure-Python path
+    .venv/bin/python benchmarks/profile_send.py --mode batch              # send_batch
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _self_times(frame: Any, acc: Counter[str], parent: str = "?") -> None:
+    """Sum pyinstrument self time per function; synthetic ``[self]`` frames count for their parent."""
+    if frame.function.startswith("["):
+        name = parent
+    else:
+        name = f"{frame.function} ({Path(frame.file_path_short or '?').name}:{frame.line_no})"
+    children = frame.children
+    acc[name] += frame.time - sum(c.time for c in children)
+    for c in children:
+        _self_times(c, acc, name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--mode", choices=["send", "batch", "arrow"], default="send")
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--bootstrap")
+    args = ap.parse_args()
+
+    from pyinstrument import Profiler
+    from tests.support.readback import create_topic
+    from tests.support.tansu import start_tansu
+
+    from kproducer.producer import Producer
+    from kproducer.record import native
+
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker = start_tansu()
+        bootstrap = broker.bootstrap
+    try:
+        topic = f"profile-{int(time.time() * 1000)}"
+        create_topic(bootstrap, topic, args.partitions)
+        payload = os.urandom(args.size)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "1"})
+        p.send(topic, payload).result(30)
+        profiler = Profiler(interval=0.001, async_mode="disabled")
+        t0 = time.perf_counter()
+        profiler.start()
+        if args.mode == "send":
+            send = p.send
+            for _ in range(args.records):
+                send(topic, payload)
+        elif args.mode == "batch":
+            values = [payload] * 10_000
+            for start in range(0, args.records, 10_000):
+                p.send_batch(topic, values[: min(10_000, args.records - start)])
+        else:
+            import pyarrow as pa
+
+            table = pa.table({"value": pa.array([payload] * 10_000, type=pa.binary())})
+            for start in range(0, args.records, 10_000):
+                p.send_arrow(table.slice(0, min(10_000, args.records - start)), topic)
+        p.flush()
+        profiler.stop()
+        elapsed = time.perf_counter() - t0
+        p.close()
+    finally:
+        if broker is not None:
+            broker.stop()
+    session = profiler.last_session
+    assert session is not None
+    root = session.root_frame()
+    acc: Counter[str] = Counter()
+    if root is not None:
+        _self_times(root, acc)
+    total = sum(acc.values()) or 1.0
+    print(
+        f"mode={args.mode} native={native.AVAILABLE} records={args.records} size={args.size}: "
+        f"{args.records / elapsed:,.0f} records/s ({elapsed:.2f} s, caller thread profiled)"
+    )
+    print(f"{'self %':>7}  {'self s':>7}  function")
+    for name, secs in acc.most_common(args.top):
+        print(f"{100 * secs / total:6.1f}%  {secs:7.3f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
