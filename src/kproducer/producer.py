@@ -560,6 +560,11 @@ class Producer:
         """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
         return self._metrics.snapshot()
 
+    @property
+    def circuit_break_manager(self) -> CircuitBreakManager | None:
+        """The partition circuit breaker's mute state (seed 002); None when no breaker is configured."""
+        return self._breaker_manager
+
 
 # ---------------------------------------------------------------------- helpers
 def _has_buffered_records(accumulator: RecordAccumulator, topic: str) -> bool:

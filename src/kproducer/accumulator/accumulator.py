@@ -426,7 +426,7 @@ class RecordAccumulator:
                     if (
                         breaker is not None
                         and forced_switches < 3
-                        and not breaker.may_send(TopicPartition(topic, effective))
+                        and self._closed_to_records(breaker, TopicPartition(topic, effective))
                         and cluster.available_partitions_for_topic(topic)
                     ):
                         # The sticky partition was muted since it was chosen: move off it.
@@ -473,8 +473,108 @@ class RecordAccumulator:
             if buffer is not None:
                 # Another thread opened a batch meanwhile (or we failed): give the memory back.
                 self.free.deallocate(buffer, len(buffer))
-            with self._appends_lock:
-                self._appends_in_progress -= 1
+            self._appends_in_progress.pop()
+
+    def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
+        """Muted by the circuit breaker, or probe-due but already holding its probe batch."""
+        if not routing.may_send(tp):
+            return True
+        breaker = self._breaker
+        if breaker is None or not breaker.is_muted(tp):
+            return False
+        dq = self._deque(tp)
+        return dq is not None and bool(dq.batches)
+
+    def append_many(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        values: Any,
+        keys: Any,
+        indices: bytes | None,
+        start: int,
+        end: int,
+        encoded_headers: bytes | None,
+        arrow: bool,
+        sink: BulkSink,
+        callback: DeliveryCallback | None,
+        max_record_size: int,
+        max_time_to_block_ms: int,
+        cluster: Cluster | None,
+    ) -> bool:
+        """Append records ``start..end`` of a bulk call, filling batches of ``batch.size`` in order.
+
+        The same deques, BufferPool and sticky partitioner as :meth:`append`
+        (``partition == -1``: the sticky partition, which moves on as batches fill).
+        Each batch gets one :class:`BulkRange` per call. ``max_record_size`` bounds
+        the buffer a new batch needs. Returns whether the Sender should be woken.
+        """
+        topic_info = self._topic(topic)
+        sticky = partition == UNKNOWN_PARTITION
+        if sticky and cluster is None:
+            raise ValueError("append_many with partition -1 needs the cluster for the built-in partitioner")
+        self._appends_in_progress.append(None)
+        buffer: bytearray | None = None
+        wake = False
+        try:
+            while start < end:
+                effective = topic_info.partitioner.peek_current_partition(cluster) if sticky else partition  # type: ignore[arg-type]
+                dq = topic_info.deque_for(effective)
+                with dq.lock:
+                    if sticky and self._partition_changed(topic_info, effective, cluster):
+                        continue
+                    if self.closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    now = self._clock()
+                    batches = dq.batches
+                    last = batches[-1] if batches else None
+                    appended = 0
+                    if last is not None and last.is_writable:
+                        builder = last.builder
+                        before = builder.estimated_size_in_bytes()
+                        count = last.try_append_many(
+                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                        )
+                        start += count
+                        appended = builder.estimated_size_in_bytes() - before
+                        if start < end:
+                            last.close_for_record_appends()
+                            wake = True
+                        elif len(batches) > 1 or builder.is_full():
+                            wake = True
+                    if start < end and buffer is not None:
+                        magic = self._magic()
+                        batch = ProducerBatch(
+                            TopicPartition(topic, effective), self._builder(buffer, magic, topic), now, buffer=buffer
+                        )
+                        buffer = None
+                        before = batch.builder.estimated_size_in_bytes()
+                        count = batch.try_append_many(
+                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                        )
+                        if count == 0:  # pragma: no cover - an empty batch takes its first record
+                            raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
+                        start += count
+                        appended += batch.builder.estimated_size_in_bytes() - before
+                        batches.append(batch)
+                        self._add_incomplete(batch)
+                        wake = True
+                        if start < end:
+                            batch.close_for_record_appends()
+                    if sticky and appended:
+                        topic_info.partitioner.update_partition_info(
+                            effective, appended, cluster, self._all_batches_full(dq)  # type: ignore[arg-type]
+                        )
+                if start < end and buffer is None:
+                    size = max(self.batch_size, max_record_size)
+                    # Outside the deque lock: this may block for up to max.block.ms.
+                    buffer = self.free.allocate(size, max_time_to_block_ms)
+            return wake
+        finally:
+            if buffer is not None:
+                self.free.deallocate(buffer, len(buffer))
+            self._appends_in_progress.pop()
 
     @staticmethod
     def _partition_changed(topic_info: _TopicInfo, partition: int, cluster: Cluster | None) -> bool:
@@ -607,7 +707,7 @@ class RecordAccumulator:
             tp = TopicPartition(topic, partition)
             leader = cluster.leader_for(tp)
             # Partitions the circuit breaker closed to records stay out of the adaptive choice.
-            counted = leader is not None and (breaker is None or breaker.may_send(tp))
+            counted = leader is not None and (breaker is None or not self._closed_to_records(breaker, tp))
             if counted and queue_sizes is not None and partition_ids is not None:
                 index += 1
                 partition_ids[index] = partition
