@@ -222,7 +222,7 @@ def _plot(results: list[dict[str, Any]], args: argparse.Namespace, path: Path) -
     for r in results:
         ax1.plot(range(len(r["per_second"])), r["per_second"], label=r["mode"])
         if r["buffer_series"]:
-            xs, ys = zip(*r["buffer_series"])
+            xs, ys = zip(*r["buffer_series"], strict=True)
             ax2.plot(xs, [y / 1e6 for y in ys], label=r["mode"])
     for ax in (ax1, ax2):
         ax.axvline(args.fault_at, color="grey", linestyle="--")
