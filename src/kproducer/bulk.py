@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -276,10 +277,14 @@ def _produce(
         groups: list[tuple[int, bytes | None, int]] = [(partition, None, n)]
     elif keys is not None and not p._ignore_keys:
         buckets = (native.partition_arrow if arrow else native.partition_seq)(keys, 0, n, num_partitions)
-        groups = []
-        for part, idx in enumerate(buckets):
-            if idx:
-                groups.append((part if part < num_partitions else _UNKNOWN_PARTITION, idx, len(idx) // 8))
+        null_keyed = buckets.pop()
+        if null_keyed:
+            # Rows without a key join the sticky partition, merged in row order so that the
+            # partition's records keep the call's order.
+            target = acc.sticky_partition(topic, cluster)
+            merged = array("q", buckets[target]) + array("q", null_keyed)
+            buckets[target] = array("q", sorted(merged)).tobytes()
+        groups = [(part, idx, len(idx) // 8) for part, idx in enumerate(buckets) if idx]
     else:
         groups = [(_UNKNOWN_PARTITION, None, n)]
     for part, idx, count in groups:

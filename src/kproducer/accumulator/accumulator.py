@@ -576,6 +576,10 @@ class RecordAccumulator:
                 self.free.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
 
+    def sticky_partition(self, topic: str, cluster: Cluster) -> int:
+        """The topic's current sticky partition (KIP-794), choosing one when there is none yet."""
+        return self._topic(topic).partitioner.peek_current_partition(cluster)
+
     @staticmethod
     def _partition_changed(topic_info: _TopicInfo, partition: int, cluster: Cluster | None) -> bool:
         """Another thread switched the sticky partition while we waited for the deque: start over."""
