@@ -320,8 +320,9 @@ def main() -> None:
     if args.write > args.topics:
         raise SystemExit(f"--write ({args.write}) must not exceed --topics ({args.topics})")
 
-    from kproducer.admin import create_topics
     from tests.support.tansu import start_tansu
+
+    from kproducer.admin import create_topics
 
     proxy_port = _free_port()
     broker = start_tansu(advertised_port=proxy_port)
