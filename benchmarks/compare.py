@@ -8,6 +8,12 @@ and writes a Markdown table (and a PNG bar chart with --png).
 
     .venv/bin/python benchmarks/compare.py                          # issue 4's workload
     .venv/bin/python benchmarks/compare.py --records 200000 --size 1024 --acks all --compression lz4
+    # issue 8's matrix in one run (one Tansu): workloads x acks x compression, all six clients
+    .venv/bin/python benchmarks/compare.py --matrix --markdown out.md --png out.png
+
+Every kproducer client uses the same config (``--kproducer-config k=v,...`` adds
+to it); confluent-kafka, aiokafka and kafka-python use linger.ms=5 and their
+other defaults (librdkafka batches up to 1 MB / 10000 messages by default).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CLIENTS = ["kproducer", "kproducer-batch", "kproducer-arrow", "confluent-kafka", "aiokafka", "kafka-python"]
+MATRIX_WORKLOADS = [(1_000_000, 100), (200_000, 1024)]
+MATRIX_ACKS = ["1", "all"]
+MATRIX_COMPRESSION = ["none", "lz4", "zstd"]
 
 
 # ---------------------------------------------------------------- child side
@@ -36,7 +45,9 @@ def _lat_p99(samples: list[float]) -> float:
     return samples[min(len(samples) - 1, int(0.99 * (len(samples) - 1)))]
 
 
-def _child(client: str, bootstrap: str, topic: str, n: int, size: int, acks: str, compression: str) -> dict[str, Any]:
+def _child(
+    client: str, bootstrap: str, topic: str, n: int, size: int, acks: str, compression: str, extra: dict[str, str]
+) -> dict[str, Any]:
     payload = os.urandom(size)
     lat: list[float] = []
     sample_every = max(1, n // 20000)
@@ -47,7 +58,7 @@ def _child(client: str, bootstrap: str, topic: str, n: int, size: int, acks: str
         from kproducer.producer import Producer
 
         errors: list[BaseException] = []
-        p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression})
+        p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression, **extra})
         t0 = perf()
         if client == "kproducer":
             send = p.send
@@ -200,6 +211,8 @@ def run_client(client: str, bootstrap: str, topic: str, args: argparse.Namespace
         args.acks,
         "--compression",
         args.compression,
+        "--kproducer-config",
+        args.kproducer_config,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
@@ -218,7 +231,12 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--acks", default="1", choices=["0", "1", "all"])
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    ap.add_argument("--clients", default="kproducer,confluent-kafka,aiokafka")
+    ap.add_argument("--clients", default=",".join(CLIENTS))
+    ap.add_argument("--matrix", action="store_true", help="run issue 8's workloads x acks x compression matrix")
+    ap.add_argument("--workloads", default=",".join(f"{n}x{s}" for n, s in MATRIX_WORKLOADS), help="NxSIZE,... for --matrix")
+    ap.add_argument("--acks-list", default=",".join(MATRIX_ACKS), help="for --matrix")
+    ap.add_argument("--compression-list", default=",".join(MATRIX_COMPRESSION), help="for --matrix")
+    ap.add_argument("--kproducer-config", default="", help="extra kproducer config, k=v,k=v")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--markdown", type=Path, help="append the table to this Markdown file")
     ap.add_argument("--png", type=Path, help="write a bar chart of records/s here")
@@ -228,73 +246,106 @@ def main() -> int:
     args = ap.parse_args()
 
     if args.child:
-        res = _child(args.child, args.bootstrap, args.topic, args.records, args.size, args.acks, args.compression)
+        extra = dict(kv.split("=", 1) for kv in args.kproducer_config.split(",") if kv)
+        res = _child(args.child, args.bootstrap, args.topic, args.records, args.size, args.acks, args.compression, extra)
         print(json.dumps(res))
         return 0
 
     from tests.support.readback import create_topic
     from tests.support.tansu import start_tansu
 
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if args.matrix:
+        cells = [
+            (int(n), int(size), acks, comp)
+            for n, size in (w.split("x") for w in args.workloads.split(",") if w)
+            for acks in args.acks_list.split(",")
+            for comp in args.compression_list.split(",")
+        ]
+    else:
+        cells = [(args.records, args.size, args.acks, args.compression)]
+
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
         broker = start_tansu()
         bootstrap = broker.bootstrap
+    all_ok = True
+    chart: list[tuple[str, list[dict[str, Any]]]] = []
     try:
-        results = []
-        for client in [c.strip() for c in args.clients.split(",") if c.strip()]:
-            topic = f"bench-{client}-{int(time.time() * 1000)}"
-            create_topic(bootstrap, topic, args.partitions)
-            print(f"running {client} ...", file=sys.stderr, flush=True)
-            results.append(run_client(client, bootstrap, topic, args))
+        for n, size, acks, comp in cells:
+            cell_args = argparse.Namespace(**{**vars(args), "records": n, "size": size, "acks": acks, "compression": comp})
+            results = []
+            for client in clients:
+                topic = f"bench-{client}-{int(time.time() * 1000)}"
+                create_topic(bootstrap, topic, args.partitions)
+                print(f"running {client} ({n:,} x {size} B, acks={acks}, {comp}) ...", file=sys.stderr, flush=True)
+                results.append(run_client(client, bootstrap, topic, cell_args))
+            table, ok = _report(results, cell_args)
+            all_ok &= all("error" not in r for r in results)
+            print(table, flush=True)
+            if args.markdown:
+                with args.markdown.open("a") as fh:
+                    fh.write(table + "\n\n")
+            chart.append((f"{n // 1000}k x {size} B\nacks={acks} {comp}", ok))
     finally:
         if broker is not None:
             broker.stop()
+    if args.png and chart:
+        _chart(chart, args.png, clients)
+    return 0 if all_ok else 1
 
+
+def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     base = next((r for r in results if r.get("client") == "confluent-kafka" and "error" not in r), None)
+    extra = f", kproducer {args.kproducer_config}" if args.kproducer_config else ""
     title = (
         f"{args.records:,} x {args.size} B, acks={args.acks}, compression={args.compression}, "
-        f"{args.partitions} partitions, one Tansu"
+        f"{args.partitions} partitions, one Tansu{extra}"
     )
     lines = [
         f"### {title}",
         "",
-        "| client | records/s | MB/s | CPU µs/record | p99 ms | peak RSS MB | vs confluent-kafka |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| client | records/s | MB/s | CPU µs/record | p99 ms | peak RSS MB | failed | vs confluent-kafka |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['client']} | error: {r['error'][0][:80]} | | | | | |")
+            lines.append(f"| {r['client']} | error: {r['error'][0][:80]} | | | | | | |")
             continue
         ratio = f"{r['records_per_s'] / base['records_per_s']:.2f}x" if base else "n/a"
         lines.append(
             f"| {r['client']} | {r['records_per_s']:,.0f} | {r['mb_per_s']:.1f} | {r['cpu_us_per_record']:.2f} | "
-            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {ratio} |"
+            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {r['failed']} | {ratio} |"
         )
     ok = [r for r in results if "error" not in r]
-    for a in ok:
-        for b in ok:
-            if a["client"].startswith("kproducer") and not b["client"].startswith("kproducer"):
-                lines.append(f"- {a['client']} / {b['client']}: {a['records_per_s'] / b['records_per_s']:.2f}x records/s")
-    table = "\n".join(lines)
-    print(table)
-    if args.markdown:
-        with args.markdown.open("a") as fh:
-            fh.write(table + "\n\n")
-    if args.png and ok:
-        import matplotlib
+    by = {r["client"]: r["records_per_s"] for r in ok}
+    lines.append("")
+    for a, b in (("kproducer", "confluent-kafka"), ("kproducer", "aiokafka"), ("kproducer-batch", "confluent-kafka"), ("kproducer-arrow", "confluent-kafka")):
+        if a in by and b in by:
+            lines.append(f"- {a} / {b}: {by[a] / by[b]:.2f}x records/s")
+    return "\n".join(lines), ok
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.bar([r["client"] for r in ok], [r["records_per_s"] for r in ok])
-        ax.set_ylabel("records/s")
-        ax.set_title(title, fontsize=9)
-        plt.xticks(rotation=20)
-        fig.tight_layout()
-        fig.savefig(args.png)
-    return 0 if all("error" not in r for r in results) else 1
+def _chart(chart: list[tuple[str, list[dict[str, Any]]]], path: Path, clients: list[str]) -> None:
+    """Grouped bars: one group per matrix cell, one bar per client (records/s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / max(1, len(clients))
+    fig, ax = plt.subplots(figsize=(max(8, 2.2 * len(chart)), 4.5))
+    for ci, client in enumerate(clients):
+        heights = [next((r["records_per_s"] for r in ok if r["client"] == client), 0.0) for _, ok in chart]
+        ax.bar([g + ci * width for g in range(len(chart))], heights, width, label=client)
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(chart))])
+    ax.set_xticklabels([label for label, _ in chart], fontsize=7)
+    ax.set_ylabel("records/s")
+    ax.set_title("kproducer vs other Python clients, one Tansu (higher is better)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 if __name__ == "__main__":
