@@ -438,8 +438,17 @@ def run_stream(
             for (m, d), part in pdf.groupby(["month", "day"]):
                 part.to_parquet(staging / name / f"{int(m):02d}-{int(d):02d}.parquet", index=False)
         opts = sink_options(config={"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
-        flights_stream = spark.readStream.schema(tables.flights.schema).parquet(str(inbox / "flights"))
-        weather_stream = spark.readStream.schema(tables.weather.schema).parquet(str(inbox / "weather"))
+        # At most a month of days per micro-batch, so the run shows several batches.
+        flights_stream = (
+            spark.readStream.schema(tables.flights.schema)
+            .option("maxFilesPerTrigger", 30)
+            .parquet(str(inbox / "flights"))
+        )
+        weather_stream = (
+            spark.readStream.schema(tables.weather.schema)
+            .option("maxFilesPerTrigger", 30)
+            .parquet(str(inbox / "weather"))
+        )
         queries = {}
         for name, df in (
             ("flights", routed_events(flight_events(flights_stream, tables))),
