@@ -6,6 +6,7 @@ process, so that the hot path before and after a change can be compared.
     .venv/bin/python benchmarks/profile_send.py --records 200000
     KPRODUCER_PURE_PYTHON=1 .venv/bin/python benchmarks/profile_send.py   # the pure-Python path
     .venv/bin/python benchmarks/profile_send.py --mode batch              # send_batch
+    .venv/bin/python benchmarks/profile_send.py --threads 1,2,4           # concurrency, no profiler
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def main() -> int:
     ap.add_argument("--mode", choices=["send", "batch", "arrow"], default="send")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--bootstrap")
+    ap.add_argument("--threads", help="comma-separated thread counts calling send(): measure without the profiler")
     args = ap.parse_args()
+    if args.threads:
+        return _threads(args)
 
     from pyinstrument import Profiler
     from tests.support.readback import create_topic
@@ -100,6 +104,57 @@ def main() -> int:
     print(f"{'self %':>7}  {'self s':>7}  function")
     for name, secs in acc.most_common(args.top):
         print(f"{100 * secs / total:6.1f}%  {secs:7.3f}  {name}")
+    return 0
+
+
+def _threads(args: argparse.Namespace) -> int:
+    """records/s with N threads calling send(), and whether batch.size/linger.ms still shape the batches."""
+    import threading
+
+    from tests.support.readback import create_topic
+    from tests.support.tansu import start_tansu
+
+    from kproducer.producer import Producer
+
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker = start_tansu()
+        bootstrap = broker.bootstrap
+    payload = os.urandom(args.size)
+    try:
+        print("| threads | records/s | batch-size-avg | records-per-request-avg | record-queue-time-avg ms |")
+        print("|---:|---:|---:|---:|---:|")
+        for n_threads in (int(t) for t in args.threads.split(",")):
+            topic = f"threads-{n_threads}-{int(time.time() * 1000)}"
+            create_topic(bootstrap, topic, args.partitions)
+            p = Producer({"bootstrap.servers": bootstrap, "acks": "1"})
+            p.send(topic, payload).result(30)
+            per_thread = args.records // n_threads
+
+            def work(topic: str = topic, p: Producer = p, per_thread: int = per_thread) -> None:
+                send = p.send
+                for _ in range(per_thread):
+                    send(topic, payload)
+
+            threads = [threading.Thread(target=work) for _ in range(n_threads)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            p.flush()
+            elapsed = time.perf_counter() - t0
+            m = p.metrics()
+            p.close()
+            print(
+                f"| {n_threads} | {per_thread * n_threads / elapsed:,.0f} | {m.get('batch-size-avg', 0):,.0f} | "
+                f"{m.get('records-per-request-avg', 0):,.1f} | {m.get('record-queue-time-avg', 0):.1f} |",
+                flush=True,
+            )
+    finally:
+        if broker is not None:
+            broker.stop()
     return 0
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from array import array
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -344,7 +344,11 @@ def _send_each(
         rf = producer.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, on_delivery=on_delivery)
         fut._appended(1)
         rng = BulkRange(0, 1, fut, range(row, row + 1), None, NO_TIMESTAMP)
-        rf.add_done_callback(lambda f, rng=rng: fut._finish(rng, f._result, [f]))
+
+        def done(f: RecordFuture, rng: BulkRange = rng) -> None:
+            fut._finish(rng, f._result, [f])
+
+        rf.add_done_callback(done)
     return fut
 
 
@@ -520,7 +524,11 @@ def _send_arrow_by_topic(
                 if md is not None:
                     result.set(md.offset, md.timestamp, None)
                 else:
-                    result.set(NO_OFFSET, NO_TIMESTAMP, lambda _i, err=err: err)
+
+                    def error_of(_index: int, err: BaseException | None = err) -> BaseException | None:
+                        return err
+
+                    result.set(NO_OFFSET, NO_TIMESTAMP, error_of)
                 timestamp_ = md.timestamp if md is not None else NO_TIMESTAMP
                 outer._finish(BulkRange(0, 1, outer, range(row, row + 1), None, timestamp_), result, None)
 

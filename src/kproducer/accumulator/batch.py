@@ -252,7 +252,7 @@ class ProducerBatch:
             if entry.__class__ is not BulkRange:
                 out.append(entry)  # type: ignore[arg-type]
                 continue
-            rng: BulkRange = entry  # type: ignore[assignment]
+            rng: BulkRange = entry
             futures = [RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
             rng.sink._range_done(rng, self.result, futures)
             out.extend(Thunk(rng.callback, f) for f in futures)
@@ -338,7 +338,7 @@ class ProducerBatch:
         index = 0
         for entry in self.thunks:
             if entry.__class__ is BulkRange:
-                rng: BulkRange = entry  # type: ignore[assignment]
+                rng: BulkRange = entry
                 index += rng.count
                 if rng.callback is not None:
                     self._fire_range(rng, base_offset, log_append_time, error_fn)
@@ -549,7 +549,7 @@ class ProducerBatch:
     def iter_futures(self) -> Iterable[RecordFuture]:
         for entry in self.thunks:
             if entry.__class__ is BulkRange:
-                rng: BulkRange = entry  # type: ignore[assignment]
+                rng: BulkRange = entry
                 for j in range(rng.count):
                     yield RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1)
             else:

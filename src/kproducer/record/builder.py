@@ -202,8 +202,8 @@ def estimate_size_upper_bound(
     """
     if magic >= 2 and not headers and (key is None or key.__class__ is bytes) and value.__class__ is bytes:
         # The common case (bytes value, optional bytes key, no headers) without the generic helpers.
-        k = -1 if key is None else len(key)  # type: ignore[arg-type]
-        v = len(value)  # type: ignore[arg-type]
+        k = -1 if key is None else len(key)
+        v = len(value)
         L = _VARINT_LEN
         size = (L[k] + k if 0 <= k < 16384 else varint_size(k) + max(k, 0)) + (
             L[v] + v if v < 16384 else varint_size(v) + v

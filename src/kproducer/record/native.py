@@ -65,7 +65,7 @@ class _Pure:
     @staticmethod
     def _as_bytes(field: str, data: Any) -> bytes | None:
         if data is None or data.__class__ is bytes:
-            return data  # type: ignore[no-any-return]
+            return data
         if isinstance(data, (bytes, bytearray)):
             return bytes(data)
         if isinstance(data, memoryview):
@@ -132,7 +132,7 @@ class _Pure:
             return None
         item = col[i]
         if item is None or item.__class__ is bytes:
-            return item  # type: ignore[no-any-return]
+            return item
         if isinstance(item, (bytes, bytearray)):
             return bytes(item)
         if isinstance(item, memoryview) and item.c_contiguous:
@@ -340,7 +340,7 @@ def _load_native() -> Any:
         log.debug("KPRODUCER_PURE_PYTHON is set: using the pure-Python hot path")
         return None
     try:
-        from kproducer import _speedups
+        from kproducer import _speedups  # type: ignore[attr-defined]
     except ImportError as e:
         log.info("kproducer C speedups unavailable (%s); using the pure-Python hot path", e)
         return None
