@@ -46,7 +46,7 @@ from kproducer.partitioner import partition_for_key, resolve_partitioner
 from kproducer.record.builder import estimate_size_upper_bound
 from kproducer.record.codecs import CompressionType
 from kproducer.sender import Sender
-from kproducer.serialization import resolve_serializer
+from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 from kproducer.transaction_manager import TransactionManager
 
@@ -108,6 +108,8 @@ class Producer:
 
         self._key_serializer = resolve_serializer(cfg.key_serializer, is_key=True)
         self._value_serializer = resolve_serializer(cfg.value_serializer, is_key=False)
+        self._key_passthrough = is_passthrough(self._key_serializer)
+        self._value_passthrough = is_passthrough(self._value_serializer)
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._interceptors = _resolve_interceptors(cfg.interceptor_classes)
@@ -228,7 +230,7 @@ class Producer:
         and the callback, as in Java; a misuse (closed producer, bad argument,
         serialization failure) raises here.
         """
-        if type(topic) is not str:
+        if not isinstance(topic, str):
             if isinstance(topic, ProducerRecord):
                 rec = topic
                 topic, value, key = rec.topic, rec.value, rec.key
@@ -263,13 +265,13 @@ class Producer:
         # 2. serialize (bytes skip the serializers)
         if type(key) is bytes or key is None:
             key_bytes = key
-            if key is not None and self._key_serializer.passthrough is False:
+            if key is not None and not self._key_passthrough:
                 key_bytes = self._key_serializer.serialize(topic, key, headers)
         else:
             key_bytes = self._key_serializer.serialize(topic, key, headers)
         if type(value) is bytes or value is None:
             value_bytes = value
-            if value is not None and self._value_serializer.passthrough is False:
+            if value is not None and not self._value_passthrough:
                 value_bytes = self._value_serializer.serialize(topic, value, headers)
         else:
             value_bytes = self._value_serializer.serialize(topic, value, headers)
@@ -341,7 +343,9 @@ class Producer:
             return self._fail_now(topic, partition if partition >= 0 else None, e, on_delivery)
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
-        return result.future
+        future = result.future
+        assert future is not None  # only None with abort_on_new_batch, which send() does not use
+        return future
 
     def send_batch(
         self,
@@ -457,7 +461,9 @@ class Producer:
         return fut
 
     # ------------------------------------------------------------------ interceptors
-    def _intercept_send(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Any) -> Any:
+    def _intercept_send(
+        self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Any
+    ) -> tuple[str, Any, Any, int | None, int | None, Any]:
         record = ProducerRecord(topic, value, key, partition, timestamp, headers)
         for ic in self._interceptors:
             try:

@@ -378,10 +378,10 @@ class Sender:
             self._accumulator.deallocate(batch)
             if self._guarantee_order:
                 self._accumulator.unmute_partition(tp)
-            return
             if self._breaker_manager is not None:
                 # A split probe proved nothing either way: its parts probe again.
                 self._breaker_manager.cancel_probe(tp, now)
+            return
 
         if exc.invalid_metadata or error_code in (3, 5, 6, 74):
             self._metadata.add_topic(tp.topic, now)
