@@ -27,10 +27,12 @@ from kproducer.circuit_breaker import (
     PartitionCircuitBreaker,
     ProducerStatusContext,
     SlidingWindow,
+    register_circuit_breaker_metrics,
     resolve_circuit_breaker,
 )
 from kproducer.errors import ConfigError, IllegalStateError, NotLeaderOrFollowerError, PartitionMutedError
 from kproducer.metadata import Cluster
+from kproducer.metrics import Metrics
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 
 P = "producer.circuit.breaker."
@@ -566,6 +568,30 @@ def test_listeners_fire_once_per_state_change_and_survive_failures() -> None:
         MUTE_TOTAL_METRIC: 2.0,
         UNMUTE_TOTAL_METRIC: 1.0,
     }
+
+
+def test_mute_total_never_lags_the_muted_gauge_while_events_are_dispatched() -> None:
+    """A node mute changes several partitions at once; the events are dispatched after the
+    lock is released, one by one. A metrics read in between must still count every muted
+    partition (the CI failure behind issue 6: gauge 2, total 1)."""
+    h = Harness(SMALL)
+    metrics = Metrics()
+    seen: list[tuple[float, float]] = []
+
+    def read_during_dispatch(change: CircuitStateChange) -> None:
+        snap = metrics.snapshot()
+        seen.append((snap[MUTED_PARTITIONS_METRIC], snap[MUTE_TOTAL_METRIC]))
+
+    h.manager.add_listener(read_during_dispatch)  # runs before the metrics listener
+    register_circuit_breaker_metrics(metrics, h.manager)
+    led = [tp for tp, leader in default_leaders().items() if leader == 1]
+    assert len(led) >= 2
+    assert h.manager.mute_node(1) is True
+    assert len(seen) == len(led)
+    assert all(total >= gauge == len(led) for gauge, total in seen), seen
+    assert metrics.snapshot()[MUTE_TOTAL_METRIC] == float(len(led))
+    assert h.manager.unmute_node(1) is True
+    assert metrics.snapshot()["circuit-breaker-unmute-total"] == float(len(led))
 
 
 def test_state_change_logs_a_warning_naming_partition_leader_and_rate(

@@ -52,7 +52,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from kproducer.errors import ConfigError, IllegalStateError, PartitionMutedError
 from kproducer.metadata import Cluster
-from kproducer.metrics import CumulativeCount, Metrics, Rate, WindowedCount
+from kproducer.metrics import Metrics, Rate, WindowedCount
 from kproducer.partitioner import murmur2
 from kproducer.structs import PartitionInfo, TopicPartition
 
@@ -1008,21 +1008,28 @@ class FailureRateCircuitBreaker:
 def register_circuit_breaker_metrics(metrics: Metrics, manager: CircuitBreakManager) -> StateListener:
     """Register the breaker's metrics in the producer's registry and feed them from a listener.
 
-    ``circuit-breaker-muted-partitions`` is a gauge over the manager's muted set;
-    ``circuit-breaker-mute-rate`` / ``-unmute-rate`` (and their ``-total``) count the
-    listener's mute and unmute events. Returns the listener (to remove it later).
+    ``circuit-breaker-muted-partitions`` is a gauge over the manager's muted set.
+    ``circuit-breaker-mute-total`` / ``-unmute-total`` read the manager's counters,
+    which change under the same lock as the muted set, so a reader never sees a
+    muted partition whose mute is not yet counted (listeners run after the lock is
+    released, so a listener-fed total could lag the gauge). The ``-rate`` metrics
+    come from the listener's events. Returns the listener (to remove it later).
     """
     metrics.add_gauge(
         MUTED_PARTITIONS_METRIC,
         lambda: float(len(manager.muted_partitions())),
         "Partitions currently muted by the circuit breaker (OPEN or HALF_OPEN).",
     )
+    metrics.add_gauge(
+        MUTE_TOTAL_METRIC, lambda: float(manager.mute_total), "Partitions muted by the circuit breaker in total."
+    )
+    metrics.add_gauge(
+        UNMUTE_TOTAL_METRIC, lambda: float(manager.unmute_total), "Partitions unmuted by the circuit breaker in total."
+    )
     mutes = metrics.sensor("circuit-breaker-mutes")
     mutes.add(MUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions muted by the circuit breaker per second.")
-    mutes.add(MUTE_TOTAL_METRIC, CumulativeCount(), "Partitions muted by the circuit breaker in total.")
     unmutes = metrics.sensor("circuit-breaker-unmutes")
     unmutes.add(UNMUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions unmuted by the circuit breaker per second.")
-    unmutes.add(UNMUTE_TOTAL_METRIC, CumulativeCount(), "Partitions unmuted by the circuit breaker in total.")
 
     def on_change(change: CircuitStateChange) -> None:
         if change.is_mute:
