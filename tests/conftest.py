@@ -7,15 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.tansu import TansuBroker, start_tansu
+from kproducer.spark.embedded_broker import EmbeddedBroker, start_embedded_broker
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def tansu() -> Iterator[TansuBroker]:
+def tansu() -> Iterator[EmbeddedBroker]:
     """One Tansu broker for the session, on a free loopback port."""
-    broker = start_tansu()
+    broker = start_embedded_broker(cluster_id="kproducer-test")
     try:
         yield broker
     finally:

