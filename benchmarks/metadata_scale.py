@@ -320,12 +320,11 @@ def main() -> None:
     if args.write > args.topics:
         raise SystemExit(f"--write ({args.write}) must not exceed --topics ({args.topics})")
 
-    from tests.support.tansu import start_tansu
-
     from kproducer.admin import create_topics
+    from kproducer.spark.embedded_broker import start_embedded_broker
 
     proxy_port = _free_port()
-    broker = start_tansu(advertised_port=proxy_port)
+    broker = start_embedded_broker(advertised_port=proxy_port)
     proxy = CountingProxy(proxy_port, broker.port)
     proxy.start()
     bootstrap = f"127.0.0.1:{proxy_port}"
