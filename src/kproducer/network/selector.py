@@ -116,8 +116,8 @@ class Selector:
         Coalesced: while a wakeup byte is already waiting to be read, another
         one adds nothing, and send() calls this for every record appended while
         batches queue up (the profile showed the syscall as its top cost). The
-        flag is cleared before the byte is drained, so a wakeup racing with the
-        drain either lands in this poll or writes a fresh byte for the next.
+        flag is cleared after the byte is drained: a wakeup skipped meanwhile
+        happened before this poll returns, so the Sender's next loop sees it.
         """
         if self._wake_pending:
             return
@@ -138,12 +138,16 @@ class Selector:
         for key, mask in events:
             ch = key.data
             if ch is None:
-                self._wake_pending = False
+                # Drain first, then clear the flag: a wakeup() skipped while the flag is
+                # still set precedes this poll's return, so the Sender's next loop sees its
+                # change; clearing first could lose a racing byte and leave the flag set for
+                # good, after which every wakeup() would be a no-op.
                 try:
                     while self._wake_r.recv(4096):
                         pass
                 except (BlockingIOError, OSError):
                     pass
+                self._wake_pending = False
                 continue
             if ch.conn_id not in self._channels:
                 continue
