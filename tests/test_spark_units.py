@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import pickle
+import random
 import threading
 import time
 from typing import Any
@@ -22,6 +23,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kproducer.accumulator.batch import BulkRange
+from kproducer.accumulator.futures import ProduceRequestResult
+from kproducer.bulk import BulkFuture
 from kproducer.errors import ConfigError, KafkaError, KafkaTimeoutError
 from kproducer.spark import datasource as ds
 from kproducer.spark.cache import ProducerCache
@@ -34,8 +38,16 @@ from kproducer.spark.contract import (
     parse_options,
     validate_schema,
 )
-from kproducer.spark.convert import arrow_to_columns, binary_buffers, row_to_record
-from kproducer.structs import RecordMetadata
+from kproducer.spark.convert import (
+    BulkCall,
+    RecordColumns,
+    arrow_to_columns,
+    binary_buffers,
+    binary_nbytes,
+    plan_arrow_batch,
+    row_to_record,
+)
+from kproducer.structs import RecordMetadata, TopicPartition
 
 HEADERS_T = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -216,6 +228,148 @@ def test_row_to_record_matches_arrow_path() -> None:
         row_to_record({"value": "x", "topic": None}, _schema(topic="topic"), None)
 
 
+# ---------------------------------------------------------------- planning bulk calls
+
+H_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def _flatten(plan: list[Any]) -> list[tuple[Any, ...]]:
+    """The records a plan sends, in send order: (topic, key, value, partition, timestamp, headers)."""
+    out: list[tuple[Any, ...]] = []
+    for part in plan:
+        if isinstance(part, BulkCall):
+            values = part.batch.column(0).to_pylist()
+            keys = part.batch.column(1).to_pylist() if part.batch.num_columns > 1 else [None] * len(values)
+            for k, v in zip(keys, values, strict=True):
+                out.append((part.topic, k, v, part.partition, part.timestamp, part.headers))
+        else:
+            topics = part.topics if part.topics is not None else [part.topic] * part.num_rows
+            n = part.num_rows
+            for i in range(n):
+                out.append(
+                    (
+                        topics[i],
+                        part.keys[i] if part.keys is not None else None,
+                        part.values[i],
+                        part.partitions[i] if part.partitions is not None else None,
+                        part.timestamps[i] if part.timestamps is not None else None,
+                        (part.headers[i] or None) if part.headers is not None else None,
+                    )
+                )
+    return out
+
+
+def _sticky(rng: random.Random, choices: list[Any], n: int, stay: float) -> list[Any]:
+    """n values from ``choices`` that repeat the previous one with probability ``stay`` (runs)."""
+    out: list[Any] = []
+    for _ in range(n):
+        out.append(out[-1] if out and rng.random() < stay else rng.choice(choices))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plan_sends_every_row_once_in_kafka_partition_order(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.choice([0, 1, 5, 40, 300])
+    stay = rng.choice([0.0, 0.9, 0.99])
+    topic_option = rng.choice([None, "forced"])
+    cols: dict[str, Any] = {
+        "key": pa.array(_sticky(rng, ["k1", "k2", None], n, 0.0)),
+        "value": pa.array([f"v{i}".encode() for i in range(n)], type=pa.binary()),
+        "topic": pa.array(_sticky(rng, ["a", "b", "c"], n, stay)),
+    }
+    roles: dict[str, Any] = {"key": "key", "topic": "topic"}
+    if rng.random() < 0.7:
+        null_share = rng.choice([0.0, 0.3, 1.0])
+        cols["partition"] = pa.array(
+            [None if rng.random() < null_share else p for p in _sticky(rng, [0, 1, 2], n, stay)], type=pa.int32()
+        )
+        roles["partition"] = "partition"
+    if rng.random() < 0.5:
+        ms = _sticky(rng, [1_700_000_000_000, 1_700_000_000_001, None], n, stay)
+        cols["timestamp"] = pa.array(
+            [None if m is None else dt.datetime.fromtimestamp(m / 1000, dt.UTC) for m in ms],
+            type=pa.timestamp("us", tz="UTC"),
+        )
+        roles["timestamp"] = "timestamp"
+    if rng.random() < 0.5:
+        choices = [None, [], [{"key": "h", "value": b"1"}], [{"key": "h", "value": b"2"}, {"key": "x", "value": None}]]
+        cols["headers"] = pa.array(_sticky(rng, choices, n, stay), type=H_TYPE)
+        roles["headers"] = "headers"
+    batch = pa.record_batch(cols)
+    schema = _schema(**roles)
+    plan = plan_arrow_batch(batch, schema, topic_option, min_run=8)
+    got = _flatten(plan)
+    want = [
+        (t, k, v, p, ts, h or None)
+        for t, k, v, p, ts, h in (
+            row_to_record({c: batch.column(c)[i].as_py() for c in cols}, schema, topic_option) for i in range(n)
+        )
+    ]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
+    # Order: two rows of one topic keep their order unless they name different partitions.
+    pos = {rec[2]: i for i, rec in enumerate(got)}
+    for i, a in enumerate(want):
+        for b in want[i + 1 :]:
+            if a[0] == b[0] and not (a[3] is not None and b[3] is not None and a[3] != b[3]):
+                assert pos[a[2]] < pos[b[2]], (a, b)
+    # Bulk calls carry at least min_run rows unless the batch is one run.
+    bulk = [p for p in plan if isinstance(p, BulkCall)]
+    assert all(c.batch.num_rows >= 8 for c in bulk) or len(plan) == 1
+
+
+def test_plan_one_bulk_call_for_the_plain_shape() -> None:
+    batch = pa.record_batch({"key": pa.array(["a", None, "c"]), "value": pa.array(["1", "22", None])})
+    plan = plan_arrow_batch(batch, _schema(key="key"), "t")
+    assert len(plan) == 1 and isinstance(plan[0], BulkCall)
+    call = plan[0]
+    assert (call.topic, call.partition, call.timestamp, call.headers) == ("t", None, None, None)
+    # String columns are handed over as binary (a zero-copy view), nulls kept.
+    assert call.batch.schema.types == [pa.binary(), pa.binary()]
+    assert call.batch.column(0).to_pylist() == [b"1", b"22", None]
+    assert call.batch.column(1).to_pylist() == [b"a", None, b"c"]
+    assert binary_nbytes(call.batch.column(0)) == 3 and binary_nbytes(pa.array(["xy", "z"]).slice(1)) == 1
+
+
+def test_plan_groups_topic_and_partition_columns_into_bulk_calls() -> None:
+    n = 1000
+    batch = pa.record_batch(
+        {
+            "value": pa.array([str(i) for i in range(n)]),
+            "topic": pa.array(["a" if i % 3 else "b" for i in range(n)]),
+            "partition": pa.array([i % 4 for i in range(n)], type=pa.int32()),
+            "headers": pa.array([[{"key": "src", "value": b"spark"}]] * n, type=H_TYPE),
+        }
+    )
+    plan = plan_arrow_batch(batch, _schema(topic="topic", partition="partition", headers="headers"), None)
+    assert all(isinstance(p, BulkCall) for p in plan) and len(plan) == 8
+    for call in plan:
+        assert isinstance(call, BulkCall)
+        rows = [int(v) for v in call.batch.column(0).to_pylist()]
+        assert rows == sorted(rows)
+        assert all(("a" if i % 3 else "b") == call.topic and i % 4 == call.partition for i in rows)
+        assert call.headers == [("src", b"spark")]
+
+
+def test_plan_per_row_headers_fall_back_to_send() -> None:
+    batch = pa.record_batch(
+        {
+            "value": pa.array(["x"] * 50),
+            "headers": pa.array([[{"key": "i", "value": str(i).encode()}] for i in range(50)], type=H_TYPE),
+        }
+    )
+    plan = plan_arrow_batch(batch, _schema(headers="headers"), "t")
+    assert len(plan) == 1 and isinstance(plan[0], RecordColumns)
+    assert plan[0].headers == [[("i", str(i).encode())] for i in range(50)]
+
+
+def test_plan_null_topic_is_an_error() -> None:
+    batch = pa.record_batch({"value": pa.array(["x", "y"]), "topic": pa.array(["a", None])})
+    with pytest.raises(ValueError, match="null topic"):
+        plan_arrow_batch(batch, _schema(topic="topic"), None)
+    assert len(plan_arrow_batch(batch, _schema(topic="topic"), "opt")) == 1
+
+
 # ---------------------------------------------------------------- commit messages
 
 
@@ -272,12 +426,18 @@ def test_metrics_delta() -> None:
 
 
 class FakeProducer:
-    """Stands in for kproducer.producer.Producer: records sends, acknowledges them on flush."""
+    """Stands in for kproducer.producer.Producer: records sends, acknowledges them on flush.
+
+    ``send_arrow`` returns a real :class:`BulkFuture`, completed on flush the way
+    the accumulator completes one (a BulkRange per batch), so the sink's
+    per-range accounting is what runs.
+    """
 
     def __init__(self, config: dict[str, str], fail: Exception | None = None) -> None:
         self.config = config
         self.closed = False
         self.sent: list[tuple[Any, ...]] = []
+        self.calls = {"send": 0, "send_arrow": 0}
         self._pending: list[tuple[Any, ...]] = []
         self._offsets: dict[tuple[str, int], int] = {}
         self.fail = fail
@@ -285,11 +445,40 @@ class FakeProducer:
     def send(self, topic: str, value: Any = None, key: Any = None, partition: Any = None, timestamp: Any = None,
              headers: Any = None, on_delivery: Any = None) -> None:  # fmt: skip
         rec = (topic, key, value, partition, timestamp, headers, on_delivery)
+        self.calls["send"] += 1
         self.sent.append(rec[:-1])
         self._pending.append(rec)
 
+    def send_arrow(self, data: Any, topic: str, *, value_column: str = "value", key_column: str | None = "key",
+                   topic_column: str = "topic", partition: Any = None, timestamp: Any = None, headers: Any = None,
+                   on_delivery: Any = None) -> BulkFuture:  # fmt: skip
+        assert on_delivery is None, "the sink counts bulk calls from their futures, not per-record callbacks"
+        n = data.num_rows
+        values = data.column(value_column).to_pylist()
+        has_keys = key_column is not None and key_column in data.schema.names
+        keys = data.column(key_column).to_pylist() if has_keys else [None] * n
+        hdrs = list(headers) if headers else None
+        self.calls["send_arrow"] += 1
+        for k, v in zip(keys, values, strict=True):
+            self.sent.append((topic, k, v, partition, timestamp, hdrs))
+        fut = BulkFuture(topic, n)
+        self._pending.append((topic, n, partition, fut))
+        return fut
+
     def flush(self, timeout: float | None = None) -> None:
-        for topic, _k, _v, partition, *_rest, cb in self._pending:
+        for rec in self._pending:
+            if isinstance(rec[-1], BulkFuture):
+                topic, n, partition, fut = rec
+                p = partition if partition is not None else 0
+                off = self._offsets.get((topic, p), 0)
+                self._offsets[(topic, p)] = off + n
+                result = ProduceRequestResult(TopicPartition(topic, p))
+                result.set(off, -1, None if self.fail is None else (lambda _i, e=self.fail: e))
+                fut._appended(n)
+                fut._range_done(BulkRange(0, n, fut, range(n), None, -1), result, None)
+                result.done()
+                continue
+            topic, _k, _v, partition, *_rest, cb = rec
             p = partition if partition is not None else 0
             off = self._offsets.get((topic, p), 0)
             self._offsets[(topic, p)] = off + 1
@@ -390,6 +579,8 @@ def test_arrow_writer_task_sends_flushes_and_reports(fake_cache: ProducerCache) 
         ("t", b"b", b"22", None, None, None),
         ("t", None, b"333", None, None, None),
     ]
+    # One bulk call per Arrow batch, no per-row send().
+    assert producer.calls == {"send": 0, "send_arrow": 2}
     # A second task in the same worker reuses the producer.
     msg2 = w2.write(iter(batches[:1]))
     assert (msg2.producer_created, msg2.producer_serial, msg2.records) == (False, msg.producer_serial, 2)

@@ -15,6 +15,8 @@ import json
 import logging
 import math
 import os
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,44 +40,121 @@ OffsetRange = list[int]
 
 
 class DeliveryTracker:
-    """The delivery callback of one task: acknowledged counts, offset ranges and the first error.
+    """One task's delivery outcomes: acknowledged counts, offset ranges and the first error.
 
-    Called on the producer's single I/O thread; the task reads it only after
-    ``flush()`` returned, which orders the two, so no lock is needed.
+    Records sent with ``send()`` report here through the delivery callback
+    (``tracker`` itself), on the producer's single I/O thread. Bulk calls
+    (``send_arrow``) are not called back per record: their futures are kept
+    with :meth:`watch` and folded in by :meth:`settle`, one batch range at a
+    time, after the task's ``flush()``. The task reads the counts only after
+    ``flush()`` returned, which orders both, so no lock is needed.
     """
 
-    __slots__ = ("acked", "failed", "first_error", "ranges")
+    __slots__ = ("acked", "bulk", "failed", "first_error", "ranges")
 
     def __init__(self) -> None:
         self.acked = 0
         self.failed = 0
         self.first_error: BaseException | None = None
         self.ranges: dict[tuple[str, int], OffsetRange] = {}
+        self.bulk: list[Any] = []
 
     def __call__(self, metadata: Any, exception: BaseException | None) -> None:
         if exception is not None:
-            self.failed += 1
-            if self.first_error is None:
-                self.first_error = exception
+            self._fail(1, exception)
             return
-        self.acked += 1
-        tp = (metadata.topic, metadata.partition)
+        self._ack(metadata.topic, metadata.partition, metadata.offset, metadata.offset, 1)
+
+    def _fail(self, count: int, exception: BaseException) -> None:
+        self.failed += count
+        if self.first_error is None:
+            self.first_error = exception
+
+    def _ack(self, topic: str, partition: int, first: int, last: int, count: int) -> None:
+        self.acked += count
+        tp = (topic, partition)
         r = self.ranges.get(tp)
-        off = metadata.offset
         if r is None:
-            self.ranges[tp] = [off, off, 1]
+            self.ranges[tp] = [first, last, count]
         else:
-            if off < r[0]:
-                r[0] = off
-            if off > r[1]:
-                r[1] = off
-            r[2] += 1
+            if first < r[0]:
+                r[0] = first
+            if last > r[1]:
+                r[1] = last
+            r[2] += count
+
+    def watch(self, future: Any) -> None:
+        """Keep a bulk call's future (``kproducer.bulk.BulkFuture``) for :meth:`settle`."""
+        self.bulk.append(future)
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Fold in the watched bulk futures; one not done within ``timeout`` s stays uncounted.
+
+        Call it after ``flush()``: then every future is done, or the flush
+        timed out and the task reports the records as unacknowledged.
+        """
+        deadline = time.monotonic() + timeout
+        for fut in self.bulk:
+            if fut.done() or _await(fut, max(0.0, deadline - time.monotonic())):
+                self._fold(fut)
+        self.bulk = []
+
+    def _fold(self, fut: Any) -> None:
+        """A done BulkFuture's outcome, one range per (batch, call) rather than one object per record.
+
+        Reads the future's completed segments (``kproducer.bulk.BulkFuture`` has
+        no public per-range view): each is (BulkRange, ProduceRequestResult,
+        split futures or None), the range's records at relative offsets
+        ``first..first+count`` of the batch whose base offset the result holds.
+        """
+        segments = getattr(fut, "_segments", None)
+        if segments is None:
+            # Not the bulk module's future: per record through the public API.
+            for md, err in zip(fut.metadata(0), fut.exceptions(0), strict=True):
+                self(md, err)
+            return
+        counted = 0
+        for rng, result, split in segments:
+            counted += rng.count
+            if split is not None:  # the batch was split (MESSAGE_TOO_LARGE): per-record futures
+                for f in split:
+                    err = f.record_error()
+                    self(None if err is not None else f.value(), err)
+                continue
+            tp = result.topic_partition
+            base = result.base_offset
+            if getattr(result, "_error_fn", True) is None:  # the whole batch succeeded
+                if base < 0:  # acks=0: no offsets, as send() reports them (-1)
+                    self._ack(tp.topic, tp.partition, -1, -1, rng.count)
+                else:
+                    self._ack(tp.topic, tp.partition, base + rng.first, base + rng.first + rng.count - 1, rng.count)
+                continue
+            for j in range(rng.first, rng.first + rng.count):
+                err = result.error_at(j)
+                if err is not None:
+                    self._fail(1, err)
+                else:
+                    off = base + j if base >= 0 else -1
+                    self._ack(tp.topic, tp.partition, off, off, 1)
+        missing = fut.count - counted
+        if missing > 0:
+            # Records the call never queued (it failed part-way, e.g. the topic's metadata timed out).
+            err = getattr(fut, "_missing_error", None) or fut.exception(0)
+            if err is not None:
+                self._fail(missing, err)
 
     def partitions(self) -> dict[str, dict[int, OffsetRange]]:
         out: dict[str, dict[int, OffsetRange]] = {}
         for (topic, partition), r in self.ranges.items():
             out.setdefault(topic, {})[partition] = list(r)
         return out
+
+
+def _await(fut: Any, timeout: float) -> bool:
+    """Wait for a BulkFuture through its public done-callback; False after ``timeout`` s."""
+    ev = threading.Event()
+    fut.add_done_callback(lambda _f: ev.set())
+    return ev.wait(timeout)
 
 
 def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

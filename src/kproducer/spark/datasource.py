@@ -9,6 +9,13 @@ sends, flushes, and returns a :class:`~kproducer.spark.commit.TaskCommit`;
 a delivery failure raises the Kafka error so that Spark fails (and retries)
 the task. The driver's ``commit()`` aggregates the counts.
 
+The Arrow writers hand each batch to ``Producer.send_arrow`` (the bulk API:
+records encoded from the column buffers, no Python object per row), cut by
+:func:`~kproducer.spark.convert.plan_arrow_batch` into calls that share a
+topic, partition, timestamp and headers. Rows whose timestamp or headers change
+from row to row (runs shorter than ``MIN_BULK_RUN``) go through ``send()`` one
+by one, in row order. The row writers (``writer=row``) always use ``send()``.
+
 Delivery is at-least-once: a retried task or micro-batch re-sends its rows.
 """
 
@@ -48,7 +55,7 @@ from kproducer.spark.contract import (
     validate_producer_config,
     validate_schema,
 )
-from kproducer.spark.convert import RecordColumns, arrow_to_columns, row_to_record
+from kproducer.spark.convert import BulkCall, RecordColumns, binary_nbytes, plan_arrow_batch, row_to_record
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +123,7 @@ def _run_task(
         tracker = DeliveryTracker()
         sent, nbytes = send_all(producer, tracker)
         producer.flush(timeout=options.flush_timeout_s)
+        tracker.settle()
         after = producer.metrics()
     if tracker.first_error is not None:
         err = tracker.first_error
@@ -153,14 +161,34 @@ class _SinkWriterBase:
 
     def _write_arrow(self, iterator: Iterator[Any]) -> TaskCommit:
         schema, topic = self.sink_schema, self.sink_options.topic
+        key_name = schema.key
 
         def send_all(producer: Any, tracker: DeliveryTracker) -> tuple[int, int]:
             sent = nbytes = 0
+            send_arrow = producer.send_arrow
             for batch in iterator:
-                cols = arrow_to_columns(batch, schema, topic)
-                _send_columns(producer, cols, tracker)
-                sent += cols.num_rows
-                nbytes += cols.nbytes
+                for part in plan_arrow_batch(batch, schema, topic):
+                    if isinstance(part, BulkCall):
+                        data = part.batch
+                        tracker.watch(
+                            send_arrow(
+                                data,
+                                part.topic,
+                                value_column=schema.value,
+                                key_column=key_name,
+                                partition=part.partition,
+                                timestamp=part.timestamp,
+                                headers=part.headers,
+                            )
+                        )
+                        sent += data.num_rows
+                        nbytes += binary_nbytes(data.column(0))
+                        if key_name is not None:
+                            nbytes += binary_nbytes(data.column(1))
+                    else:
+                        _send_columns(producer, part, tracker)
+                        sent += part.num_rows
+                        nbytes += part.nbytes
             return sent, nbytes
 
         return _run_task(self.sink_options, send_all)
