@@ -115,23 +115,25 @@ def test_batch_write_200k_rows_every_record_with_key_partition_headers(
         assert (min(offsets), max(offsets), len(offsets)) == (first, last, count)
 
 
-def test_row_writer_and_topic_column(spark: Any, tansu: EmbeddedBroker) -> None:
-    topics = ["spark-rows-a", "spark-rows-b"]
+@pytest.mark.parametrize("writer", ["row", "arrow"])
+def test_topic_and_timestamp_columns(spark: Any, tansu: EmbeddedBroker, writer: str) -> None:
+    topics = [f"spark-{writer}-a", f"spark-{writer}-b"]
     for t in topics:
         create_topic(tansu.bootstrap, t, 2)
+    # Timestamps in runs of 50 rows: the Arrow writer sends each run with one bulk call.
     df = spark.range(0, 1000, 1, 2).selectExpr(
         "cast(cast(id as string) as binary) as key",
         "cast(id as string) as value",
-        "if(id % 2 = 0, 'spark-rows-a', 'spark-rows-b') as topic",
-        "timestamp_millis(1700000000000 + id) as timestamp",
+        f"if(id % 2 = 0, '{topics[0]}', '{topics[1]}') as topic",
+        "timestamp_millis(1700000000000 + id - id % 50) as timestamp",
     )
-    summary = write_to_kafka(df, writer="row", bootstrap_servers=tansu.bootstrap)
-    assert summary.topic_counts() == {"spark-rows-a": 500, "spark-rows-b": 500}
+    summary = write_to_kafka(df, writer=writer, bootstrap_servers=tansu.bootstrap)
+    assert summary.topic_counts() == {topics[0]: 500, topics[1]: 500}
     for t, parity in zip(topics, (0, 1), strict=True):
         recs = read_topic(tansu.bootstrap, t, 500, partitions=2)
         assert len(recs) == 500
         assert {int(r.value or b"-1") % 2 for r in recs} == {parity}
-        assert all(r.timestamp == 1700000000000 + int(r.value or b"0") for r in recs)
+        assert all(r.timestamp == 1700000000000 + int(r.value or b"0") // 50 * 50 for r in recs)
 
 
 # ---------------------------------------------------------------- producer cache inside Spark
