@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c 2>/dev/null | sha1sum | cut -c1-12)
 # The pure-Python fallback of the hot path (KPRODUCER_PURE_PYTHON=1) is tested on these too.
-PURE_TESTS := tests/test_record_builder.py tests/test_record_roundtrip.py tests/test_record_interop.py \
+PURE_TESTS := tests/test_send_lane.py tests/test_record_builder.py tests/test_record_roundtrip.py tests/test_record_interop.py \
 	tests/test_record_broker.py tests/test_record_codecs.py tests/test_batch.py tests/test_accumulator.py \
 	tests/test_buffer_pool.py tests/test_partitioner.py tests/test_producer_tansu.py \
 	tests/test_producer_mock_cluster.py tests/test_native.py tests/test_bulk.py

@@ -17,6 +17,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <structmember.h>
 
 #define COMPRESSION_RATE_ESTIMATION_FACTOR 1.05
 
@@ -523,6 +525,619 @@ done:
 static PyObject *py_sizes_seq(PyObject *self, PyObject *args) { return column_sizes(args, 0); }
 static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_sizes(args, 1); }
 
+
+/* ------------------------------------------------------------------ the send() fast lane
+ *
+ * Producer.send() for the common call shape -- send(topic, value, key, on_delivery=...)
+ * with bytes (or None) key and value, a topic whose metadata is known, the built-in
+ * partitioner, and room in the partition's open batch -- done in one native call.
+ * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
+ * the Python accumulator uses (their __slots__ are read and written at the offsets
+ * Python gave them), under the same partition-deque lock. Whenever anything is out
+ * of the ordinary (no open batch, the record does not fit, a lock is busy, an
+ * argument the lane does not handle) it changes nothing and hands the call, as it
+ * came, to the Python send(), which defines the semantics.
+ */
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+enum {
+    B_BUF, B_MAGIC, B_COMPRESSION, B_WRITE_LIMIT, B_RECORDS_START, B_POS, B_NUM_RECORDS,
+    B_BASE_TS, B_MAX_TS, B_CLOSED, B_RATIO, B_NSLOTS
+};
+static const char *builder_slots[B_NSLOTS] = {
+    "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
+    "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio",
+};
+enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_NSLOTS };
+static const char *batch_slots[PB_NSLOTS] = {
+    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable",
+};
+enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
+static const char *future_slots[RF_NSLOTS] = {
+    "_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
+};
+enum { DQ_LOCK, DQ_BATCHES, DQ_NSLOTS };
+static const char *deque_slots[DQ_NSLOTS] = {"lock", "batches"};
+enum { SP_PARTITION, SP_BYTES, SP_NSLOTS };
+static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
+enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
+static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
+
+static PyObject *s_acquire, *s_release, *s_touch, *s_update_partition_info, *s_closed;
+
+/* One topic the lane knows: the cluster snapshot it was registered with, and the accumulator's state. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cluster;      /* a Cluster; the entry is stale once metadata holds another */
+    PyObject *deques;       /* dict partition -> _PartitionDeque (the accumulator's) */
+    PyObject *partitioner;  /* the topic's BuiltInPartitioner */
+    Py_ssize_t num_partitions;
+    int64_t last_touch_ms;
+} LaneTopic;
+
+static void lane_topic_dealloc(LaneTopic *t) {
+    Py_XDECREF(t->cluster);
+    Py_XDECREF(t->deques);
+    Py_XDECREF(t->partitioner);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyTypeObject LaneTopicType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.LaneTopic",
+    .tp_basicsize = sizeof(LaneTopic),
+    .tp_dealloc = (destructor)lane_topic_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A topic registered with a SendLane.",
+};
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *slow;          /* the Python send(), bound: every call the lane does not take */
+    PyObject *metadata;      /* Metadata: .cluster is compared by identity, .touch() keeps topics alive */
+    PyObject *accumulator;   /* RecordAccumulator: .closed */
+    PyObject *wakeup;        /* the Sender's wakeup() */
+    PyObject *topics;        /* dict topic -> LaneTopic */
+    PyObject *none_compression;
+    PyObject *cluster_attr;  /* the Metadata attribute holding the current Cluster snapshot */
+    PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
+    Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
+        bp_off[BP_NSLOTS];
+    Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
+    Py_ssize_t sticky_batch_size;
+    int ignore_keys;
+    int enabled;
+    Py_ssize_t fast_calls;        /* sends the lane took (tests and benchmarks read it) */
+} SendLane;
+
+static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_t *out) {
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (d == NULL) return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "%.80s.%s must be a __slots__ member for the send lane", type->tp_name,
+                         names[i]);
+            Py_DECREF(d);
+            return -1;
+        }
+        out[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
+    Py_VISIT(self->slow);
+    Py_VISIT(self->metadata);
+    Py_VISIT(self->accumulator);
+    Py_VISIT(self->wakeup);
+    Py_VISIT(self->topics);
+    return 0;
+}
+
+static int lane_clear(SendLane *self) {
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->metadata);
+    Py_CLEAR(self->accumulator);
+    Py_CLEAR(self->wakeup);
+    Py_CLEAR(self->topics);
+    return 0;
+}
+
+static void lane_dealloc(SendLane *self) {
+    PyObject_GC_UnTrack(self);
+    lane_clear(self);
+    Py_CLEAR(self->none_compression);
+    Py_CLEAR(self->cluster_attr);
+    Py_CLEAR(self->batch_type);
+    Py_CLEAR(self->builder_type);
+    Py_CLEAR(self->future_type);
+    Py_CLEAR(self->thunk_type);
+    Py_CLEAR(self->deque_type);
+    Py_CLEAR(self->sticky_type);
+    Py_CLEAR(self->partitioner_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline int64_t now_ms(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* An int slot as int64; 0 (and no error) when it is not an exact int. */
+static inline int slot_int(PyObject *o, Py_ssize_t off, int64_t *out) {
+    PyObject *v = SLOT(o, off);
+    if (v == NULL || !PyLong_CheckExact(v)) return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    *out = x;
+    return 1;
+}
+
+static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(o, off);
+    SLOT(o, off) = v;
+    Py_XDECREF(old);
+}
+
+static inline int lock_try(PyObject *lock) {
+    PyObject *args[2] = {lock, Py_False};
+    PyObject *r = PyObject_VectorcallMethod(s_acquire, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r == NULL) return -1;
+    int got = (r == Py_True);
+    Py_DECREF(r);
+    return got;
+}
+
+static inline int lock_release(PyObject *lock) {
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_release);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+#define LANE_SLOW 1  /* not taken: hand to the Python send() */
+
+static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const uint8_t *k, Py_ssize_t klen,
+                          const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
+static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
+                              Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
+                              Py_ssize_t vlen, PyObject *callback, PyObject **out);
+
+/* The fast path proper: 0 with *out set, LANE_SLOW, or -1 with an exception. */
+static int lane_try(SendLane *self, PyObject *topic, PyObject *value, PyObject *key, PyObject *callback,
+                    PyObject **out) {
+    const uint8_t *k = NULL, *v = NULL;
+    Py_ssize_t klen = -1, vlen = -1;
+    if (key != Py_None) {
+        if (!PyBytes_CheckExact(key)) return LANE_SLOW;
+        k = (const uint8_t *)PyBytes_AS_STRING(key);
+        klen = PyBytes_GET_SIZE(key);
+    }
+    if (value != Py_None) {
+        if (!PyBytes_CheckExact(value)) return LANE_SLOW;
+        v = (const uint8_t *)PyBytes_AS_STRING(value);
+        vlen = PyBytes_GET_SIZE(value);
+    }
+    /* An upper bound of the batch this record needs (Java's estimateSizeInBytesUpperBound, no headers):
+       near the limits the Python path decides, and fails the record with RecordTooLargeError. */
+    if ((klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0) + 100 > self->max_record_size) return LANE_SLOW;
+    PyObject *entry = PyDict_GetItemWithError(self->topics, topic);
+    if (entry == NULL) return PyErr_Occurred() ? -1 : LANE_SLOW;
+    /* Owned for the call: waiting for the deque lock lets other threads run, and one of them
+       may register the topic again (replacing this entry). */
+    Py_INCREF(entry);
+    int rc = lane_try_topic(self, (LaneTopic *)entry, topic, k, klen, v, vlen, key != Py_None, callback, out);
+    Py_DECREF(entry);
+    return rc;
+}
+
+static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const uint8_t *k, Py_ssize_t klen,
+                          const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out) {
+    PyObject *cluster = PyObject_GetAttr(self->metadata, self->cluster_attr);
+    if (cluster == NULL) return -1;
+    Py_DECREF(cluster);  /* identity only; metadata keeps it alive */
+    if (cluster != t->cluster) return LANE_SLOW;
+
+    int64_t now = now_ms(CLOCK_MONOTONIC);
+    if (now - t->last_touch_ms >= 1000) {
+        /* Idle eviction (KIP-526) needs to know the topic is in use; a second's granularity is plenty. */
+        PyObject *now_obj = PyLong_FromLongLong(now);
+        if (now_obj == NULL) return -1;
+        PyObject *args[3] = {self->metadata, topic, now_obj};
+        PyObject *r = PyObject_VectorcallMethod(s_touch, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(now_obj);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        t->last_touch_ms = now;
+    }
+
+    Py_ssize_t partition;
+    PyObject *sticky = NULL;
+    int keyed = has_key && !self->ignore_keys;
+    if (keyed) {
+        partition = (Py_ssize_t)((uint32_t)(murmur2_raw(k, klen) & 0x7fffffff) % (uint64_t)t->num_partitions);
+    } else {
+        if (!Py_IS_TYPE(t->partitioner, self->partitioner_type)) return LANE_SLOW;
+        sticky = SLOT(t->partitioner, self->bp_off[BP_STICKY]);
+        if (sticky == NULL || !Py_IS_TYPE(sticky, self->sticky_type)) return LANE_SLOW;
+        int64_t p;
+        if (!slot_int(sticky, self->sp_off[SP_PARTITION], &p) || p < 0 || p >= t->num_partitions) return LANE_SLOW;
+        partition = (Py_ssize_t)p;
+    }
+    PyObject *pkey = PyLong_FromSsize_t(partition);
+    if (pkey == NULL) return -1;
+    PyObject *dq = PyDict_GetItemWithError(t->deques, pkey);
+    Py_DECREF(pkey);
+    if (dq == NULL) return PyErr_Occurred() ? -1 : LANE_SLOW;
+    if (!Py_IS_TYPE(dq, self->deque_type)) return LANE_SLOW;
+    PyObject *lock = SLOT(dq, self->dq_off[DQ_LOCK]);
+    PyObject *batches = SLOT(dq, self->dq_off[DQ_BATCHES]);
+    if (lock == NULL || batches == NULL) return LANE_SLOW;
+    Py_INCREF(lock);
+    Py_INCREF(batches);
+    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, out);
+    Py_DECREF(batches);
+    Py_DECREF(lock);
+    return rc;
+}
+
+/* Takes the deque lock (owned references held by the caller) and appends, or declines. */
+static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
+                              Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
+                              Py_ssize_t vlen, PyObject *callback, PyObject **out) {
+    int64_t now = now_ms(CLOCK_MONOTONIC);
+    int64_t timestamp = now_ms(CLOCK_REALTIME);
+    int got = lock_try(lock);
+    if (got < 0) return -1;
+    if (!got) {
+        /* Busy (the Sender drains this deque, or another caller appends): wait as the Python path
+           would; acquire() lets go of the GIL while it blocks. Then re-check what was read before. */
+        PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) {
+            /* The sticky partition moved on meanwhile: start over in Python. */
+            return lock_release(lock) < 0 ? -1 : LANE_SLOW;
+        }
+        now = now_ms(CLOCK_MONOTONIC);
+        timestamp = now_ms(CLOCK_REALTIME);
+    }
+
+    /* ---- under the partition deque's lock ---- */
+    int rc = LANE_SLOW;
+    PyObject *future = NULL, *thunk = NULL, *batch = NULL;
+    PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
+    PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL;
+    int full = 0, many = 0;
+    Py_ssize_t appended = 0;
+    {
+        PyObject *closed = PyObject_GetAttr(self->accumulator, s_closed);
+        if (closed == NULL) { rc = -1; goto unlock; }
+        int is_closed = PyObject_IsTrue(closed);
+        Py_DECREF(closed);
+        if (is_closed != 0) { rc = is_closed < 0 ? -1 : LANE_SLOW; goto unlock; }
+        Py_ssize_t nb = PyObject_Length(batches);
+        if (nb < 0) { rc = -1; goto unlock; }
+        if (nb == 0) goto unlock;
+        many = nb > 1;
+        batch = PySequence_GetItem(batches, nb - 1);
+        if (batch == NULL) { rc = -1; goto unlock; }
+        if (!Py_IS_TYPE(batch, self->batch_type) || SLOT(batch, self->pb_off[PB_WRITABLE]) != Py_True) goto unlock;
+        PyObject *builder = SLOT(batch, self->pb_off[PB_BUILDER]);
+        PyObject *thunks = SLOT(batch, self->pb_off[PB_THUNKS]);
+        PyObject *result = SLOT(batch, self->pb_off[PB_RESULT]);
+        if (builder == NULL || thunks == NULL || result == NULL || !Py_IS_TYPE(builder, self->builder_type) ||
+            !PyList_CheckExact(thunks))
+            goto unlock;
+        PyObject *buf = SLOT(builder, self->b_off[B_BUF]);
+        PyObject *compression = SLOT(builder, self->b_off[B_COMPRESSION]);
+        PyObject *ratio_obj = SLOT(builder, self->b_off[B_RATIO]);
+        if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
+            compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
+            goto unlock;
+        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count;
+        if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||
+            !slot_int(builder, self->b_off[B_WRITE_LIMIT], &write_limit) ||
+            !slot_int(builder, self->b_off[B_RECORDS_START], &records_start) ||
+            !slot_int(builder, self->b_off[B_POS], &pos) || !slot_int(builder, self->b_off[B_NUM_RECORDS], &num) ||
+            !slot_int(builder, self->b_off[B_BASE_TS], &base_ts) ||
+            !slot_int(builder, self->b_off[B_MAX_TS], &max_ts) ||
+            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num)
+            goto unlock;
+        batch_t b;
+        b.buf = buf;
+        b.pos = (Py_ssize_t)pos;
+        b.write_limit = (Py_ssize_t)write_limit;
+        b.records_start = (Py_ssize_t)records_start;
+        b.ratio = compression == self->none_compression ? 0.0 : PyFloat_AS_DOUBLE(ratio_obj);
+        b.num_records = num;
+        b.ts_delta = timestamp - base_ts;
+        b.headers = NO_HEADERS;
+        b.headers_len = 1;
+        /* Allocate everything before the first write, so that a failure leaves the batch as it was. */
+        future = self->future_type->tp_alloc(self->future_type, 0);
+        thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
+        n_num = PyLong_FromLongLong(num + 1);
+        n_max = PyLong_FromLongLong(timestamp > max_ts ? timestamp : max_ts);
+        n_now = PyLong_FromLongLong(now);
+        n_ts = PyLong_FromLongLong(timestamp);
+        n_ks = PyLong_FromSsize_t(klen);
+        n_vs = PyLong_FromSsize_t(vlen);
+        n_count = PyLong_FromLongLong(count);
+        if (!future || !thunk || !n_num || !n_max || !n_now || !n_ts || !n_ks || !n_vs || !n_count) {
+            rc = -1;
+            goto unlock;
+        }
+        /* Neither can be part of a lasting reference cycle (a future points at its batch's result and
+           ints; a thunk at a callback and a future), and millions are alive at once under load: keeping
+           them out of the cyclic GC's generations saves it from scanning them over and over. */
+        if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
+        if (PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
+        Py_ssize_t before = b.ratio > 0
+            ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
+            : b.pos;
+        int ok = append_one(&b, k, klen, v, vlen, 1);
+        if (ok < 0) { rc = -1; goto unlock; }
+        if (ok == 0) goto unlock;  /* no room: the Python path closes this batch and opens the next */
+        n_pos = PyLong_FromSsize_t(b.pos);
+        if (n_pos == NULL) {
+            /* Cannot happen in practice (small ints); undo the write by not moving the position. */
+            rc = -1;
+            goto unlock;
+        }
+        Py_ssize_t after = b.ratio > 0
+            ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
+            : b.pos;
+        appended = after - before;
+        full = b.write_limit <= after;
+        slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
+        slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
+        slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL;
+        slot_set(batch, self->pb_off[PB_LAST_APPEND], n_now); n_now = NULL;
+        Py_INCREF(result);
+        SLOT(future, self->rf_off[RF_RESULT]) = result;
+        SLOT(future, self->rf_off[RF_REL]) = n_count;
+        SLOT(future, self->rf_off[RF_TS]) = n_ts; n_ts = NULL;
+        SLOT(future, self->rf_off[RF_KSIZE]) = n_ks; n_ks = NULL;
+        SLOT(future, self->rf_off[RF_VSIZE]) = n_vs; n_vs = NULL;
+        Py_INCREF(Py_None);
+        SLOT(future, self->rf_off[RF_NEXT]) = Py_None;
+        n_count = PyLong_FromLongLong(count + 1);
+        if (n_count == NULL) { rc = -1; goto unlock; }
+        slot_set(batch, self->pb_off[PB_RECORD_COUNT], n_count); n_count = NULL;
+        Py_INCREF(callback);
+        PyTuple_SET_ITEM(thunk, 0, callback);
+        Py_INCREF(future);
+        PyTuple_SET_ITEM(thunk, 1, future);
+        if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto unlock; }
+        rc = 0;
+    }
+    if (!keyed) {
+        /* KIP-794: count the bytes to the sticky partition; switching (rare) is the partitioner's job. */
+        int64_t produced;
+        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
+        int done = 0;
+        if (!full && plock != NULL && slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
+            produced + appended < self->sticky_batch_size) {
+            int g = lock_try(plock);
+            if (g < 0) { rc = -1; goto unlock; }
+            if (g) {
+                PyObject *nb = PyLong_FromLongLong(produced + appended);
+                if (nb != NULL && SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky) {
+                    slot_set(sticky, self->sp_off[SP_BYTES], nb);
+                    done = 1;
+                } else {
+                    Py_XDECREF(nb);
+                }
+                if (lock_release(plock) < 0) { rc = -1; goto unlock; }
+                if (nb == NULL) { rc = -1; goto unlock; }
+            }
+        }
+        if (!done) {
+            PyObject *p = PyLong_FromSsize_t(partition);
+            PyObject *a = PyLong_FromSsize_t(appended);
+            PyObject *r = NULL;
+            if (p && a) {
+                PyObject *args[5] = {t->partitioner, p, a, t->cluster, full ? Py_True : Py_False};
+                r = PyObject_VectorcallMethod(s_update_partition_info, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            }
+            Py_XDECREF(p);
+            Py_XDECREF(a);
+            if (r == NULL) { rc = -1; goto unlock; }
+            Py_DECREF(r);
+        }
+    }
+unlock:
+    if (lock_release(lock) < 0 && rc != -1) rc = -1;
+    Py_XDECREF(batch);
+    Py_XDECREF(thunk);
+    Py_XDECREF(n_pos); Py_XDECREF(n_num); Py_XDECREF(n_max); Py_XDECREF(n_count); Py_XDECREF(n_now);
+    Py_XDECREF(n_ts); Py_XDECREF(n_ks); Py_XDECREF(n_vs);
+    if (rc != 0) {
+        Py_XDECREF(future);
+        return rc;
+    }
+    (void)many;
+    if (full) {
+        /* The batch just filled: the Sender may send it now (a new batch wakes it from Python). */
+        PyObject *r = PyObject_CallNoArgs(self->wakeup);
+        if (r == NULL) { Py_DECREF(future); return -1; }
+        Py_DECREF(r);
+    }
+    self->fast_calls++;
+    *out = future;
+    return 0;
+}
+
+static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    SendLane *self = (SendLane *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
+    PyObject *value = nargs > 1 ? args[1] : Py_None;
+    PyObject *key = nargs > 2 ? args[2] : Py_None;
+    PyObject *callback = Py_None;
+    if (kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+            PyObject *arg = args[nargs + i];
+            if (_PyUnicode_EqualToASCIIString(name, "value") && nargs < 2) value = arg;
+            else if (_PyUnicode_EqualToASCIIString(name, "key") && nargs < 3) key = arg;
+            else if (_PyUnicode_EqualToASCIIString(name, "on_delivery")) callback = arg;
+            else if (arg == Py_None && (_PyUnicode_EqualToASCIIString(name, "partition") ||
+                                        _PyUnicode_EqualToASCIIString(name, "timestamp") ||
+                                        _PyUnicode_EqualToASCIIString(name, "headers"))) continue;
+            else goto slow;
+        }
+    }
+    {
+        PyObject *out = NULL;
+        int rc = lane_try(self, args[0], value, key, callback, &out);
+        if (rc == 0) return out;
+        if (rc < 0) return NULL;
+    }
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
+                             "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
+                             "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", NULL};
+    PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression;
+    PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
+    Py_ssize_t max_record_size, sticky_batch_size;
+    int ignore_keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnp", kwlist, &slow, &metadata, &cluster_attr,
+                                     &accumulator, &wakeup, &none_compression, &PyType_Type, &bt, &PyType_Type, &bu,
+                                     &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt, &PyType_Type, &st,
+                                     &PyType_Type, &pt, &max_record_size, &sticky_batch_size, &ignore_keys))
+        return NULL;
+    if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "thunk_type must be a tuple subclass (a NamedTuple)");
+        return NULL;
+    }
+    SendLane *self = (SendLane *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = lane_vectorcall;
+    Py_INCREF(slow); self->slow = slow;
+    Py_INCREF(metadata); self->metadata = metadata;
+    Py_INCREF(accumulator); self->accumulator = accumulator;
+    Py_INCREF(wakeup); self->wakeup = wakeup;
+    Py_INCREF(none_compression); self->none_compression = none_compression;
+    Py_INCREF(cluster_attr); self->cluster_attr = cluster_attr;
+    Py_INCREF(bt); self->batch_type = bt;
+    Py_INCREF(bu); self->builder_type = bu;
+    Py_INCREF(ft); self->future_type = ft;
+    Py_INCREF(tt); self->thunk_type = tt;
+    Py_INCREF(dt); self->deque_type = dt;
+    Py_INCREF(st); self->sticky_type = st;
+    Py_INCREF(pt); self->partitioner_type = pt;
+    self->topics = PyDict_New();
+    self->max_record_size = max_record_size;
+    self->sticky_batch_size = sticky_batch_size;
+    self->ignore_keys = ignore_keys;
+    self->enabled = 1;
+    if (self->topics == NULL || slot_offsets(bu, builder_slots, B_NSLOTS, self->b_off) < 0 ||
+        slot_offsets(bt, batch_slots, PB_NSLOTS, self->pb_off) < 0 ||
+        slot_offsets(ft, future_slots, RF_NSLOTS, self->rf_off) < 0 ||
+        slot_offsets(dt, deque_slots, DQ_NSLOTS, self->dq_off) < 0 ||
+        slot_offsets(st, sticky_slots, SP_NSLOTS, self->sp_off) < 0 ||
+        slot_offsets(pt, partitioner_slots, BP_NSLOTS, self->bp_off) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "future_type and batch_type must not be variable-size types");
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *lane_register(SendLane *self, PyObject *args) {
+    PyObject *topic, *cluster, *deques, *partitioner;
+    Py_ssize_t num_partitions;
+    if (!PyArg_ParseTuple(args, "UOnO!O:register", &topic, &cluster, &num_partitions, &PyDict_Type, &deques,
+                          &partitioner))
+        return NULL;
+    if (num_partitions < 1) {
+        PyErr_Format(PyExc_ValueError, "num_partitions must be >= 1, got %zd", num_partitions);
+        return NULL;
+    }
+    LaneTopic *t = PyObject_New(LaneTopic, &LaneTopicType);
+    if (t == NULL) return NULL;
+    Py_INCREF(cluster); t->cluster = cluster;
+    Py_INCREF(deques); t->deques = deques;
+    Py_INCREF(partitioner); t->partitioner = partitioner;
+    t->num_partitions = num_partitions;
+    t->last_touch_ms = now_ms(CLOCK_MONOTONIC);
+    int rc = PyDict_SetItem(self->topics, topic, (PyObject *)t);
+    Py_DECREF(t);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *lane_forget(SendLane *self, PyObject *topic) {
+    if (PyDict_DelItem(self->topics, topic) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) return NULL;
+        PyErr_Clear();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *lane_is_registered(SendLane *self, PyObject *topic) {
+    int r = PyDict_Contains(self->topics, topic);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *lane_get_enabled(SendLane *self, void *c) { return PyBool_FromLong(self->enabled); }
+static int lane_set_enabled(SendLane *self, PyObject *v, void *c) {
+    if (v == NULL) { PyErr_SetString(PyExc_AttributeError, "cannot delete enabled"); return -1; }
+    int r = PyObject_IsTrue(v);
+    if (r < 0) return -1;
+    self->enabled = r;
+    return 0;
+}
+static PyObject *lane_get_fast_calls(SendLane *self, void *c) { return PyLong_FromSsize_t(self->fast_calls); }
+
+static PyMethodDef lane_methods[] = {
+    {"register", (PyCFunction)lane_register, METH_VARARGS,
+     "register(topic, cluster, num_partitions, deques, partitioner): let the lane take sends to topic "
+     "while metadata holds this cluster snapshot."},
+    {"forget", (PyCFunction)lane_forget, METH_O, "forget(topic): sends to topic take the Python path again."},
+    {"is_registered", (PyCFunction)lane_is_registered, METH_O, "Whether the lane knows topic."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef lane_getset[] = {
+    {"enabled", (getter)lane_get_enabled, (setter)lane_set_enabled, "False: every call takes the Python path.", NULL},
+    {"fast_calls", (getter)lane_get_fast_calls, NULL, "How many sends the lane took.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SendLaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.SendLane",
+    .tp_basicsize = sizeof(SendLane),
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_vectorcall_offset = offsetof(SendLane, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Producer.send() for the common call shape, in C (see the comment in _speedups.c).",
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_methods = lane_methods,
+    .tp_getset = lane_getset,
+    .tp_new = lane_new,
+};
+
 static PyMethodDef methods[] = {
     {"murmur2", py_murmur2, METH_O, "Kafka's murmur2 of a bytes-like object (signed 32-bit)."},
     {"append_record", (PyCFunction)(void (*)(void))py_append_record, METH_FASTCALL,
@@ -545,4 +1160,21 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "kproducer._speedups", "kproducer's native hot path (issue 8).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0) return NULL;
+    s_acquire = PyUnicode_InternFromString("acquire");
+    s_release = PyUnicode_InternFromString("release");
+    s_touch = PyUnicode_InternFromString("touch");
+    s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
+    s_closed = PyUnicode_InternFromString("closed");
+    if (!s_acquire || !s_release || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&SendLaneType);
+    if (PyModule_AddObject(m, "SendLane", (PyObject *)&SendLaneType) < 0) {
+        Py_DECREF(&SendLaneType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -69,6 +69,8 @@ def _after_fork_in_child() -> None:
     # The Sender thread does not exist in a forked child: any use must fail loudly, never hang.
     for p in list(_live_producers):
         p._forked = True
+        if p._lane is not None:
+            p._lane.enabled = False
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -196,9 +198,64 @@ class Producer:
         # Bound once: send() is called millions of times.
         self._append = self._accumulator.append
         self._wakeup = self._sender.wakeup
-        self._record_send = self._sensors.record_size
+        self._partition_state = self._accumulator.partition_state
+        self._lane = self._make_send_lane()
+        if self._lane is not None:
+            # The instance attribute shadows the method: p.send(...) goes straight into C.
+            self.__dict__["send"] = self._lane
         _live_producers.add(self)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
+
+    def _make_send_lane(self) -> Any:
+        """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
+
+        Only when nothing between send() and the accumulator can differ per record:
+        the built-in partitioner, serializers that pass bytes through, no
+        interceptors, no circuit breaker, and a class that does not override send().
+        Every call the lane does not take runs the Python :meth:`send` unchanged.
+        """
+        from kproducer.record import native
+
+        if (
+            native.c is None
+            or type(self).send is not Producer.send
+            or self._interceptors
+            or self._partitioner is not None
+            or self._breaker_manager is not None
+            or not (self._key_passthrough and self._value_passthrough)
+        ):
+            return None
+        from kproducer.accumulator.accumulator import _PartitionDeque
+        from kproducer.accumulator.batch import ProducerBatch, Thunk
+        from kproducer.partitioner import BuiltInPartitioner, _StickyPartitionInfo
+        from kproducer.record.builder import MemoryRecordsBuilder
+
+        # The lane compares the metadata's current Cluster by identity on every call: read the
+        # attribute behind the ``cluster`` property when there is one (no Python call per send).
+        md = self._metadata
+        cluster_attr = "_cluster" if getattr(md, "_cluster", None) is md.cluster else "cluster"
+        try:
+            return native.c.SendLane(
+                slow=Producer.send.__get__(self),
+                metadata=md,
+                cluster_attr=cluster_attr,
+                accumulator=self._accumulator,
+                wakeup=self._wakeup,
+                none_compression=CompressionType.NONE,
+                batch_type=ProducerBatch,
+                builder_type=MemoryRecordsBuilder,
+                future_type=RecordFuture,
+                thunk_type=Thunk,
+                deque_type=_PartitionDeque,
+                sticky_type=_StickyPartitionInfo,
+                partitioner_type=BuiltInPartitioner,
+                max_record_size=min(self._max_request_size, self._buffer_memory),
+                sticky_batch_size=self._accumulator.batch_size,
+                ignore_keys=self._ignore_keys,
+            )
+        except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
+            log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
+            return None
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> Producer:
@@ -343,6 +400,10 @@ class Producer:
             return self._fail_now(topic, partition if partition >= 0 else None, e, on_delivery)
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
+        lane = self._lane
+        if lane is not None:
+            # Later sends to this topic may take the C lane (while metadata holds this snapshot).
+            lane.register(topic, cluster, num_partitions, *self._partition_state(topic))
         future = result.future
         assert future is not None  # only None with abort_on_new_batch, which send() does not use
         return future
@@ -518,6 +579,8 @@ class Producer:
             if self._closed:
                 return
             self._closed = True
+            if self._lane is not None:
+                self._lane.enabled = False  # later sends take the Python path, which raises
         _live_producers.discard(self)
         if self._forked:
             return

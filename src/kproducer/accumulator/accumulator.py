@@ -344,6 +344,15 @@ class RecordAccumulator:
                     info = self._topic_info[topic] = _TopicInfo(self._partitioner_factory(topic, self.batch_size))
         return info
 
+    def partition_state(self, topic: str) -> tuple[dict[int, _PartitionDeque], StickyPartitioner]:
+        """The topic's partition deques and built-in partitioner, for the C send lane.
+
+        The lane appends to the open batch of a deque under the deque's lock, and
+        counts bytes to the sticky partition, exactly as :meth:`append` does.
+        """
+        info = self._topic(topic)
+        return info.batches, info.partitioner
+
     def _deque(self, tp: TopicPartition) -> _PartitionDeque | None:
         info = self._topic_info.get(tp.topic)
         return None if info is None else info.batches.get(tp.partition)

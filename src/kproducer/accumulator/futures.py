@@ -29,22 +29,28 @@ NO_TIMESTAMP = -1
 ErrorFn = Callable[[int], BaseException | None]
 
 
+# One lock for every result's state changes: a batch completes once and is rarely waited on, so
+# a per-batch Event (a Condition and two locks) would be paid for by every batch but used by few.
+_RESULTS_LOCK = threading.Lock()
+
+
 class ProduceRequestResult:
     """The outcome of one batch: a latch plus base offset, log-append time and per-record errors.
 
     ``set()`` records the outcome, ``done()`` opens the latch and runs the
-    callbacks registered through ``RecordFuture.add_done_callback``.
+    callbacks registered through ``RecordFuture.add_done_callback``. The Event a
+    waiter blocks on is made only when someone waits before the batch is done.
     """
 
-    __slots__ = ("topic_partition", "base_offset", "log_append_time", "_error_fn", "_latch", "_lock", "_callbacks")
+    __slots__ = ("topic_partition", "base_offset", "log_append_time", "_error_fn", "_done", "_event", "_callbacks")
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
         self.base_offset = NO_OFFSET
         self.log_append_time = NO_TIMESTAMP
         self._error_fn: ErrorFn | None = None
-        self._latch = threading.Event()
-        self._lock = threading.Lock()
+        self._done = False
+        self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] | None = None
 
     def set(self, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
@@ -55,11 +61,14 @@ class ProduceRequestResult:
 
     def done(self) -> None:
         """Open the latch (once) and run the done-callbacks registered so far."""
-        with self._lock:
-            if self._latch.is_set():
+        with _RESULTS_LOCK:
+            if self._done:
                 return
-            self._latch.set()
+            self._done = True
+            event = self._event
             callbacks, self._callbacks = self._callbacks, None
+        if event is not None:
+            event.set()
         for cb in callbacks or ():
             try:
                 cb()
@@ -68,11 +77,19 @@ class ProduceRequestResult:
 
     def await_(self, timeout: float | None = None) -> bool:
         """Block until ``done()``; False when ``timeout`` seconds passed first."""
-        return self._latch.wait(timeout)
+        if self._done:
+            return True
+        with _RESULTS_LOCK:
+            if self._done:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     @property
     def completed(self) -> bool:
-        return self._latch.is_set()
+        return self._done
 
     @property
     def error(self) -> BaseException | None:
@@ -86,8 +103,8 @@ class ProduceRequestResult:
 
     def _add_callback(self, cb: Callable[[], None]) -> bool:
         """Register ``cb`` for ``done()``; False (not registered) when already done."""
-        with self._lock:
-            if self._latch.is_set():
+        with _RESULTS_LOCK:
+            if self._done:
                 return False
             if self._callbacks is None:
                 self._callbacks = []
