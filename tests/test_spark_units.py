@@ -90,6 +90,10 @@ def test_options_bad_values() -> None:
         parse_options({**base, "flush.timeout.ms": "-1"})
     with pytest.raises(ConfigError, match="topic"):
         parse_options({**base, "topic": "  "})
+    # As in Spark's Kafka sink: the columns' bytes are written as they are.
+    for key in ("key", "value"):
+        with pytest.raises(ConfigError, match=rf"'kafka.{key}.serializer' is not supported"):
+            parse_options({**base, f"kafka.{key}.serializer": "org.apache.kafka.common.serialization.StringSerializer"})
 
 
 @pytest.mark.parametrize(

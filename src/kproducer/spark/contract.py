@@ -47,6 +47,12 @@ _OWN_OPTIONS = {
 }
 # Options Spark itself may put into the map; accepted and ignored.
 _SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
+# Producer keys the sink refuses, as Spark's Kafka sink does: it writes the key and
+# value columns' bytes as they are (the Arrow writer never calls a serializer).
+_REFUSED_PRODUCER_KEYS = {
+    "key.serializer": "the key column's bytes are written as they are (a string column as UTF-8)",
+    "value.serializer": "the value column's bytes are written as they are (a string column as UTF-8)",
+}
 
 
 class SinkSchemaError(ValueError):
@@ -121,6 +127,12 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
             raise ConfigError(
                 f"unknown option {key!r} for the kproducer sink{_suggest(lower, list(_OWN_OPTIONS))}; "
                 f"producer settings take the prefix 'kafka.' (e.g. kafka.linger.ms); sink options are: {allowed}"
+            )
+    for key, why in _REFUSED_PRODUCER_KEYS.items():
+        if key in producer:
+            raise ConfigError(
+                f"option 'kafka.{key}' is not supported by the kproducer sink: {why}; "
+                "serialize the column in the DataFrame instead (e.g. to_json, to_avro, or a cast to binary)"
             )
     if not producer.get("bootstrap.servers", "").strip():
         raise ConfigError(
