@@ -320,6 +320,24 @@ def test_split_twice_chains_to_the_end() -> None:
     assert [f.result().offset for f in futures if f is not None] == list(range(10))
 
 
+def test_split_twice_with_some_callbacks_keeps_futures_and_callback_order() -> None:
+    """Only records with a callback are held by the batch; the rest follow through result.moved."""
+    batch = make_batch(size=8192)
+    calls: list[Any] = []
+    futures = [
+        batch.try_append(1, None, b"x" * 200, None, Recorder(calls, i) if i % 3 == 0 else None, 1) for i in range(12)
+    ]
+    assert len(batch.thunks) == 4
+    parts = batch.split(2048)
+    grand = parts[0].split(300)
+    base = 100
+    for g in [*grand, *parts[1:]]:
+        g.done(base, -1, None)
+        base += g.record_count
+    assert [f.result().offset for f in futures if f is not None] == list(range(100, 112))
+    assert [(c[0], c[1].offset) for c in calls] == [(i, 100 + i) for i in range(0, 12, 3)]
+
+
 def test_split_failure_reaches_the_old_futures() -> None:
     batch = make_batch(size=4096)
     futures = [batch.try_append(1, None, b"x" * 100, None, None, 1) for _ in range(10)]

@@ -861,7 +861,11 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         b.headers_len = 1;
         /* Allocate everything before the first write, so that a failure leaves the batch as it was. */
         future = self->future_type->tp_alloc(self->future_type, 0);
-        thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
+        /* Only a callback needs the batch to hold the future (as the Python path does). */
+        if (callback != Py_None) {
+            thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
+            if (thunk == NULL) { rc = -1; goto unlock; }
+        }
         n_num = PyLong_FromLongLong(num + 1);
         n_max = PyLong_FromLongLong(timestamp > max_ts ? timestamp : max_ts);
         n_now = PyLong_FromLongLong(now);
@@ -869,7 +873,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         n_ks = PyLong_FromSsize_t(klen);
         n_vs = PyLong_FromSsize_t(vlen);
         n_count = PyLong_FromLongLong(count);
-        if (!future || !thunk || !n_num || !n_max || !n_now || !n_ts || !n_ks || !n_vs || !n_count) {
+        if (!future || !n_num || !n_max || !n_now || !n_ts || !n_ks || !n_vs || !n_count) {
             rc = -1;
             goto unlock;
         }
@@ -877,7 +881,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
            ints; a thunk at a callback and a future), and millions are alive at once under load: keeping
            them out of the cyclic GC's generations saves it from scanning them over and over. */
         if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
-        if (PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
+        if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
         Py_ssize_t before = b.ratio > 0
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
@@ -910,11 +914,13 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         n_count = PyLong_FromLongLong(count + 1);
         if (n_count == NULL) { rc = -1; goto unlock; }
         slot_set(batch, self->pb_off[PB_RECORD_COUNT], n_count); n_count = NULL;
-        Py_INCREF(callback);
-        PyTuple_SET_ITEM(thunk, 0, callback);
-        Py_INCREF(future);
-        PyTuple_SET_ITEM(thunk, 1, future);
-        if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto unlock; }
+        if (thunk != NULL) {
+            Py_INCREF(callback);
+            PyTuple_SET_ITEM(thunk, 0, callback);
+            Py_INCREF(future);
+            PyTuple_SET_ITEM(thunk, 1, future);
+            if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto unlock; }
+        }
         rc = 0;
     }
     if (!keyed) {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
@@ -212,7 +212,10 @@ class ProducerBatch:
             return None
         self.last_append_ms = now_ms
         future = RecordFuture(self.result, self.record_count, timestamp, _byte_size(key), _byte_size(value))
-        self.thunks.append(Thunk(callback, future))
+        if callback is not None:
+            # Only callbacks need the batch to hold the future; a caller's future finds its
+            # outcome through the batch's result, and follows a split through ``result.moved``.
+            self.thunks.append(Thunk(callback, future))
         self.record_count += 1
         return future
 
@@ -245,17 +248,30 @@ class ProducerBatch:
             self.last_append_ms = now_ms
         return count
 
-    def _expand_ranges(self) -> list[Thunk]:
-        """Per-record thunks for every record (split needs one per record); bulk sinks follow their futures."""
-        out: list[Thunk] = []
+    def _callbacks_by_index(self) -> dict[int, Thunk]:
+        """The callback thunks by relative offset in this batch; bulk sinks are told to follow their records.
+
+        Split needs this: the records move to new batches and their callbacks go with them.
+        """
+        out: dict[int, Thunk] = {}
+        result = self.result
         for entry in self.thunks:
-            if entry.__class__ is not BulkRange:
-                out.append(entry)  # type: ignore[arg-type]
+            if entry.__class__ is BulkRange:
+                rng: BulkRange = entry
+                futures = [RecordFuture(result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
+                rng.sink._range_done(rng, result, futures)
+                if rng.callback is not None:
+                    for f in futures:
+                        out[f.relative_offset] = Thunk(rng.callback, f)
                 continue
-            rng: BulkRange = entry
-            futures = [RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
-            rng.sink._range_done(rng, self.result, futures)
-            out.extend(Thunk(rng.callback, f) for f in futures)
+            thunk: Thunk = entry  # type: ignore[assignment]
+            fut = thunk.future
+            while fut._result is not result:  # a record already moved once: find it in this batch
+                nxt = fut._forward()
+                if nxt is None:
+                    raise IllegalStateError(f"a callback's future does not lead to {self.topic_partition}'s batch")
+                fut = nxt
+            out[fut.relative_offset] = thunk
         return out
 
     def _try_append_for_split(
@@ -264,15 +280,14 @@ class ProducerBatch:
         key: bytes | bytearray | memoryview | None,
         value: bytes | bytearray | memoryview | None,
         headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] | None,
-        thunk: Thunk,
+        thunk: Thunk | None,
     ) -> bool:
-        """Move one record of a split batch here, chaining its old future to the new one."""
+        """Move one record of a split batch here (with its callback thunk, if it has one)."""
         if not self.builder.has_room_for(timestamp, key, value, headers):
             return False
         self.builder.append(timestamp, key, value, headers)
-        future = RecordFuture(self.result, self.record_count, timestamp, _byte_size(key), _byte_size(value))
-        thunk.future.chain(future)
-        self.thunks.append(thunk)
+        if thunk is not None:
+            self.thunks.append(thunk)
         self.record_count += 1
         return True
 
@@ -335,24 +350,21 @@ class ProducerBatch:
         """Set the result, run each callback in append order (one failing never stops the rest), open the latch."""
         self.result.set(base_offset, log_append_time, error_fn)
         tp = self.topic_partition
-        index = 0
         for entry in self.thunks:
             if entry.__class__ is BulkRange:
                 rng: BulkRange = entry
-                index += rng.count
                 if rng.callback is not None:
                     self._fire_range(rng, base_offset, log_append_time, error_fn)
                 rng.sink._range_done(rng, self.result, None)
                 continue
             callback, future = entry  # type: ignore[misc]
-            index += 1
             if callback is None:
                 continue
             try:
                 if error_fn is None:
                     callback(future.value(), None)
                 else:
-                    callback(None, error_fn(index - 1))
+                    callback(None, future.record_error())
             except Exception:
                 log.exception("error executing user-provided callback on message for topic-partition %s", tp)
         self.result.done()
@@ -382,11 +394,12 @@ class ProducerBatch:
     ) -> list[ProducerBatch]:
         """Re-read the records into new batches of at most ``split_batch_size`` bytes each.
 
-        Each old future is chained to its record's future in the new batch and the
-        thunks move with the records, so callbacks still fire once and in order. The
-        old batch's result completes with RECORD_LIST_TOO_LARGE (futures follow the
-        chain) and the old batch is marked failed so it can never fire again. New
-        batches are allocated off the pool (``is_split_batch``).
+        The old result records where each record went (``result.moved``), so every
+        future, held by a caller or not, follows its record; callback thunks move with
+        their records, so callbacks still fire once and in order. The old batch's
+        result then completes with RECORD_LIST_TOO_LARGE and the old batch is marked
+        failed so it can never fire again. New batches are allocated off the pool
+        (``is_split_batch``).
         """
         from kproducer.record.reader import read_batches
 
@@ -397,11 +410,11 @@ class ProducerBatch:
             records.extend(record_batch.records())
         if not records:
             raise IllegalStateError("Cannot split an empty producer batch.")
-        self.thunks = list(self._expand_ranges())
-        if len(records) != len(self.thunks):
+        if len(records) != self.record_count:
             raise IllegalStateError(
-                f"batch for {self.topic_partition} holds {len(records)} records but {len(self.thunks)} futures"
+                f"batch for {self.topic_partition} holds {len(records)} records but counted {self.record_count}"
             )
+        callbacks = self._callbacks_by_index()
         magic = self.builder.magic
         compression = self.builder.compression
 
@@ -416,8 +429,9 @@ class ProducerBatch:
 
         batches: list[ProducerBatch] = []
         batch: ProducerBatch | None = None
-        for rec, thunk in zip(records, self.thunks, strict=True):
-            assert isinstance(thunk, Thunk)
+        moved: list[tuple[ProduceRequestResult, int]] = []
+        for index, rec in enumerate(records):
+            thunk = callbacks.get(index)
             headers = list(rec.headers) if rec.headers else None
             if batch is None:
                 batch = new_batch(rec)
@@ -426,6 +440,7 @@ class ProducerBatch:
                 batches.append(batch)
                 batch = new_batch(rec)
                 batch._try_append_for_split(rec.timestamp, rec.key, rec.value, headers, thunk)
+            moved.append((batch.result, batch.record_count - 1))
         if batch is not None:
             batch.close_for_record_appends()
             batches.append(batch)
@@ -439,6 +454,7 @@ class ProducerBatch:
             if self._final_state is None:
                 self._final_state = FinalState.FAILED
         self.thunks = []
+        self.result.moved = moved  # before done(): whoever wakes up finds where the records went
         self.result.set(NO_OFFSET, NO_TIMESTAMP, lambda _i: too_large)
         self.result.done()
 
@@ -545,15 +561,6 @@ class ProducerBatch:
 
     def sequence_has_been_reset(self) -> bool:
         return self._reopened
-
-    def iter_futures(self) -> Iterable[RecordFuture]:
-        for entry in self.thunks:
-            if entry.__class__ is BulkRange:
-                rng: BulkRange = entry
-                for j in range(rng.count):
-                    yield RecordFuture(self.result, rng.first + j, rng.timestamp, -1, -1)
-            else:
-                yield entry.future  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         state = self._final_state.value if self._final_state is not None else "open" if self._writable else "closed"

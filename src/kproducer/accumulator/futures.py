@@ -1,11 +1,13 @@
 """Per-batch result latch and per-record futures (seed 001 "ProducerBatch": ProduceRequestResult, FutureRecordMetadata).
 
 DESIGN "Futures without per-record cost": a batch owns one
-:class:`ProduceRequestResult` (one Event, the base offset, the log-append time
-and the error). A :class:`RecordFuture` is only a pointer to that result plus
-the record's relative offset and sizes: no lock or Event per record. When a
-batch is split for MESSAGE_TOO_LARGE, each old future is chained to its record's
-future in the new batch, and ``result()`` follows the chain.
+:class:`ProduceRequestResult` (the base offset, the log-append time and the
+error; an Event only once somebody waits). A :class:`RecordFuture` is only a
+pointer to that result plus the record's relative offset and sizes: no lock or
+Event per record, and the batch keeps no reference to it unless the record has
+a delivery callback. When a batch is split for MESSAGE_TOO_LARGE, the old result
+learns where each of its records went (``moved``), and a future follows its
+record there when it looks (``_forward``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ class ProduceRequestResult:
     waiter blocks on is made only when someone waits before the batch is done.
     """
 
-    __slots__ = ("topic_partition", "base_offset", "log_append_time", "_error_fn", "_done", "_event", "_callbacks")
+    __slots__ = (
+        "topic_partition", "base_offset", "log_append_time", "_error_fn", "_done", "_event", "_callbacks", "moved"
+    )  # fmt: skip
 
     def __init__(self, topic_partition: TopicPartition) -> None:
         self.topic_partition = topic_partition
@@ -52,6 +56,8 @@ class ProduceRequestResult:
         self._done = False
         self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] | None = None
+        # After a split: (result, relative offset) of each record in its new batch, by old relative offset.
+        self.moved: list[tuple[ProduceRequestResult, int]] | None = None
 
     def set(self, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
         """Record the outcome; ``error_fn(relative_index)`` gives a record's exception (None: success)."""
@@ -158,13 +164,25 @@ class RecordFuture:
 
     @property
     def chained(self) -> RecordFuture | None:
-        return self._next
+        return self._forward()
+
+    def _forward(self) -> RecordFuture | None:
+        """The future of this record in the batch it was split into, or None (it was not moved)."""
+        nxt = self._next
+        if nxt is None:
+            moved = self._result.moved
+            if moved is not None:
+                result, relative_offset = moved[self.relative_offset]
+                nxt = self._next = RecordFuture(
+                    result, relative_offset, self.create_timestamp, self.serialized_key_size, self.serialized_value_size
+                )
+        return nxt
 
     # ------------------------------------------------------------------ state
     def done(self) -> bool:
         if not self._result.completed:
             return False
-        nxt = self._next
+        nxt = self._forward()
         return True if nxt is None else nxt.done()
 
     def cancelled(self) -> bool:
@@ -185,7 +203,7 @@ class RecordFuture:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not fut._result.await_(remaining):
                 raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
-            nxt = fut._next
+            nxt = fut._forward()
             if nxt is None:
                 return fut
             fut = nxt
@@ -200,15 +218,15 @@ class RecordFuture:
         )
 
     def value(self) -> RecordMetadata:
-        """The metadata of a completed record (follows the chain); call only once done."""
-        nxt = self._next
+        """The metadata of a completed record (follows the chain); call once its batch's result is set."""
+        nxt = self._forward()
         if nxt is not None:
             return nxt.value()
         return self._metadata()
 
     def record_error(self) -> BaseException | None:
         """The record's exception once completed (follows the chain)."""
-        nxt = self._next
+        nxt = self._forward()
         if nxt is not None:
             return nxt.record_error()
         return self._result.error_at(self.relative_offset)
@@ -232,7 +250,7 @@ class RecordFuture:
         """Call ``fn(self)`` once the record is complete (at once if it already is)."""
 
         def fire() -> None:
-            nxt = self._next
+            nxt = self._forward()
             if nxt is not None:
                 # The record moved to a split batch: wait for that one instead.
                 nxt.add_done_callback(lambda _f: fn(self))
