@@ -19,7 +19,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
@@ -169,7 +168,7 @@ class Producer:
         )
         self._sensors.bind_gauges(self._pool, self._client)
         # KIP-526: a topic still holding records is never evicted; metadata metrics and gauges.
-        self._metadata.set_buffered_records_check(partial(_has_buffered_records, self._accumulator))
+        self._metadata.set_buffered_records_check(self._accumulator.has_buffered_records)
         self._metadata.bind_metrics(self._sensors, on_evict=self._sensors.remove_topic)
 
         self._sender = Sender(
@@ -636,12 +635,6 @@ class Producer:
 
 
 # ---------------------------------------------------------------------- helpers
-def _has_buffered_records(accumulator: RecordAccumulator, topic: str) -> bool:
-    """Whether the accumulator still queues a batch for ``topic`` (metadata must not evict it)."""
-    info = accumulator._topic_info.get(topic)
-    return info is not None and any(dq.batches for dq in list(info.batches.values()))
-
-
 def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 

@@ -353,6 +353,11 @@ class RecordAccumulator:
         info = self._topic(topic)
         return info.batches, info.partitioner
 
+    def has_buffered_records(self, topic: str) -> bool:
+        """Whether a batch of ``topic`` is still queued here (KIP-526: metadata never evicts such a topic)."""
+        info = self._topic_info.get(topic)
+        return info is not None and any(dq.batches for dq in list(info.batches.values()))
+
     def _deque(self, tp: TopicPartition) -> _PartitionDeque | None:
         info = self._topic_info.get(tp.topic)
         return None if info is None else info.batches.get(tp.partition)
