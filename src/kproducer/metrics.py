@@ -139,7 +139,8 @@ class _SampledStat(ABC):
         if not samples:
             samples.append(_Sample(self.initial, now_ms))
         sample = samples[self._current]
-        if sample.is_complete(now_ms, config):
+        # _Sample.is_complete, inlined: this runs for every stat of every sensor record.
+        if now_ms - sample.start_ms >= config.sample_window_ms or sample.event_count >= config.event_window:
             sample = self._advance(config, now_ms)
         self._update(sample, value)
         sample.event_count += 1
@@ -601,14 +602,26 @@ class ProducerSensors:
 
         Queue time, batch size and compression are recorded by the accumulator at drain.
         """
+        # The send rates and totals are sums, so one record per topic per request gives the
+        # same figures as one per batch, for a fraction of the cost.
         records = 0
+        per_topic: dict[str, list[int]] = {}
         for batch in batches:
             count = batch.record_count
             records += count
-            self.record_send.record(count, now_ms)
-            topic = self.topic(batch.topic_partition[0])
+            acc = per_topic.get(batch.topic_partition[0])
+            if acc is None:
+                per_topic[batch.topic_partition[0]] = [count, batch.estimated_size_in_bytes()]
+            else:
+                acc[0] += count
+                acc[1] += batch.estimated_size_in_bytes()
+        if now_ms is None:
+            now_ms = self.request._clock()
+        self.record_send.record(records, now_ms)
+        for name, (count, size) in per_topic.items():
+            topic = self.topic(name)
             topic.record_send.record(count, now_ms)
-            topic.byte_send.record(batch.estimated_size_in_bytes(), now_ms)
+            topic.byte_send.record(size, now_ms)
         self.request.record(1.0, now_ms)
         self.records_per_request.record(records, now_ms)
 

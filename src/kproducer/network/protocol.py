@@ -148,6 +148,9 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _HDR = struct.Struct(">hhi")
 _PART_HEAD = struct.Struct(">ii")  # partition index + legacy records length
+# The fixed start of a partition's produce response, by version: index, error code, base offset,
+# then log-append time (v2+) and log start offset (v5+); one unpack instead of five reads.
+_PRODUCE_PART = (struct.Struct(">ihq"), struct.Struct(">ihqq"), struct.Struct(">ihqqq"))
 
 
 def _uvarint(n: int) -> bytes:
@@ -438,17 +441,19 @@ def parse_produce_response(
 ) -> tuple[dict[TopicPartition, PartitionProduceResponse], int]:
     """Decode a Produce response body of ``version`` (0–11)."""
     r = _Reader(memoryview(body), version >= 9)
+    fixed = _PRODUCE_PART[2 if version >= 5 else 1 if version >= 2 else 0]
     out: dict[TopicPartition, PartitionProduceResponse] = {}
     for _ in range(r.array_len()):
         topic = r.string()
         if topic is None:
             raise ProtocolError("null topic name in produce response")
         for _ in range(r.array_len()):
-            partition = r.i32()
-            error_code = r.i16()
-            base_offset = r.i64()
-            log_append_time = r.i64() if version >= 2 else -1
-            log_start_offset = r.i64() if version >= 5 else -1
+            r._need(fixed.size)
+            values = fixed.unpack_from(r.buf, r.pos)
+            r.pos += fixed.size
+            partition, error_code, base_offset = values[0], values[1], values[2]
+            log_append_time = values[3] if version >= 2 else -1
+            log_start_offset = values[4] if version >= 5 else -1
             record_errors: tuple[RecordError, ...] = ()
             error_message = None
             if version >= 8:
