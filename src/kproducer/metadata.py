@@ -389,12 +389,37 @@ class MetadataRefreshPolicy:
         non_urgent.sort()
         return urgent, [t for _, t in non_urgent]
 
-    def select(self, topics: Mapping[str, TopicState], now: int) -> RefreshSelection:
-        """The topics the next request names; empty when nothing is due."""
+    def piggyback_quota(self, target: int, now: int, last_request_ms: int | None) -> int:
+        """How many non-urgent topics an urgent request may carry: the target, pro-rated to the time since the last request.
+
+        The target is a quota per 10-second window (the topics to refresh in that
+        time so that each is refreshed once per max age). Urgent requests can go
+        out every few milliseconds while new topics keep arriving; filling each
+        one up to the whole target would refresh every topic as soon as it reaches
+        half its max age, twice as often as needed. A request takes only the
+        share of the quota that accrued since the previous one, so the refresh
+        rate stays at the target's rate however often urgent requests go out.
+        """
+        if last_request_ms is None or last_request_ms < 0:
+            return target
+        elapsed = max(0, now - last_request_ms)
+        window = self.TARGET_WINDOW_S * 1000
+        return target if elapsed >= window else -(-target * elapsed // window)
+
+    def select(
+        self, topics: Mapping[str, TopicState], now: int, last_request_ms: int | None = None
+    ) -> RefreshSelection:
+        """The topics the next request names; empty when nothing is due.
+
+        ``last_request_ms`` (when the previous request went out) limits what an
+        urgent request piggybacks: see :meth:`piggyback_quota`. Without it, T
+        takes U up to the target, as KIP-526 states it.
+        """
         urgent, non_urgent = self.classify(topics, now)
         target = self.target_size(len(topics))
         if urgent:
-            chosen = urgent + non_urgent[: max(0, target - len(urgent))]
+            room = min(target - len(urgent), self.piggyback_quota(target, now, last_request_ms))
+            chosen = urgent + non_urgent[: max(0, room)]
         elif len(non_urgent) >= target:
             chosen = non_urgent[:target]
         else:
@@ -448,8 +473,12 @@ class Metadata:
     The Sender thread's NetworkClient drives refreshes (``time_to_next_update`` →
     ``topics_for_request`` → ``handle_response``/``handle_failure``); caller
     threads add topics, flag them (``mark_urgent``) and wait with ``await_update``.
-    Only one metadata request is in flight at a time, so topics that become
-    urgent meanwhile are coalesced into the next request.
+    Coalescing: only one metadata request is in flight at a time, so topics
+    that become urgent meanwhile join the next request. With ``coalesce_ms`` > 0
+    a request due because urgent topics arrived also waits while more keep
+    arriving (each within ``coalesce_quiet_ms`` of the last), for at most
+    ``coalesce_ms`` after the first: the new topics several caller threads
+    send to at once then share one request instead of two or three.
     """
 
     def __init__(
@@ -463,6 +492,8 @@ class Metadata:
         policy: MetadataRefreshPolicy | None = None,
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] | None = None,
+        coalesce_ms: int = 0,
+        coalesce_quiet_ms: int = 2,
     ) -> None:
         self.policy = policy or MetadataRefreshPolicy(metadata_max_age_ms, metadata_max_idle_ms)
         self._clock: Callable[[], int] = clock_ms or _now_ms
@@ -479,6 +510,11 @@ class Metadata:
         self._need_all_topics = False
         self._last_refresh_ms = -1
         self._last_success_ms = -1
+        self._last_request_ms = -1
+        self.coalesce_ms = max(0, coalesce_ms)
+        self.coalesce_quiet_ms = max(1, coalesce_quiet_ms)
+        self._burst_first_ms = -1  # first and latest urgent arrival since the last request
+        self._burst_last_ms = -1
         self._failures = 0
         self._backoff_ms = 0
         self._mark_seq = 0
@@ -553,9 +589,16 @@ class Metadata:
                 self._topics[topic] = TopicState(now, added_ms=now)
                 self._backoff_ms = 0
                 self._dirty = True
+                self._note_urgent_arrival(now)
                 return True
             st.last_used_ms = now
             return False
+
+    def _note_urgent_arrival(self, now: int) -> None:
+        """A topic joined T: the burst it belongs to may hold the request briefly (see ``coalesce_ms``)."""
+        if self._burst_first_ms < 0:
+            self._burst_first_ms = now
+        self._burst_last_ms = max(self._burst_last_ms, now)
 
     def touch(self, topic: str, now: int) -> None:
         """Mark a known topic as used, without taking the lock (send()'s hot path).
@@ -584,11 +627,13 @@ class Metadata:
                 self._mark_seq += 1
                 st.mark_seq = self._mark_seq
                 self._dirty = True
+                self._note_urgent_arrival(t)
             elif not st.urgent:
                 st.urgent = True
                 self._mark_seq += 1
                 st.mark_seq = self._mark_seq
                 self._dirty = True
+                self._note_urgent_arrival(self._clock() if now is None else now)
             return self._version
 
     request_update_for_topic = mark_urgent
@@ -641,7 +686,17 @@ class Metadata:
                 due = self._last_success_ms + self.metadata_max_age_ms if self._last_success_ms >= 0 else 0
             if due is None:
                 return 2**31 - 1
-            return max(0, due - now, backoff_end - now)
+            wait = max(0, due - now, backoff_end - now)
+            if wait == 0 and self._burst_last_ms >= 0 and self.coalesce_ms > 0:
+                # Coalescing: while urgent topics keep arriving (each within coalesce_quiet_ms of
+                # the last), hold the request, for at most coalesce_ms after the first of them.
+                hold = min(
+                    self.coalesce_quiet_ms - (now - self._burst_last_ms),
+                    self.coalesce_ms - (now - self._burst_first_ms),
+                )
+                if hold > 0:
+                    return hold
+            return wait
 
     def topics_for_request(self, now: int) -> list[str] | None:
         """Evict idle topics, then choose the next request's topics; None means all topics (explicit only).
@@ -651,6 +706,7 @@ class Metadata:
         """
         with self._cond:
             self._request_mark_seq = self._mark_seq
+            self._burst_first_ms = self._burst_last_ms = -1
             if self._need_all_topics:
                 self._record_request(None, now)
                 return None
@@ -660,7 +716,8 @@ class Metadata:
                 del self._topics[t]
             if evicted:
                 self._dirty = True
-            selection = self.policy.select(self._topics, now)
+            selection = self.policy.select(self._topics, now, self._last_request_ms)
+            self._last_request_ms = now
             self.last_selection = selection
             self._record_request(selection, now)
         if evicted and self._on_evict is not None:
@@ -673,13 +730,15 @@ class Metadata:
         if selection is None:
             logger.debug("metadata request for all topics (explicit)")
         elif logger.isEnabledFor(logging.DEBUG):
+            cached = self._cluster
             logger.debug(
-                "metadata request: |T|=%d |U|=%d target=%d topics(%d)=%s",
+                "metadata request: |T|=%d |U|=%d target=%d topics(%d)=%s; %d of them already cached",
                 selection.urgent,
                 selection.non_urgent,
                 selection.target,
                 len(selection.topics),
                 selection.topics,
+                sum(1 for t in selection.topics if cached.partition_count(t) is not None),
             )
         if self._sensors is not None:
             self._sensors.metadata_request.record(float(len(selection.topics) if selection else 0), now)
@@ -778,7 +837,16 @@ class Metadata:
             self._dirty = True
             self.last_error = None
             self._cond.notify_all()
-            return cluster
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "metadata response: %d topics (%d with errors, %d without a leader), %d bytes; %d cached",
+                len(names),
+                len(errors),
+                len(leaderless),
+                size_bytes,
+                len(cluster.topics),
+            )
+        return cluster
 
     def _topic_backoff(self, errors: int) -> int:
         base = min(self.retry_backoff_ms * (2 ** (errors - 1)), self.retry_backoff_max_ms)

@@ -75,6 +75,10 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+#: Longest a metadata request for new topics waits for more of them (see ``Metadata.coalesce_ms``).
+_METADATA_COALESCE_MAX_MS = 5
+
+
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -127,6 +131,9 @@ class Producer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             allow_auto_topic_creation=cfg.allow_auto_create_topics,
+            # New topics arriving together (several caller threads) share one request: hold it
+            # while they keep coming, never longer than linger.ms (capped), so linger.ms=0 keeps none.
+            coalesce_ms=min(int(cfg.linger_ms), _METADATA_COALESCE_MAX_MS),
         )
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock_ms=self._clock, metrics=self._metrics)
         self._tm = TransactionManager() if self._idempotent else None
