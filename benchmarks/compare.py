@@ -38,6 +38,11 @@ MATRIX_COMPRESSION = ["none", "lz4", "zstd"]
 
 
 # ---------------------------------------------------------------- child side
+def _rss_mb() -> float:
+    """Peak RSS so far (ru_maxrss), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def _lat_p99(samples: list[float]) -> float:
     if not samples:
         return 0.0
@@ -54,6 +59,7 @@ def _child(
     perf = time.perf_counter
     failed = 0
     t0 = perf()
+    rss_before = _rss_mb()
     if client in ("kproducer", "kproducer-batch", "kproducer-arrow"):
         from kproducer.producer import Producer
 
@@ -62,7 +68,12 @@ def _child(
         if client == "kproducer-arrow":
             import pyarrow as pa  # imported and the table built before the clock starts
 
-            arrow_chunk = pa.table({"value": pa.array([payload] * 10000, type=pa.binary())})
+            # From buffers: pa.array() on Python objects would import pandas (~40 MB RSS) when it is installed.
+            rows = 10000
+            offsets = pa.py_buffer(b"".join(int.to_bytes(i * size, 4, "little") for i in range(rows + 1)))
+            column = pa.BinaryArray.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(payload * rows)])
+            arrow_chunk = pa.table({"value": column})
+        rss_before = _rss_mb()
         t0 = perf()
         if client == "kproducer":
             send = p.send
@@ -109,6 +120,7 @@ def _child(
             }
         )
         errs = [0]
+        rss_before = _rss_mb()
 
         def ccb(err: Any, msg: Any, s: float | None = None) -> None:
             if err is not None:
@@ -136,6 +148,8 @@ def _child(
 
         from aiokafka import AIOKafkaProducer
 
+        started_rss = [rss_before]
+
         async def run() -> float:
             ap = AIOKafkaProducer(
                 bootstrap_servers=bootstrap,
@@ -144,6 +158,7 @@ def _child(
                 linger_ms=5,
             )
             await ap.start()
+            started_rss[0] = _rss_mb()
             t = perf()
             futs = []
             for i in range(n):
@@ -161,6 +176,7 @@ def _child(
             return el
 
         elapsed = asyncio.run(run())
+        rss_before = started_rss[0]
     elif client == "kafka-python":
         from kafka import KafkaProducer
 
@@ -170,6 +186,7 @@ def _child(
             compression_type=None if compression == "none" else compression,
             linger_ms=5,
         )
+        rss_before = _rss_mb()
         t0 = perf()
         for i in range(n):
             fut = kp.send(topic, payload)
@@ -189,6 +206,9 @@ def _child(
         "elapsed_s": elapsed,
         "cpu_s": ru.ru_utime + ru.ru_stime,
         "peak_rss_mb": ru.ru_maxrss / 1024.0,
+        # What the run itself added: peak RSS above the peak before the clock started (imports
+        # and the producer made, payload built; for Arrow, pyarrow alone is about 36 MB).
+        "rss_growth_mb": ru.ru_maxrss / 1024.0 - rss_before,
         "p99_ms": _lat_p99(lat),
     }
 
@@ -307,17 +327,17 @@ def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> tuple[st
     lines = [
         f"### {title}",
         "",
-        "| client | records/s | MB/s | CPU µs/record | p99 ms | peak RSS MB | failed | vs confluent-kafka |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| client | records/s | MB/s | CPU µs/record | p99 ms | peak RSS MB | RSS growth MB | failed | vs confluent-kafka |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['client']} | error: {r['error'][0][:80]} | | | | | | |")
+            lines.append(f"| {r['client']} | error: {r['error'][0][:80]} | | | | | | | |")
             continue
         ratio = f"{r['records_per_s'] / base['records_per_s']:.2f}x" if base else "n/a"
         lines.append(
             f"| {r['client']} | {r['records_per_s']:,.0f} | {r['mb_per_s']:.1f} | {r['cpu_us_per_record']:.2f} | "
-            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {r['failed']} | {ratio} |"
+            f"{r['p99_ms']:.1f} | {r['peak_rss_mb']:.0f} | {r.get('rss_growth_mb', 0.0):.0f} | {r['failed']} | {ratio} |"
         )
     ok = [r for r in results if "error" not in r]
     by = {r["client"]: r["records_per_s"] for r in ok}

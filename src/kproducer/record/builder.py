@@ -821,8 +821,10 @@ class MemoryRecordsBuilder:
 
     # ------------------------------------------------------------ closing
     def _write_crc(self) -> None:
+        # gil_release_mode=1: always let go of the GIL (the default only does from 32 KiB), so
+        # caller threads keep appending while the Sender checksums a batch.
         with memoryview(self._buf) as mv:
-            crc = crc32c.crc32c(mv[ATTRIBUTES_OFFSET : self._size])
+            crc = crc32c.crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=1)
         struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
 
     def close(self) -> None:
