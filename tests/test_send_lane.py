@@ -195,6 +195,26 @@ class TestLane:
         for t, seq in by_thread.items():
             assert seq == list(range(per_thread)), f"thread {t}: records lost, duplicated or reordered"
 
+    def test_new_metadata_sends_topics_back_through_python_once(self, tansu: TansuBroker, topic_name: str) -> None:
+        """The lane keeps one Cluster snapshot: a metadata update empties it, and each topic registers again."""
+        a, b = f"{topic_name}-a", f"{topic_name}-b"
+        create_topic(tansu.bootstrap, a, 2)
+        create_topic(tansu.bootstrap, b, 2)
+        with _producer(tansu) as p:
+            p.send(a, b"a0").result(10)
+            if not PURE:
+                assert p._lane.is_registered(a)
+            p.send(b, b"b0").result(10)  # b is new: a metadata request, a new snapshot
+            if not PURE:
+                assert p._lane.is_registered(b) and not p._lane.is_registered(a)
+            futs = [p.send(a, b"a%d" % i) for i in range(1, 200)]
+            assert p.flush(10) == 0
+            assert all(f.result(5).offset >= 0 for f in futs)
+            if not PURE:
+                assert p._lane.is_registered(a) and p._lane.is_registered(b)
+        got = read_topic(tansu.bootstrap, a, 200)
+        assert sorted(int((r.value or b"a-1")[1:]) for r in got) == list(range(200))
+
     def test_configs_that_change_records_get_no_lane(self, tansu: TansuBroker) -> None:
         class Sub(Producer):
             def send(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]

@@ -566,10 +566,9 @@ static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
 static PyObject *s_acquire, *s_release, *s_touch, *s_update_partition_info, *s_closed;
 
-/* One topic the lane knows: the cluster snapshot it was registered with, and the accumulator's state. */
+/* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
     PyObject_HEAD
-    PyObject *cluster;      /* a Cluster; the entry is stale once metadata holds another */
     PyObject *deques;       /* dict partition -> _PartitionDeque (the accumulator's) */
     PyObject *partitioner;  /* the topic's BuiltInPartitioner */
     Py_ssize_t num_partitions;
@@ -577,7 +576,6 @@ typedef struct {
 } LaneTopic;
 
 static void lane_topic_dealloc(LaneTopic *t) {
-    Py_XDECREF(t->cluster);
     Py_XDECREF(t->deques);
     Py_XDECREF(t->partitioner);
     Py_TYPE(t)->tp_free((PyObject *)t);
@@ -599,7 +597,8 @@ typedef struct {
     PyObject *metadata;      /* Metadata: .cluster is compared by identity, .touch() keeps topics alive */
     PyObject *accumulator;   /* RecordAccumulator: .closed */
     PyObject *wakeup;        /* the Sender's wakeup() */
-    PyObject *topics;        /* dict topic -> LaneTopic */
+    PyObject *topics;        /* dict topic -> LaneTopic, valid while metadata holds current_cluster */
+    PyObject *current_cluster; /* the Cluster snapshot the topics were registered with (one, not one per topic) */
     PyObject *none_compression;
     PyObject *cluster_attr;  /* the Metadata attribute holding the current Cluster snapshot */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
@@ -634,6 +633,7 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->accumulator);
     Py_VISIT(self->wakeup);
     Py_VISIT(self->topics);
+    Py_VISIT(self->current_cluster);
     return 0;
 }
 
@@ -643,6 +643,7 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->accumulator);
     Py_CLEAR(self->wakeup);
     Py_CLEAR(self->topics);
+    Py_CLEAR(self->current_cluster);
     return 0;
 }
 
@@ -741,7 +742,7 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     PyObject *cluster = PyObject_GetAttr(self->metadata, self->cluster_attr);
     if (cluster == NULL) return -1;
     Py_DECREF(cluster);  /* identity only; metadata keeps it alive */
-    if (cluster != t->cluster) return LANE_SLOW;
+    if (cluster != self->current_cluster) return LANE_SLOW;
 
     int64_t now = now_ms(CLOCK_MONOTONIC);
     if (now - t->last_touch_ms >= 1000) {
@@ -949,7 +950,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             PyObject *a = PyLong_FromSsize_t(appended);
             PyObject *r = NULL;
             if (p && a) {
-                PyObject *args[5] = {t->partitioner, p, a, t->cluster, full ? Py_True : Py_False};
+                PyObject *args[5] = {t->partitioner, p, a, self->current_cluster, full ? Py_True : Py_False};
                 r = PyObject_VectorcallMethod(s_update_partition_info, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             }
             Py_XDECREF(p);
@@ -1076,9 +1077,15 @@ static PyObject *lane_register(SendLane *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "num_partitions must be >= 1, got %zd", num_partitions);
         return NULL;
     }
+    if (cluster != self->current_cluster) {
+        /* New metadata: every topic registers again on its next Python send (so topics that left
+           the metadata leave the lane too, and only one snapshot is kept alive). */
+        PyDict_Clear(self->topics);
+        Py_INCREF(cluster);
+        Py_XSETREF(self->current_cluster, cluster);
+    }
     LaneTopic *t = PyObject_New(LaneTopic, &LaneTopicType);
     if (t == NULL) return NULL;
-    Py_INCREF(cluster); t->cluster = cluster;
     Py_INCREF(deques); t->deques = deques;
     Py_INCREF(partitioner); t->partitioner = partitioner;
     t->num_partitions = num_partitions;

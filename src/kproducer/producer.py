@@ -407,7 +407,7 @@ class Producer:
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
         lane = self._lane
-        if lane is not None:
+        if lane is not None and cluster is self._metadata.cluster:
             # Later sends to this topic may take the C lane (while metadata holds this snapshot).
             lane.register(topic, cluster, num_partitions, *self._partition_state(topic))
         future = result.future
