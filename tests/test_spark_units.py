@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from kproducer.accumulator.batch import BulkRange
-from kproducer.accumulator.futures import ProduceRequestResult
+from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
 from kproducer.bulk import BulkFuture
 from kproducer.errors import ConfigError, KafkaError, KafkaTimeoutError
 from kproducer.spark import datasource as ds
@@ -409,6 +409,58 @@ def test_tracker_and_aggregate() -> None:
     assert (s.started, s.finished, s.producers_created) == (100.0, 102.0, 1)
     assert "batch 7" in s.line() and "5 records" in s.line()
     assert WriteSummary.from_json(s.to_json()) == s
+
+
+def _done_result(topic: str, partition: int, base: int, error: BaseException | None = None) -> ProduceRequestResult:
+    r = ProduceRequestResult(TopicPartition(topic, partition))
+    r.set(base, -1, None if error is None else (lambda _i: error))
+    r.done()
+    return r
+
+
+def test_tracker_folds_bulk_futures_per_range() -> None:
+    """Every way a bulk call's records complete: acked ranges, acks=0, a failed batch, a split, never queued."""
+    t = DeliveryTracker()
+    ok = BulkFuture("a", 10)
+    ok._appended(10)
+    ok._range_done(BulkRange(5, 6, ok, range(0, 6), None, -1), _done_result("a", 0, 100), None)
+    ok._range_done(BulkRange(0, 4, ok, range(6, 10), None, -1), _done_result("a", 1, 7), None)
+    acks0 = BulkFuture("a", 3)
+    acks0._appended(3)
+    acks0._range_done(BulkRange(0, 3, acks0, range(3), None, -1), _done_result("a", 2, -1), None)
+    boom = KafkaTimeoutError("expired", topic="a", partition=0)
+    failed = BulkFuture("a", 2)
+    failed._appended(2)
+    failed._range_done(BulkRange(0, 2, failed, range(2), None, -1), _done_result("a", 0, -1, boom), None)
+    # A split batch: the range's records moved to two new batches; their futures say where.
+    split = BulkFuture("b", 2)
+    split._appended(2)
+    old = _done_result("b", 0, -1, KafkaTimeoutError("split"))
+    moved = [RecordFuture(_done_result("b", 0, 40), 0, -1, -1, -1), RecordFuture(_done_result("b", 0, 41), 0, -1, -1, -1)]
+    split._range_done(BulkRange(0, 2, split, range(2), None, -1), old, moved)
+    never = BulkFuture("c", 5)
+    never._fail_all(KafkaTimeoutError("metadata for c not available"))
+    for f in (ok, acks0, failed, split, never):
+        assert f.done()
+        t.watch(f)
+    t.settle()
+    assert (t.acked, t.failed) == (6 + 4 + 3 + 2, 2 + 5)
+    assert t.first_error is boom
+    assert t.partitions() == {
+        "a": {0: [105, 110, 6], 1: [7, 10, 4], 2: [-1, -1, 3]},
+        "b": {0: [40, 41, 2]},
+    }
+    assert t.bulk == []
+
+
+def test_tracker_settle_leaves_an_unfinished_bulk_call_uncounted() -> None:
+    t = DeliveryTracker()
+    pending = BulkFuture("a", 3)
+    t.watch(pending)
+    started = time.monotonic()
+    t.settle(timeout=0.05)
+    assert time.monotonic() - started < 2
+    assert (t.acked, t.failed, t.partitions()) == (0, 0, {})
 
 
 def test_metrics_delta() -> None:
