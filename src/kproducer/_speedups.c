@@ -564,7 +564,7 @@ static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
 enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
 static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
-static PyObject *s_acquire, *s_release, *s_touch, *s_update_partition_info, *s_closed;
+static PyObject *s_acquire, *s_release, *s_locked, *s_touch, *s_update_partition_info, *s_closed;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -707,7 +707,7 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
                           const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, PyObject **out);
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out);
 
 /* The fast path proper: 0 with *out set, LANE_SLOW, or -1 with an exception. */
 static int lane_try(SendLane *self, PyObject *topic, PyObject *value, PyObject *key, PyObject *callback,
@@ -781,66 +781,95 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     if (lock == NULL || batches == NULL) return LANE_SLOW;
     Py_INCREF(lock);
     Py_INCREF(batches);
-    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, out);
+    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now, out);
     Py_DECREF(batches);
     Py_DECREF(lock);
     return rc;
 }
 
-/* Takes the deque lock (owned references held by the caller) and appends, or declines. */
+/* Whether a threading.Lock is held by anyone (its locked() method). -1 on error. */
+static inline int lock_held(PyObject *lock) {
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_locked);
+    if (r == NULL) return -1;
+    int held = (r == Py_True);
+    Py_DECREF(r);
+    return held;
+}
+
+/* Appends under the deque's lock, or declines (owned references held by the caller).
+ *
+ * The lock: when nobody holds it, the append is done without taking it. That is the same
+ * exclusion, because between the check and the last write this code runs no Python code and
+ * allocates no object the cyclic GC tracks (everything is allocated first), so it never lets go
+ * of the GIL, and no other thread can enter the lock's critical section meanwhile. It saves the
+ * two Python-level lock calls per record. When the lock is held, it is taken for real (waiting
+ * without the GIL), as the Python path does. Whatever runs Python code (the sticky partition
+ * switch) runs with the lock really taken. */
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, PyObject **out) {
-    int64_t now = now_ms(CLOCK_MONOTONIC);
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out) {
+    int rc = LANE_SLOW;
+    int taken = 0;  /* the lock really acquired (and to be released) */
+    PyObject *future = NULL, *thunk = NULL, *batch = NULL;
+    PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
+    PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL, *n_bytes = NULL;
+    int full = 0, switch_needed = 0;
+    Py_ssize_t appended = 0;
+
+    /* GC-tracked allocations first: a collection may run Python code (finalizers). */
+    future = self->future_type->tp_alloc(self->future_type, 0);
+    if (future == NULL) return -1;
+    /* Only a callback needs the batch to hold the future (as the Python path does). */
+    if (callback != Py_None) {
+        thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
+        if (thunk == NULL) { Py_DECREF(future); return -1; }
+    }
+    /* Neither can be part of a lasting reference cycle (a future points at its batch's result and
+       ints; a thunk at a callback and a future), and millions are alive at once under load: keeping
+       them out of the cyclic GC's generations saves it from scanning them over and over. */
+    if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
+    if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
+
     int64_t timestamp = now_ms(CLOCK_REALTIME);
-    int got = lock_try(lock);
-    if (got < 0) return -1;
-    if (!got) {
+    int held = lock_held(lock);
+    if (held < 0) { rc = -1; goto out; }
+    if (held) {
         /* Busy (the Sender drains this deque, or another caller appends): wait as the Python path
            would; acquire() lets go of the GIL while it blocks. Then re-check what was read before. */
         PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
-        if (r == NULL) return -1;
+        if (r == NULL) { rc = -1; goto out; }
         Py_DECREF(r);
-        if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) {
-            /* The sticky partition moved on meanwhile: start over in Python. */
-            return lock_release(lock) < 0 ? -1 : LANE_SLOW;
-        }
+        taken = 1;
+        if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;  /* switched meanwhile */
         now = now_ms(CLOCK_MONOTONIC);
         timestamp = now_ms(CLOCK_REALTIME);
     }
 
-    /* ---- under the partition deque's lock ---- */
-    int rc = LANE_SLOW;
-    PyObject *future = NULL, *thunk = NULL, *batch = NULL;
-    PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
-    PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL;
-    int full = 0, many = 0;
-    Py_ssize_t appended = 0;
+    /* ---- under the partition deque's lock (taken, or held through the GIL) ---- */
     {
         PyObject *closed = PyObject_GetAttr(self->accumulator, s_closed);
-        if (closed == NULL) { rc = -1; goto unlock; }
-        int is_closed = PyObject_IsTrue(closed);
+        if (closed == NULL) { rc = -1; goto out; }
+        int is_closed = closed != Py_False && (closed == Py_True || PyObject_IsTrue(closed));
         Py_DECREF(closed);
-        if (is_closed != 0) { rc = is_closed < 0 ? -1 : LANE_SLOW; goto unlock; }
+        if (is_closed) goto out;  /* the Python path raises ProducerClosedError */
         Py_ssize_t nb = PyObject_Length(batches);
-        if (nb < 0) { rc = -1; goto unlock; }
-        if (nb == 0) goto unlock;
-        many = nb > 1;
+        if (nb < 0) { rc = -1; goto out; }
+        if (nb == 0) goto out;
         batch = PySequence_GetItem(batches, nb - 1);
-        if (batch == NULL) { rc = -1; goto unlock; }
-        if (!Py_IS_TYPE(batch, self->batch_type) || SLOT(batch, self->pb_off[PB_WRITABLE]) != Py_True) goto unlock;
+        if (batch == NULL) { rc = -1; goto out; }
+        if (!Py_IS_TYPE(batch, self->batch_type) || SLOT(batch, self->pb_off[PB_WRITABLE]) != Py_True) goto out;
         PyObject *builder = SLOT(batch, self->pb_off[PB_BUILDER]);
         PyObject *thunks = SLOT(batch, self->pb_off[PB_THUNKS]);
         PyObject *result = SLOT(batch, self->pb_off[PB_RESULT]);
         if (builder == NULL || thunks == NULL || result == NULL || !Py_IS_TYPE(builder, self->builder_type) ||
             !PyList_CheckExact(thunks))
-            goto unlock;
+            goto out;
         PyObject *buf = SLOT(builder, self->b_off[B_BUF]);
         PyObject *compression = SLOT(builder, self->b_off[B_COMPRESSION]);
         PyObject *ratio_obj = SLOT(builder, self->b_off[B_RATIO]);
         if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
             compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
-            goto unlock;
+            goto out;
         int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count;
         if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||
             !slot_int(builder, self->b_off[B_WRITE_LIMIT], &write_limit) ||
@@ -849,7 +878,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             !slot_int(builder, self->b_off[B_BASE_TS], &base_ts) ||
             !slot_int(builder, self->b_off[B_MAX_TS], &max_ts) ||
             !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num)
-            goto unlock;
+            goto out;
         batch_t b;
         b.buf = buf;
         b.pos = (Py_ssize_t)pos;
@@ -860,41 +889,28 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         b.ts_delta = timestamp - base_ts;
         b.headers = NO_HEADERS;
         b.headers_len = 1;
-        /* Allocate everything before the first write, so that a failure leaves the batch as it was. */
-        future = self->future_type->tp_alloc(self->future_type, 0);
-        /* Only a callback needs the batch to hold the future (as the Python path does). */
-        if (callback != Py_None) {
-            thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
-            if (thunk == NULL) { rc = -1; goto unlock; }
-        }
+        /* The ints (not GC-tracked) before the first write too, so that a failure changes nothing. */
         n_num = PyLong_FromLongLong(num + 1);
-        n_max = PyLong_FromLongLong(timestamp > max_ts ? timestamp : max_ts);
-        n_now = PyLong_FromLongLong(now);
         n_ts = PyLong_FromLongLong(timestamp);
+        n_now = PyLong_FromLongLong(now);
         n_ks = PyLong_FromSsize_t(klen);
         n_vs = PyLong_FromSsize_t(vlen);
-        n_count = PyLong_FromLongLong(count);
-        if (!future || !n_num || !n_max || !n_now || !n_ts || !n_ks || !n_vs || !n_count) {
-            rc = -1;
-            goto unlock;
+        n_count = PyLong_FromLongLong(count + 1);
+        if (!n_num || !n_ts || !n_now || !n_ks || !n_vs || !n_count) { rc = -1; goto out; }
+        if (timestamp > max_ts) {
+            Py_INCREF(n_ts);
+            n_max = n_ts;
         }
-        /* Neither can be part of a lasting reference cycle (a future points at its batch's result and
-           ints; a thunk at a callback and a future), and millions are alive at once under load: keeping
-           them out of the cyclic GC's generations saves it from scanning them over and over. */
-        if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
-        if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
         Py_ssize_t before = b.ratio > 0
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
+        /* The bytes up to the batch's capacity exist already, so this does not reallocate unless a
+           compressed batch outgrows its buffer (a bytearray resize: no Python code either). */
         int ok = append_one(&b, k, klen, v, vlen, 1);
-        if (ok < 0) { rc = -1; goto unlock; }
-        if (ok == 0) goto unlock;  /* no room: the Python path closes this batch and opens the next */
+        if (ok < 0) { rc = -1; goto out; }
+        if (ok == 0) goto out;  /* no room: the Python path closes this batch and opens the next */
         n_pos = PyLong_FromSsize_t(b.pos);
-        if (n_pos == NULL) {
-            /* Cannot happen in practice (small ints); undo the write by not moving the position. */
-            rc = -1;
-            goto unlock;
-        }
+        if (n_pos == NULL) { rc = -1; goto out; }  /* the bytes past the old position are ignored */
         Py_ssize_t after = b.ratio > 0
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
@@ -902,25 +918,24 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         full = b.write_limit <= after;
         slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
         slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
-        slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL;
+        if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }
         slot_set(batch, self->pb_off[PB_LAST_APPEND], n_now); n_now = NULL;
         Py_INCREF(result);
         SLOT(future, self->rf_off[RF_RESULT]) = result;
-        SLOT(future, self->rf_off[RF_REL]) = n_count;
+        SLOT(future, self->rf_off[RF_REL]) = PyLong_FromLongLong(count);  /* count <= num: small or cached */
+        if (SLOT(future, self->rf_off[RF_REL]) == NULL) { rc = -1; goto out; }
         SLOT(future, self->rf_off[RF_TS]) = n_ts; n_ts = NULL;
         SLOT(future, self->rf_off[RF_KSIZE]) = n_ks; n_ks = NULL;
         SLOT(future, self->rf_off[RF_VSIZE]) = n_vs; n_vs = NULL;
         Py_INCREF(Py_None);
         SLOT(future, self->rf_off[RF_NEXT]) = Py_None;
-        n_count = PyLong_FromLongLong(count + 1);
-        if (n_count == NULL) { rc = -1; goto unlock; }
         slot_set(batch, self->pb_off[PB_RECORD_COUNT], n_count); n_count = NULL;
         if (thunk != NULL) {
             Py_INCREF(callback);
             PyTuple_SET_ITEM(thunk, 0, callback);
             Py_INCREF(future);
             PyTuple_SET_ITEM(thunk, 1, future);
-            if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto unlock; }
+            if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto out; }
         }
         rc = 0;
     }
@@ -928,24 +943,31 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         /* KIP-794: count the bytes to the sticky partition; switching (rare) is the partitioner's job. */
         int64_t produced;
         PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
-        int done = 0;
+        switch_needed = 1;
         if (!full && plock != NULL && slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
-            produced + appended < self->sticky_batch_size) {
-            int g = lock_try(plock);
-            if (g < 0) { rc = -1; goto unlock; }
-            if (g) {
-                PyObject *nb = PyLong_FromLongLong(produced + appended);
-                if (nb != NULL && SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky) {
-                    slot_set(sticky, self->sp_off[SP_BYTES], nb);
-                    done = 1;
-                } else {
-                    Py_XDECREF(nb);
-                }
-                if (lock_release(plock) < 0) { rc = -1; goto unlock; }
-                if (nb == NULL) { rc = -1; goto unlock; }
+            produced + appended < self->sticky_batch_size && SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky) {
+            n_bytes = PyLong_FromLongLong(produced + appended);
+            if (n_bytes == NULL) { rc = -1; goto out; }
+            int pheld = lock_held(plock);  /* a bool back: no allocation the GC sees */
+            if (pheld < 0) { rc = -1; goto out; }
+            if (!pheld) {
+                slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
+                n_bytes = NULL;
+                switch_needed = 0;
             }
         }
-        if (!done) {
+        if (switch_needed) {
+            /* Python code from here: take the deque lock for real, as the Python path holds it. */
+            if (!taken) {
+                int g = lock_try(lock);
+                if (g < 0) { rc = -1; goto out; }
+                if (!g) {
+                    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+                    if (r == NULL) { rc = -1; goto out; }
+                    Py_DECREF(r);
+                }
+                taken = 1;
+            }
             PyObject *p = PyLong_FromSsize_t(partition);
             PyObject *a = PyLong_FromSsize_t(appended);
             PyObject *r = NULL;
@@ -955,21 +977,20 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             }
             Py_XDECREF(p);
             Py_XDECREF(a);
-            if (r == NULL) { rc = -1; goto unlock; }
+            if (r == NULL) { rc = -1; goto out; }
             Py_DECREF(r);
         }
     }
-unlock:
-    if (lock_release(lock) < 0 && rc != -1) rc = -1;
+out:
+    if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
     Py_XDECREF(n_pos); Py_XDECREF(n_num); Py_XDECREF(n_max); Py_XDECREF(n_count); Py_XDECREF(n_now);
-    Py_XDECREF(n_ts); Py_XDECREF(n_ks); Py_XDECREF(n_vs);
+    Py_XDECREF(n_ts); Py_XDECREF(n_ks); Py_XDECREF(n_vs); Py_XDECREF(n_bytes);
     if (rc != 0) {
-        Py_XDECREF(future);
+        Py_DECREF(future);
         return rc;
     }
-    (void)many;
     if (full) {
         /* The batch just filled: the Sender may send it now (a new batch wakes it from Python). */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
@@ -1177,10 +1198,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0) return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
+    s_locked = PyUnicode_InternFromString("locked");
     s_touch = PyUnicode_InternFromString("touch");
     s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
     s_closed = PyUnicode_InternFromString("closed");
-    if (!s_acquire || !s_release || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    if (!s_acquire || !s_release || !s_locked || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&SendLaneType);
