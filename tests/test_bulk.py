@@ -56,6 +56,14 @@ def test_send_batch_keyless_sticky_batches(tansu: Any, topic_name: str) -> None:
         md = fut.result(30)
         assert fut.done() and fut.exception() is None
         batch_size_avg = p.metrics()["batch-size-avg"]
+        # The per-range view agrees with the per-record one, without an object per record.
+        ranges, missing, error = fut.ranges(0)
+        assert missing == 0 and error is None and sum(r.record_count for r in ranges) == len(values)
+        assert len(ranges) < len(values) // 50
+        for r in ranges:
+            assert r.errors is None
+            for j, row in enumerate(r.rows):
+                assert (md[row].partition, md[row].offset) == (r.topic_partition.partition, r.first_offset + j)
     rows = _check_against_broker(tansu.bootstrap, topic_name, md, [None] * len(values), values)
     assert len(delivered) == len(values) and all(exc is None for _, exc in delivered)
     # Sticky per batch: partitions change only every ~batch.size bytes, so runs of consecutive rows are long.
@@ -178,6 +186,8 @@ def test_bulk_range_survives_split() -> None:
     md = fut.result(1)
     assert [m.offset for m in md] == list(range(101, 131))
     assert calls == list(range(101, 131))
+    ranges, missing, _ = fut.ranges(0)
+    assert missing == 0 and [(r.first_offset, r.record_count) for r in ranges] == [(o, 1) for o in range(101, 131)]
 
 
 def test_concurrent_bulk_and_send_keep_every_record(tansu: Any, topic_name: str) -> None:

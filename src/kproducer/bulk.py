@@ -18,7 +18,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kproducer.accumulator.batch import BulkRange
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
@@ -30,12 +30,28 @@ from kproducer.structs import RecordMetadata, TopicPartition
 if TYPE_CHECKING:
     from kproducer.producer import Producer
 
-__all__ = ["BulkFuture", "send_arrow", "send_batch"]
+__all__ = ["BulkFuture", "DeliveredRange", "send_arrow", "send_batch"]
 
 log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 _UNKNOWN_PARTITION = -1
+
+
+class DeliveredRange(NamedTuple):
+    """``record_count`` records of a bulk call that went out together, in one batch of one partition.
+
+    ``first_offset`` is the first record's offset; the others follow one by one
+    (-1 when offsets are unknown: acks=0, or every record failed). ``errors`` is
+    None when all of them were acknowledged, else each record's exception (None
+    for those acknowledged). ``rows`` are the caller's row numbers.
+    """
+
+    topic_partition: TopicPartition
+    first_offset: int
+    record_count: int
+    rows: range | Sequence[int]
+    errors: list[BaseException | None] | None
 
 
 class BulkFuture:
@@ -158,6 +174,41 @@ class BulkFuture:
                 if metadata[row] is None and errors[row] is None:
                     errors[row] = missing
         return metadata, errors
+
+    def ranges(self, timeout: float | None = None) -> tuple[list[DeliveredRange], int, BaseException | None]:
+        """The outcome one batch range at a time, without an object per record.
+
+        Returns ``(ranges, missing, error)``: the ranges in completion order, how many
+        records never reached a batch (the call failed part-way), and why. A range of
+        a batch that was split (MESSAGE_TOO_LARGE) is given one record at a time.
+        """
+        self._wait(timeout)
+        out: list[DeliveredRange] = []
+        counted = 0
+        for rng, result, futures in self._segments:
+            counted += rng.count
+            if futures is not None:
+                for j, f in enumerate(futures):
+                    err = f.record_error()
+                    md = None if err is not None else f.value()
+                    tp = TopicPartition(md.topic, md.partition) if md is not None else result.topic_partition
+                    out.append(
+                        DeliveredRange(
+                            tp, md.offset if md is not None else NO_OFFSET, 1, rng.rows[j : j + 1],
+                            None if err is None else [err],
+                        )
+                    )
+                continue
+            base = result.base_offset
+            first = NO_OFFSET if base == NO_OFFSET else base + rng.first
+            errors: list[BaseException | None] | None = None
+            if not result.succeeded:
+                errors = [result.error_at(rng.first + j) for j in range(rng.count)]
+                if all(e is None for e in errors):
+                    errors = None
+            out.append(DeliveredRange(result.topic_partition, first, rng.count, rng.rows, errors))
+        missing = self.count - counted
+        return out, missing, (self._missing_error if missing else None)
 
     def result(self, timeout: float | None = None) -> list[RecordMetadata]:
         """Per-record metadata in row order; raises the first record's exception if any failed."""

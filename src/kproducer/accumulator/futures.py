@@ -98,6 +98,11 @@ class ProduceRequestResult:
         return self._done
 
     @property
+    def succeeded(self) -> bool:
+        """Every record of the batch was acknowledged (the outcome is set and has no error)."""
+        return self._done and self._error_fn is None
+
+    @property
     def error(self) -> BaseException | None:
         """The batch-level error: the first record's exception (None on success)."""
         return self.error_at(0)

@@ -100,46 +100,31 @@ class DeliveryTracker:
         self.bulk = []
 
     def _fold(self, fut: Any) -> None:
-        """A done BulkFuture's outcome, one range per (batch, call) rather than one object per record.
-
-        Reads the future's completed segments (``kproducer.bulk.BulkFuture`` has
-        no public per-range view): each is (BulkRange, ProduceRequestResult,
-        split futures or None), the range's records at relative offsets
-        ``first..first+count`` of the batch whose base offset the result holds.
-        """
-        segments = getattr(fut, "_segments", None)
-        if segments is None:
+        """A done BulkFuture's outcome, one range per (batch, call) rather than one object per record."""
+        ranges = getattr(fut, "ranges", None)
+        if ranges is None:
             # Not the bulk module's future: per record through the public API.
             for md, err in zip(fut.metadata(0), fut.exceptions(0), strict=True):
                 self(md, err)
             return
-        counted = 0
-        for rng, result, split in segments:
-            counted += rng.count
-            if split is not None:  # the batch was split (MESSAGE_TOO_LARGE): per-record futures
-                for f in split:
-                    err = f.record_error()
-                    self(None if err is not None else f.value(), err)
-                continue
-            tp = result.topic_partition
-            base = result.base_offset
-            if getattr(result, "_error_fn", True) is None:  # the whole batch succeeded
-                if base < 0:  # acks=0: no offsets, as send() reports them (-1)
-                    self._ack(tp.topic, tp.partition, -1, -1, rng.count)
+        delivered, missing, missing_error = ranges(0)
+        for r in delivered:
+            topic, partition = r.topic_partition
+            if r.errors is None:
+                if r.first_offset < 0:  # acks=0: no offsets, as send() reports them (-1)
+                    self._ack(topic, partition, -1, -1, r.record_count)
                 else:
-                    self._ack(tp.topic, tp.partition, base + rng.first, base + rng.first + rng.count - 1, rng.count)
+                    self._ack(topic, partition, r.first_offset, r.first_offset + r.record_count - 1, r.record_count)
                 continue
-            for j in range(rng.first, rng.first + rng.count):
-                err = result.error_at(j)
+            for j, err in enumerate(r.errors):
                 if err is not None:
                     self._fail(1, err)
                 else:
-                    off = base + j if base >= 0 else -1
-                    self._ack(tp.topic, tp.partition, off, off, 1)
-        missing = fut.count - counted
+                    off = r.first_offset + j if r.first_offset >= 0 else -1
+                    self._ack(topic, partition, off, off, 1)
         if missing > 0:
             # Records the call never queued (it failed part-way, e.g. the topic's metadata timed out).
-            err = getattr(fut, "_missing_error", None) or fut.exception(0)
+            err = missing_error or fut.exception(0)
             if err is not None:
                 self._fail(missing, err)
 
