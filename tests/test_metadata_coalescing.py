@@ -116,12 +116,18 @@ def test_piggyback_is_the_pro_rated_target_and_oldest_first(
     assert len(sel.topics) <= max(len(urgent), sel.target)
     taken = [t for t in sel.topics if t not in set(urgent)]
     assert taken == non_urgent[: len(taken)]
-    if urgent:
-        quota = policy.piggyback_quota(sel.target, now, now - since)
-        assert len(taken) <= quota
-        assert quota == sel.target if since >= 10_000 else quota == -(-sel.target * since // 10_000)
-        # Never less than the quota allows, when U has that many.
-        assert len(taken) == min(len(non_urgent), max(0, min(quota, sel.target - len(urgent))))
+    if not urgent:
+        return
+    quota = policy.piggyback_quota(sel.target, now, now - since)
+    assert quota == sel.target if since >= 10_000 else quota == -(-sel.target * since // 10_000)
+    room = min(quota, sel.target - len(urgent))
+    if any(topics[t].urgent or topics[t].last_refresh_ms < 0 for t in urgent):
+        # Arrivals: only topics that would go stale before another request as far away as this one.
+        for t in taken:
+            assert now - topics[t].last_refresh_ms >= MAX_AGE - since
+        room = min(room, sum(1 for t in non_urgent if now - topics[t].last_refresh_ms >= MAX_AGE - since))
+    # Exactly as many as the limits allow, when U has that many.
+    assert len(taken) == min(len(non_urgent), max(0, room))
 
 
 def _discovery(m: Metadata, n: int, per_tick: int, tick: int, end: int, rtt: int) -> dict[str, list[int]]:
@@ -164,7 +170,8 @@ def test_discovery_refreshes_each_topic_about_once_per_max_age_and_never_later()
         for a, b in zip(times, [*times[1:], end], strict=True):
             assert b - a <= MAX_AGE + 3 + 100, times
     # Filling every urgent request up to the target refreshes each topic every half max age: about
-    # twice as many refreshes as needed. The pro-rated quota keeps it within 1.5x of the minimum.
-    assert needed <= refreshes <= 1.5 * needed, (refreshes, needed)
+    # twice as many refreshes as needed (1,290 for 600 here). The pro-rated quota and the horizon
+    # for arrival-driven requests keep it within 10% of the minimum (632 measured).
+    assert needed <= refreshes <= 1.1 * needed, (refreshes, needed)
     # One request per tick while discovering, and few afterwards.
     assert m.requests_sent <= 60 + 20

@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -390,14 +391,14 @@ class MetadataRefreshPolicy:
         return urgent, [t for _, t in non_urgent]
 
     def piggyback_quota(self, target: int, now: int, last_request_ms: int | None) -> int:
-        """How many non-urgent topics an urgent request may carry: the target, pro-rated to the time since the last request.
+        """The share of the target accrued since the last request: how many of U an urgent request may carry.
 
         The target is a quota per 10-second window (the topics to refresh in that
-        time so that each is refreshed once per max age). Urgent requests can go
-        out every few milliseconds while new topics keep arriving; filling each
-        one up to the whole target would refresh every topic as soon as it reaches
-        half its max age, twice as often as needed. A request takes only the
-        share of the quota that accrued since the previous one, so the refresh
+        time so that each is refreshed about once per max age). Urgent requests
+        can go out every few milliseconds while new topics keep arriving; filling
+        each one up to the whole target would refresh every topic as soon as it
+        reaches half its max age, twice as often as needed. A request takes only
+        the share of the quota that accrued since the previous one, so the refresh
         rate stays at the target's rate however often urgent requests go out.
         """
         if last_request_ms is None or last_request_ms < 0:
@@ -411,14 +412,28 @@ class MetadataRefreshPolicy:
     ) -> RefreshSelection:
         """The topics the next request names; empty when nothing is due.
 
-        ``last_request_ms`` (when the previous request went out) limits what an
-        urgent request piggybacks: see :meth:`piggyback_quota`. Without it, T
-        takes U up to the target, as KIP-526 states it.
+        T is always taken whole. What it may piggyback of U (oldest first, and
+        never past the target) is further limited when ``last_request_ms`` (the
+        previous request) is known:
+
+        * to the target's share accrued since that request (:meth:`piggyback_quota`);
+        * when T holds new or flagged topics (arrivals, which recur at about the
+          pace they came so far), to the topics of U that would turn urgent
+          before the next such request: those at least ``max age - elapsed`` old.
+          A topic refreshed earlier than that would be fetched again too soon.
+
+        Without ``last_request_ms``, T takes U up to the target, as KIP-526 states it.
         """
         urgent, non_urgent = self.classify(topics, now)
         target = self.target_size(len(topics))
         if urgent:
-            room = min(target - len(urgent), self.piggyback_quota(target, now, last_request_ms))
+            room = target - len(urgent)
+            if last_request_ms is not None and last_request_ms >= 0 and room > 0 and non_urgent:
+                room = min(room, self.piggyback_quota(target, now, last_request_ms))
+                if any(topics[t].urgent or topics[t].last_refresh_ms < 0 for t in urgent):
+                    # U is sorted oldest first: count the prefix old enough to go stale before then.
+                    edge = now - self.metadata_max_age_ms + max(0, now - last_request_ms)
+                    room = min(room, bisect_right([topics[t].last_refresh_ms for t in non_urgent], edge))
             chosen = urgent + non_urgent[: max(0, room)]
         elif len(non_urgent) >= target:
             chosen = non_urgent[:target]

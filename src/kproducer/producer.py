@@ -478,6 +478,7 @@ class Producer:
         md = self._metadata
         deadline = start + self._max_block_ms
         md.add_topic(topic, start)
+        first = True
         while True:
             cluster = md.cluster
             count = cluster.partition_count(topic)
@@ -507,8 +508,15 @@ class Producer:
                 )
             if self._closed or self._forked:
                 self._raise_unusable()
+            st = md.topic_state(topic)
+            was_urgent = st is not None and st.urgent
             version = md.request_update_for_topic(topic, now)  # urgent: joins the next request
-            self._wakeup()
+            if first or not was_urgent:
+                # The Sender may sleep on a long poll: tell it when this topic becomes urgent. While
+                # it stays urgent (it missed a request in flight) the Sender, which just handled that
+                # response, sends the next request when it is due without being woken by every waiter.
+                self._wakeup()
+                first = False
             md.await_update(version, min(deadline - now, 1000) / 1000.0)
 
     def _fail_now(

@@ -171,6 +171,11 @@ class Sender:
                         self._fail_expired(batch, now)
                     self._client.poll(min(wait, _MAX_POLL_MS), now)
                     return
+        if self._client.metadata_request_due(now):
+            # A send() blocked on a new topic waits for this request: send it before the
+            # ready/drain pass (whose cost grows with the topics buffered), not after it.
+            self._client.poll(0, now)
+            now = self._clock()
         timeout = self._send_producer_data(now)
         self._client.poll(timeout, now)
 

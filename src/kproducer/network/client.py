@@ -476,6 +476,10 @@ class NetworkClient:
             return connecting
         return connectable
 
+    def metadata_request_due(self, now: int) -> bool:
+        """Whether a metadata request should go out now (none in flight, and the policy says it is due)."""
+        return self._metadata_in_flight is None and self.metadata.time_to_next_update(now) == 0
+
     def _maybe_update_metadata(self, now: int) -> int:
         """DefaultMetadataUpdater.maybeUpdate: returns ms until it should be called again."""
         if self._metadata_in_flight is not None:
