@@ -260,3 +260,32 @@ def test_legacy_v1_compressed_wrapper_layout() -> None:
     assert wrapper.max_timestamp == TS + 10  # max inner timestamp, not the last one
     assert [r.offset for r in wrapper.records()] == [100, 101, 102, 103]
     assert [r.timestamp for r in wrapper.records()] == [TS + 10, TS + 9, TS + 8, TS + 7]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_close_for_record_appends_compresses_early_and_close_adds_the_header(codec: str) -> None:
+    """A sealed batch holds its compressed bytes (no more appends); close() then writes header and CRC."""
+    capacity = 4096
+    buf = bytearray(capacity)
+    b = MemoryRecordsBuilder(buf, compression=codec, write_limit=capacity, estimated_compression_ratio=0.05)
+    records = [(1000 + i, b"k%d" % i, b"the same value, again and again " * 4) for i in range(400)]
+    for ts, k, v in records:
+        if not b.try_append(ts, k, v):
+            break
+    n = b.num_records
+    assert n > 100 and len(buf) > capacity  # the ratio estimate let the records outgrow the buffer
+    uncompressed = b.uncompressed_size
+    b.close_for_record_appends(capacity)
+    # Cut back to the pool buffer's size, or to the compressed bytes when they need more.
+    assert len(buf) == max(capacity, b.estimated_size_in_bytes()) < uncompressed
+    assert b.is_full() and not b.has_room_for(1, None, b"x")
+    with pytest.raises(IllegalStateError):
+        b.append(1, None, b"x")
+    assert b.uncompressed_size == uncompressed
+    b.set_producer_state(7, 1, 42, False)  # still allowed: the header is not written yet
+    b.close()
+    assert 0 < b.compression_rate < 0.5
+    (batch,) = list(read_batches(b.buffer()))
+    batch.validate()
+    assert (batch.producer_id, batch.base_sequence) == (7, 42)
+    assert [(r.timestamp, r.key, r.value) for r in batch.records()] == records[:n]

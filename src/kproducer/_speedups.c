@@ -543,11 +543,11 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
 
 enum {
     B_BUF, B_MAGIC, B_COMPRESSION, B_WRITE_LIMIT, B_RECORDS_START, B_POS, B_NUM_RECORDS,
-    B_BASE_TS, B_MAX_TS, B_CLOSED, B_RATIO, B_NSLOTS
+    B_BASE_TS, B_MAX_TS, B_CLOSED, B_RATIO, B_SEALED, B_NSLOTS
 };
 static const char *builder_slots[B_NSLOTS] = {
     "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
-    "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio",
+    "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio", "_sealed",
 };
 enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_NSLOTS };
 static const char *batch_slots[PB_NSLOTS] = {
@@ -868,7 +868,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         PyObject *compression = SLOT(builder, self->b_off[B_COMPRESSION]);
         PyObject *ratio_obj = SLOT(builder, self->b_off[B_RATIO]);
         if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
-            compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
+            SLOT(builder, self->b_off[B_SEALED]) != Py_False || compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
             goto out;
         int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count;
         if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||

@@ -467,8 +467,10 @@ class ProducerBatch:
 
     # ------------------------------------------------------------------ lifecycle
     def close_for_record_appends(self) -> None:
-        """No more appends; the bytes stay open until ``close()`` at drain."""
+        """No more appends. A compressed batch is compressed now (its header waits for ``close()``
+        at drain), so batches queued behind the Sender hold compressed bytes, as in Java."""
         self._writable = False
+        self.builder.close_for_record_appends(self.initial_capacity or None)
 
     def abort_record_appends(self) -> None:
         self._writable = False

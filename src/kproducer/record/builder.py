@@ -283,6 +283,8 @@ class MemoryRecordsBuilder:
         "_closed",
         "_size",
         "_compressed_records_size",
+        "_sealed",
+        "_uncompressed_records_size",
         "_estimated_ratio",
         "_topic",
         "_ratio_estimator",
@@ -362,6 +364,9 @@ class MemoryRecordsBuilder:
         self._closed = False
         self._size = 0
         self._compressed_records_size = 0
+        # Sealed: the records are compressed already (close_for_record_appends); close() adds the header.
+        self._sealed = False
+        self._uncompressed_records_size = 0
         self._topic = topic
         self._ratio_estimator = ratio_estimator
         if estimated_compression_ratio is None:
@@ -382,7 +387,7 @@ class MemoryRecordsBuilder:
         headers: Sequence[Header] | None = None,
     ) -> None:
         """Append one record at the next offset (Java's appendWithOffset)."""
-        if self._closed:
+        if self._closed or self._sealed:
             raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
         if timestamp.__class__ is not int:
             if isinstance(timestamp, bool) or not isinstance(timestamp, int):
@@ -477,6 +482,7 @@ class MemoryRecordsBuilder:
             fast is not None
             and self._magic == 2
             and not self._closed
+            and not self._sealed
             and timestamp.__class__ is int
             and timestamp >= NO_TIMESTAMP
             and (key is None or key.__class__ is bytes)
@@ -536,7 +542,7 @@ class MemoryRecordsBuilder:
         Python object is made per record. Returns how many were appended: at least
         one into an empty batch, 0 when the next one does not fit.
         """
-        if self._closed:
+        if self._closed or self._sealed:
             raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
         if timestamp.__class__ is not int or timestamp < 0:
             raise ValueError(f"timestamp must be an int >= 0 (ms), got {timestamp!r}")
@@ -649,7 +655,7 @@ class MemoryRecordsBuilder:
         headers: Sequence[Header] | None = None,
     ) -> bool:
         """Whether this record fits under ``write_limit``; always True for an empty open batch."""
-        if self._closed:
+        if self._closed or self._sealed:
             return False
         n = self._num_records
         if n == 0:
@@ -689,7 +695,7 @@ class MemoryRecordsBuilder:
 
     def is_full(self) -> bool:
         """Closed, or at least one record and the estimated size reached ``write_limit``."""
-        if self._closed:
+        if self._closed or self._sealed:
             return True
         if self._compression is CompressionType.NONE:
             return self._num_records > 0 and self._write_limit <= self._pos
@@ -699,6 +705,8 @@ class MemoryRecordsBuilder:
         """Exact size once closed, the (compression-ratio) estimate before."""
         if self._closed:
             return self._size
+        if self._sealed:
+            return self._records_start + self._compressed_records_size
         if self._compression is CompressionType.NONE:
             return self._pos
         return self._estimated_bytes_written()
@@ -765,12 +773,15 @@ class MemoryRecordsBuilder:
     @property
     def uncompressed_size(self) -> int:
         """Bytes of records as encoded before compression (plus the batch header)."""
-        return self._pos - self._records_start + self._batch_header_size()
+        return self._uncompressed_records() + self._batch_header_size()
+
+    def _uncompressed_records(self) -> int:
+        return self._uncompressed_records_size if self._sealed else self._pos - self._records_start
 
     @property
     def compression_rate(self) -> float:
         """Compressed / uncompressed records size after close (1.0 without compression or records)."""
-        uncompressed = self._pos - self._records_start
+        uncompressed = self._uncompressed_records()
         if not self._closed or uncompressed == 0 or self._compression is CompressionType.NONE:
             return 1.0
         return self._compressed_records_size / uncompressed
@@ -827,6 +838,32 @@ class MemoryRecordsBuilder:
             crc = crc32c.crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=1)
         struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
 
+    def close_for_record_appends(self, capacity: int | None = None) -> None:
+        """No more records: compress them now, so that a batch waiting to be drained holds its
+        compressed bytes rather than its records (Java's closeForRecordAppends closes the
+        compression stream). The header and CRC are still written by :meth:`close`, after the
+        producer state is known. A buffer that grew past ``capacity`` (a compressed batch whose
+        records outran the estimate) is cut back to ``capacity``, or to the compressed bytes when
+        they do not fit in it.
+        Without compression, or for v0/v1, this does nothing: close() does it all.
+        """
+        if self._closed or self._sealed or self._magic != 2 or self._compression is CompressionType.NONE:
+            return
+        if self._num_records == 0:
+            return
+        buf = self._buf
+        start, end = self._records_start, self._pos
+        with memoryview(buf) as mv:
+            compressed = compress(self._compression, mv[start:end], self._compression_level, 2)
+        buf[start : start + len(compressed)] = compressed
+        self._uncompressed_records_size = end - start
+        self._compressed_records_size = len(compressed)
+        self._sealed = True
+        if capacity is not None:
+            keep = max(capacity, start + len(compressed))
+            if len(buf) > keep:
+                del buf[keep:]
+
     def close(self) -> None:
         """Compress (if configured), write the batch header and CRC once; idempotent."""
         if self._closed:
@@ -851,7 +888,9 @@ class MemoryRecordsBuilder:
         start = self._records_start
         end = self._pos
         ctype = self._compression
-        if ctype is not CompressionType.NONE:
+        if self._sealed:
+            end = start + self._compressed_records_size
+        elif ctype is not CompressionType.NONE:
             with memoryview(buf) as mv:
                 compressed = compress(ctype, mv[start:end], self._compression_level, 2)
             end = start + len(compressed)
