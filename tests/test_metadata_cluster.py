@@ -20,7 +20,9 @@ def _reference(
     keep: set[str] | None,
 ) -> dict[TopicPartition, PartitionInfo]:
     """The merge rule, stated plainly: drop refreshed and evicted topics, take the answer, never an older epoch."""
-    out = {tp: p for tp, p in base.items() if tp.topic not in refreshed and (keep is None or tp.topic in keep)}
+    out = {
+        tp: p for tp, p in base.items() if tp.topic not in refreshed and (keep is None or tp.topic in keep)
+    }
     for p in partitions:
         tp = TopicPartition(p.topic, p.partition)
         old = base.get(tp)
@@ -113,11 +115,16 @@ def test_unchanged_refresh_keeps_the_partition_objects_and_node_index() -> None:
     c1 = Cluster(nodes, parts)
     same = [PartitionInfo("t5", 0, 2, 0, (1,), (1,), ())]
     c2 = c1.merged_with(nodes, same, refreshed_topics={"t5"})
+    assert c2 is c1  # nothing changed: the same snapshot (caches keyed on it stay valid)
+    c2 = c1.merged_with(
+        nodes, [*same, PartitionInfo("new", 0, 1, 0, (1,), (1,), ())], refreshed_topics={"t5", "new"}
+    )
+    assert c2 is not c1 and c2.partition_count("new") == 1
     assert c2.partition(TopicPartition("t5", 0)) is c1.partition(TopicPartition("t5", 0))
-    assert c2.partitions_for_node(1) is c1.partitions_for_node(1)
+    assert c2.partitions_for_node(2) is c1.partitions_for_node(2)
     moved = [PartitionInfo("t5", 0, 1, 1, (1,), (1,), ())]
     c3 = c2.merged_with(nodes, moved, refreshed_topics={"t5"})
     assert c3.leader_for(TopicPartition("t5", 0)) == nodes[0]
     assert "t5" in {p.topic for p in c3.partitions_for_node(1)}
     assert "t5" not in {p.topic for p in c3.partitions_for_node(2)}
-    assert len(c3.partitions_for_node(1)) + len(c3.partitions_for_node(2)) == 100
+    assert len(c3.partitions_for_node(1)) + len(c3.partitions_for_node(2)) == 101

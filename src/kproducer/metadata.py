@@ -225,7 +225,8 @@ class Cluster:
         keeps the known state (a stale broker must not move a leader back).
         Other topics are kept as they were, unless ``retained_topics`` is given,
         in which case only those survive (eviction). The cost is proportional
-        to the response and to the topics that changed (see the class docstring).
+        to the response and to the topics that changed (see the class docstring);
+        an answer that changes nothing returns this very snapshot.
         """
         refreshed = (
             refreshed_topics if isinstance(refreshed_topics, (set, frozenset)) else set(refreshed_topics)
@@ -274,6 +275,17 @@ class Cluster:
         ids.update(topic_ids or {})
         internal = frozenset(t for t in self.internal_topics if t not in gone) | frozenset(internal_topics)
         node_map = {n.id: n for n in nodes}
+        new_cluster_id = cluster_id if cluster_id is not None else self.cluster_id
+        if (
+            not changed
+            and node_map == self.nodes
+            and errors == self.topic_errors
+            and ids == self.topic_ids
+            and internal == self.internal_topics
+            and new_cluster_id == self.cluster_id
+            and controller_id == self.controller_id
+        ):
+            return self  # nothing changed: whatever is keyed on this snapshot stays valid
         out = Cluster.__new__(Cluster)
         out._set(
             node_map,
@@ -281,7 +293,7 @@ class Cluster:
             errors,
             ids,
             internal,
-            cluster_id if cluster_id is not None else self.cluster_id,
+            new_cluster_id,
             controller_id,
             base=self,
             changed=changed,
