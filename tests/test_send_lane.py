@@ -215,6 +215,34 @@ class TestLane:
         got = read_topic(tansu.bootstrap, a, 200)
         assert sorted(int((r.value or b"a-1")[1:]) for r in got) == list(range(200))
 
+    def test_with_a_circuit_breaker_muted_partitions_go_through_python(
+        self, tansu: TansuBroker, topic_name: str
+    ) -> None:
+        """Seed 002 with the lane: nothing lands on a muted partition; keyed records are rerouted."""
+        from kproducer.structs import TopicPartition
+
+        create_topic(tansu.bootstrap, topic_name, 4)
+        with _producer(tansu, producer_circuit_breaker_class="failure_rate", batch_size=2048) as p:
+            lane = _lane(p)
+            p.send(topic_name, b"warm").result(10)
+            manager = p._breaker_manager
+            assert manager is not None
+            muted = TopicPartition(topic_name, 2)
+            manager.mute(muted)
+            hashed_to_muted = [k for k in (b"key-%d" % i for i in range(200)) if partition_for_key(k, 4) == 2][:20]
+            before = lane.fast_calls
+            futs = [p.send(topic_name, b"x" * 100) for _ in range(600)]
+            keyed = [p.send(topic_name, b"k", k) for k in hashed_to_muted]
+            assert p.flush(15) == 0
+            parts = {f.result(5).partition for f in futs}
+            assert 2 not in parts and len(parts) >= 2, parts
+            assert all(f.result(5).partition != 2 for f in keyed)
+            assert PURE or lane.fast_calls - before > 400, "the lane should still take the unmuted partitions' records"
+            manager.unmute(muted)
+            back = [p.send(topic_name, b"k", k) for k in hashed_to_muted]
+            assert p.flush(15) == 0
+            assert all(f.result(5).partition == 2 for f in back)
+
     def test_configs_that_change_records_get_no_lane(self, tansu: TansuBroker) -> None:
         class Sub(Producer):
             def send(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
@@ -224,7 +252,6 @@ class TestLane:
             _producer(tansu, partitioner_class="round_robin"),
             _producer(tansu, value_serializer="json"),
             _producer(tansu, interceptor_classes=[_NoopInterceptor()]),
-            _producer(tansu, producer_circuit_breaker_class="failure_rate"),
             Sub({"bootstrap.servers": tansu.bootstrap}),
         ]
         try:

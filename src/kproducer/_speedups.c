@@ -564,7 +564,7 @@ static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
 enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
 static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
-static PyObject *s_acquire, *s_release, *s_locked, *s_touch, *s_update_partition_info, *s_closed;
+static PyObject *s_acquire, *s_release, *s_locked, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -597,6 +597,7 @@ typedef struct {
     PyObject *metadata;      /* Metadata: .cluster is compared by identity, .touch() keeps topics alive */
     PyObject *accumulator;   /* RecordAccumulator: .closed */
     PyObject *wakeup;        /* the Sender's wakeup() */
+    PyObject *breaker;       /* the CircuitBreakManager, or None */
     PyObject *topics;        /* dict topic -> LaneTopic, valid while metadata holds current_cluster */
     PyObject *current_cluster; /* the Cluster snapshot the topics were registered with (one, not one per topic) */
     PyObject *none_compression;
@@ -632,6 +633,7 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->metadata);
     Py_VISIT(self->accumulator);
     Py_VISIT(self->wakeup);
+    Py_VISIT(self->breaker);
     Py_VISIT(self->topics);
     Py_VISIT(self->current_cluster);
     return 0;
@@ -642,6 +644,7 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->metadata);
     Py_CLEAR(self->accumulator);
     Py_CLEAR(self->wakeup);
+    Py_CLEAR(self->breaker);
     Py_CLEAR(self->topics);
     Py_CLEAR(self->current_cluster);
     return 0;
@@ -772,6 +775,22 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     }
     PyObject *pkey = PyLong_FromSsize_t(partition);
     if (pkey == NULL) return -1;
+    if (self->breaker != Py_None) {
+        /* Seed 002: a partition the circuit breaker mutes (or probes) is Python's to handle (the
+           sticky partition moves off it, a keyed record is rerouted). Nothing muted: no cost. */
+        PyObject *muted = PyObject_GetAttr(self->breaker, s_muted);
+        if (muted == NULL) { Py_DECREF(pkey); return -1; }
+        int hit = 0;
+        if (PyAnySet_Check(muted) && PySet_GET_SIZE(muted) > 0) {
+            PyObject *tp = PyTuple_Pack(2, topic, pkey);
+            hit = tp == NULL ? -1 : PySet_Contains(muted, tp);
+            Py_XDECREF(tp);
+        } else if (!PyAnySet_Check(muted)) {
+            hit = 1;  /* not the manager we know: let Python decide */
+        }
+        Py_DECREF(muted);
+        if (hit != 0) { Py_DECREF(pkey); return hit < 0 ? -1 : LANE_SLOW; }
+    }
     PyObject *dq = PyDict_GetItemWithError(t->deques, pkey);
     Py_DECREF(pkey);
     if (dq == NULL) return PyErr_Occurred() ? -1 : LANE_SLOW;
@@ -971,10 +990,15 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             PyObject *p = PyLong_FromSsize_t(partition);
             PyObject *a = PyLong_FromSsize_t(appended);
             PyObject *r = NULL;
-            if (p && a) {
-                PyObject *args[5] = {t->partitioner, p, a, self->current_cluster, full ? Py_True : Py_False};
+            /* With a circuit breaker the next sticky partition is chosen among the unmuted ones. */
+            PyObject *view = self->breaker == Py_None
+                ? (Py_INCREF(self->current_cluster), self->current_cluster)
+                : PyObject_CallMethodOneArg(self->breaker, s_cluster_view, self->current_cluster);
+            if (p && a && view) {
+                PyObject *args[5] = {t->partitioner, p, a, view, full ? Py_True : Py_False};
                 r = PyObject_VectorcallMethod(s_update_partition_info, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             }
+            Py_XDECREF(view);
             Py_XDECREF(p);
             Py_XDECREF(a);
             if (r == NULL) { rc = -1; goto out; }
@@ -1036,15 +1060,17 @@ slow:
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
-                             "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", NULL};
-    PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression;
+                             "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "breaker",
+                             NULL};
+    PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnp", kwlist, &slow, &metadata, &cluster_attr,
-                                     &accumulator, &wakeup, &none_compression, &PyType_Type, &bt, &PyType_Type, &bu,
-                                     &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt, &PyType_Type, &st,
-                                     &PyType_Type, &pt, &max_record_size, &sticky_batch_size, &ignore_keys))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnp|O", kwlist, &slow, &metadata,
+                                     &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
+                                     &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
+                                     &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
+                                     &ignore_keys, &breaker))
         return NULL;
     if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "thunk_type must be a tuple subclass (a NamedTuple)");
@@ -1057,6 +1083,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(metadata); self->metadata = metadata;
     Py_INCREF(accumulator); self->accumulator = accumulator;
     Py_INCREF(wakeup); self->wakeup = wakeup;
+    Py_INCREF(breaker); self->breaker = breaker;
     Py_INCREF(none_compression); self->none_compression = none_compression;
     Py_INCREF(cluster_attr); self->cluster_attr = cluster_attr;
     Py_INCREF(bt); self->batch_type = bt;
@@ -1199,10 +1226,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
     s_locked = PyUnicode_InternFromString("locked");
+    s_muted = PyUnicode_InternFromString("_muted");
+    s_cluster_view = PyUnicode_InternFromString("cluster_view");
     s_touch = PyUnicode_InternFromString("touch");
     s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
     s_closed = PyUnicode_InternFromString("closed");
-    if (!s_acquire || !s_release || !s_locked || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    if (!s_acquire || !s_release || !s_locked || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&SendLaneType);

@@ -217,8 +217,9 @@ class Producer:
 
         Only when nothing between send() and the accumulator can differ per record:
         the built-in partitioner, serializers that pass bytes through, no
-        interceptors, no circuit breaker, and a class that does not override send().
-        Every call the lane does not take runs the Python :meth:`send` unchanged.
+        interceptors, and a class that does not override send(). With a circuit
+        breaker, records for a muted partition take the Python path. Every call the
+        lane does not take runs the Python :meth:`send` unchanged.
         """
         from kproducer.record import native
 
@@ -227,7 +228,6 @@ class Producer:
             or type(self).send is not Producer.send
             or self._interceptors
             or self._partitioner is not None
-            or self._breaker_manager is not None
             or not (self._key_passthrough and self._value_passthrough)
         ):
             return None
@@ -258,6 +258,7 @@ class Producer:
                 max_record_size=min(self._max_request_size, self._buffer_memory),
                 sticky_batch_size=self._accumulator.batch_size,
                 ignore_keys=self._ignore_keys,
+                breaker=self._breaker_manager,
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
