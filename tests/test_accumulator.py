@@ -784,3 +784,84 @@ def test_breaker_muted_partition_sends_only_its_probe_when_due() -> None:
     acc.deallocate(probe[0])
     breaker.tp = TopicPartition("t", 99)  # unmuted
     complete_all(acc, cluster, clock)
+
+
+# ---------------------------------------------------------------------- active topics (KIP-526 scale)
+def _many_topic_cluster(topics: list[str], nodes: int = 2) -> Cluster:
+    node_list = [Node(i, "localhost", 9092 + i) for i in range(nodes)]
+    parts = [PartitionInfo(t, 0, i % nodes) for i, t in enumerate(topics)]
+    return Cluster(node_list, parts)
+
+
+def test_sender_passes_visit_only_topics_holding_batches() -> None:
+    """Thousands of known topics, a few with records: ready/drain/expiry look at those few."""
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0, memory=4096 * BATCH)
+    topics = [f"t{i:04d}" for i in range(2000)]
+    cluster = _many_topic_cluster(topics)
+    for t in topics:  # every topic produced to once, then drained: known but idle
+        append(acc, 0, clock, topic=t)
+    complete_all(acc, cluster, clock)
+    acc.ready(cluster, clock.now)  # finds them all empty
+    assert acc._active == {}
+    visited: list[str] = []
+    real = acc._partition_ready
+
+    def counting(cluster_: Cluster, now: int, topic: str, *rest: Any) -> Any:
+        visited.append(topic)
+        return real(cluster_, now, topic, *rest)
+
+    acc._partition_ready = counting  # type: ignore[method-assign]
+    busy = topics[5], topics[1500]
+    for t in busy:
+        append(acc, 0, clock, topic=t)
+    ready = acc.ready(cluster, clock.now)
+    assert sorted(visited) == sorted(busy)
+    assert ready.ready_nodes == {5 % 2, 1500 % 2}
+    drained = acc.drain(cluster, ready.ready_nodes, 10**9, clock.now)
+    assert sorted(b.topic_partition.topic for bs in drained.values() for b in bs) == sorted(busy)
+    for bs in drained.values():
+        for b in bs:
+            b.done(0, -1, None)
+            acc.deallocate(b)
+    assert acc.expired_batches(clock.now) == [] and not acc.has_undrained()
+
+
+def test_an_append_racing_the_ready_scan_keeps_its_topic_active() -> None:
+    """ready() drops a topic before scanning it; an append before or after the scan puts it back."""
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=2, nodes=1)
+    append(acc, 0, clock)
+    complete_all(acc, cluster, clock)
+    acc._active["t"] = acc._topic("t")  # known, empty, still listed
+    real = acc._partition_ready
+
+    def append_after_scan(*args: Any) -> Any:
+        out = real(*args)
+        append(acc, 1, clock)  # a caller appends just after this topic was found empty
+        return out
+
+    acc._partition_ready = append_after_scan  # type: ignore[method-assign]
+    acc.ready(cluster, clock.now)
+    acc._partition_ready = real  # type: ignore[method-assign]
+    assert "t" in acc._active
+    ready = acc.ready(cluster, clock.now)
+    assert ready.ready_nodes == {0}
+    assert [b.topic_partition.partition for b in acc.drain(cluster, {0}, 10**9, clock.now)[0]] == [1]
+
+
+def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
+    clock = Clock()
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=6, nodes=1)
+    for p in (1, 3, 4):
+        append(acc, p, clock)
+    # A request with room for one batch takes partition 1, then 3, then 4: each drain starts after the last.
+    order = []
+    for _ in range(3):
+        (batch,) = acc.drain(cluster, {0}, 1, clock.now)[0]
+        order.append(batch.topic_partition.partition)
+        batch.done(0, -1, None)
+        acc.deallocate(batch)
+    assert order == [1, 3, 4]

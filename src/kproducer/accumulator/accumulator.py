@@ -11,6 +11,7 @@ before a new batch is created (seed 001's double-lock pattern).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import random
@@ -31,7 +32,7 @@ from kproducer.record.builder import (
     estimate_size_upper_bound,
 )
 from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
-from kproducer.structs import TopicPartition
+from kproducer.structs import PartitionInfo, TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -274,6 +275,13 @@ class RecordAccumulator:
         self._muted: set[TopicPartition] = set()
         self._node_stats: dict[int, NodeLatencyStats] = {}
         self._drain_index: dict[int, int] = {}
+        # Topics that may hold batches (a superset: ready() drops those it finds empty). The Sender's
+        # ready/drain/expiry passes visit these instead of every topic ever produced to: with
+        # thousands of known topics (KIP-526) and a few active at a time, that is the difference
+        # between tens of milliseconds and well under one per Sender loop.
+        self._active: dict[str, _TopicInfo] = {}
+        # Per node: the Cluster snapshot and each of its partitions' place in partitions_for_node().
+        self._node_index: dict[int, tuple[Cluster, dict[tuple[str, int], int]]] = {}
         # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
         self._appends_in_progress: list[None] = []
         self._flushes_in_progress = 0
@@ -572,6 +580,7 @@ class RecordAccumulator:
                         start += count
                         appended += batch.builder.estimated_size_in_bytes() - before
                         batches.append(batch)
+                        self._active[topic] = topic_info
                         self._add_incomplete(batch)
                         wake = True
                         if start < end:
@@ -660,6 +669,7 @@ class RecordAccumulator:
         if future is None:  # pragma: no cover - the first record always fits
             raise IllegalStateError(f"a new batch for {tp} refused its first record")
         dq.batches.append(batch)
+        self._active[topic] = self._topic_info[topic]
         self._add_incomplete(batch)
         return RecordAppendResult(
             future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
@@ -695,10 +705,16 @@ class RecordAccumulator:
         next_delay = _NO_DELAY
         unknown_leader_topics: set[str] = set()
         exhausted = self.free.queued() > 0
-        for topic, info in list(self._topic_info.items()):
-            next_delay = self._partition_ready(
+        active = self._active
+        for topic, info in list(active.items()):
+            # Dropped first, put back if a batch is found: an append that races this scan puts its
+            # topic back itself (after appending), so no topic with a batch is ever left out.
+            active.pop(topic, None)
+            next_delay, holds_batches = self._partition_ready(
                 cluster, now_ms, topic, info, next_delay, ready_nodes, unknown_leader_topics, exhausted
             )
+            if holds_batches:
+                active[topic] = info
         return ReadyCheckResult(ready_nodes, next_delay, unknown_leader_topics)
 
     def _partition_ready(
@@ -711,8 +727,10 @@ class RecordAccumulator:
         ready_nodes: set[int],
         unknown_leader_topics: set[str],
         exhausted: bool,
-    ) -> int:
+    ) -> tuple[int, bool]:
+        """The next ready-check delay, and whether any of the topic's deques holds a batch."""
         entries = list(info.batches.items())
+        holds_batches = False
         queue_sizes: list[int] | None = None
         partition_ids: list[int] | None = None
         if self.adaptive_partitioning_enable and len(entries) >= len(cluster.partitions_for_topic(topic)):
@@ -732,6 +750,7 @@ class RecordAccumulator:
             with dq.lock:
                 if not dq.batches:
                     continue
+                holds_batches = True
                 batch = dq.batches[0]
                 waited = batch.waited_time_ms(now_ms)
                 backoff_ms = self._batch_backoff_ms(batch)
@@ -761,8 +780,12 @@ class RecordAccumulator:
                 ready_nodes.add(leader.id)
             else:
                 next_delay = min(next_delay, max(time_to_wait - waited, 0))
-        info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
-        return next_delay
+        if holds_batches:
+            info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
+        else:
+            # Idle until its next batch: no queue is longer than another, so choose uniformly.
+            info.partitioner.update_partition_load_stats(None, None, 0)
+        return next_delay, holds_batches
 
     def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
         """The Sender reports a ready node it could (or could not) drain (Java's updateNodeLatencyStats)."""
@@ -788,6 +811,27 @@ class RecordAccumulator:
             out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)
         return out
 
+    def _partition_index(self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]) -> dict[tuple[str, int], int]:
+        cached = self._node_index.get(node_id)
+        if cached is not None and cached[0] is cluster:
+            return cached[1]
+        index = {(p.topic, p.partition): i for i, p in enumerate(parts)}
+        self._node_index[node_id] = (cluster, index)
+        return index
+
+    def _drain_candidates(self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]) -> list[int]:
+        """Positions in ``parts`` of the node's partitions that hold batches, in order."""
+        index = self._partition_index(cluster, node_id, parts)
+        found: list[int] = []
+        for topic, info in list(self._active.items()):
+            for partition, dq in list(info.batches.items()):
+                if dq.batches:  # a peek; the drain looks again under the lock
+                    i = index.get((topic, partition))
+                    if i is not None:
+                        found.append(i)
+        found.sort()
+        return found
+
     def _drain_node(self, cluster: Cluster, node_id: int, max_size: int, now_ms: int) -> list[ProducerBatch]:
         parts = cluster.partitions_for_node(node_id)
         ready: list[ProducerBatch] = []
@@ -797,8 +841,11 @@ class RecordAccumulator:
         start = self._drain_index.get(node_id, 0) % n
         size = 0
         tm = self._tm
-        for step in range(n):
-            i = (start + step) % n
+        # The partitions holding batches, in the node's order, from the rotating drain index on:
+        # the same visit order as walking every partition, without the empty ones.
+        candidates = self._drain_candidates(cluster, node_id, parts)
+        k = bisect.bisect_left(candidates, start)
+        for i in candidates[k:] + candidates[:k]:
             # Next time start after this partition, unless we stop at it below.
             self._drain_index[node_id] = (i + 1) % n
             part = parts[i]
@@ -869,21 +916,25 @@ class RecordAccumulator:
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
         expired: list[ProducerBatch] = []
-        for _tp, dq in self._all_deques():
-            with dq.lock:
-                batches = dq.batches
-                while batches:
-                    batch = batches[0]
-                    if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
-                        batches.popleft()
-                        batch.abort_record_appends()
-                        expired.append(batch)
-                    else:
-                        self._next_batch_expiry_time_ms = min(
-                            self._next_batch_expiry_time_ms, batch.created_ms + self.delivery_timeout_ms
-                        )
-                        break
+        for info in list(self._active.values()):
+            for dq in list(info.batches.values()):
+                self._expire_deque(dq, now_ms, expired)
         return expired
+
+    def _expire_deque(self, dq: _PartitionDeque, now_ms: int, expired: list[ProducerBatch]) -> None:
+        with dq.lock:
+            batches = dq.batches
+            while batches:
+                batch = batches[0]
+                if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                    batches.popleft()
+                    batch.abort_record_appends()
+                    expired.append(batch)
+                else:
+                    self._next_batch_expiry_time_ms = min(
+                        self._next_batch_expiry_time_ms, batch.created_ms + self.delivery_timeout_ms
+                    )
+                    break
 
     def next_expiry_time_ms(self) -> int:
         return self._next_batch_expiry_time_ms
@@ -901,6 +952,7 @@ class RecordAccumulator:
                 self._insert_in_sequence_order(dq.batches, batch)
             else:
                 dq.batches.appendleft(batch)
+            self._active[batch.topic_partition.topic] = self._topic(batch.topic_partition.topic)
 
     @staticmethod
     def _insert_in_sequence_order(batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
@@ -936,6 +988,7 @@ class RecordAccumulator:
                     self._insert_in_sequence_order(dq.batches, part)
                 else:
                     dq.batches.appendleft(part)
+                self._active[topic] = self._topic(topic)
         return len(parts)
 
     def deallocate(self, batch: ProducerBatch) -> None:
@@ -1045,7 +1098,7 @@ class RecordAccumulator:
         self._abort_batches(reason, undrained_only=True)
 
     def has_undrained(self) -> bool:
-        return any(dq.batches for _tp, dq in self._all_deques())
+        return any(dq.batches for info in list(self._active.values()) for dq in list(info.batches.values()))
 
     def has_incomplete(self) -> bool:
         with self._incomplete_lock:
