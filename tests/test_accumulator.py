@@ -865,3 +865,54 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
         batch.done(0, -1, None)
         acc.deallocate(batch)
     assert order == [1, 3, 4]
+
+
+def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
+    """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
+    clock = Clock()
+    acc = make_acc(clock, compression_type="lz4")
+    cluster = make_cluster(partitions=1, nodes=1)
+    acc._seal_backlog_bytes = 10**9  # the Sender keeps up: callers never seal
+    values = [b"compressible %04d " % i * 8 for i in range(300)]
+    for v in values:
+        append(acc, 0, clock, value=v)
+    dq = acc._deque(TopicPartition("t", 0))
+    assert dq is not None and len(dq.batches) > 2
+    full = list(dq.batches)[:-1]
+    assert not any(b.builder._sealed for b in full)
+    acc.seal_full_batches()
+    assert all(b.builder._sealed for b in full) and not dq.batches[-1].builder._sealed
+    assert all(b.estimated_size_in_bytes() < BATCH for b in full)
+    acc.seal_full_batches()  # nothing left to do: idempotent
+    decoded = []
+    acc.begin_flush()
+    for _ in range(100):
+        batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+        if not batches:
+            break
+        for b in batches:
+            decoded.extend(r.value for rb in read_batches(b.records_buffer()) for r in rb.records())
+            b.done(0, -1, None)
+            acc.deallocate(b)
+    acc.end_flush()
+    assert decoded == values
+    assert acc.free.available_memory() == acc.free.total_memory
+
+
+def test_callers_seal_the_backlog_when_the_sender_falls_behind() -> None:
+    """Past the backlog limit a caller compresses the waiting batches itself (backpressure)."""
+    clock = Clock()
+    acc = make_acc(clock, compression_type="zstd", memory=1024 * BATCH)
+    acc._seal_backlog_bytes = 3 * BATCH
+    for i in range(400):
+        append(acc, 0, clock, value=b"compressible %04d " % i * 8)
+    dq = acc._deque(TopicPartition("t", 0))
+    assert dq is not None
+    full = list(dq.batches)[:-1]
+    assert len(full) > 3
+    unsealed = [b for b in full if not b.builder._sealed]
+    assert sum(b.builder.uncompressed_size for b in unsealed) <= 3 * BATCH + 2 * BATCH
+    assert acc._unsealed_bytes == sum(b.builder.uncompressed_size for b in unsealed)
+    acc.seal_full_batches()
+    assert acc._unsealed_bytes == 0 and all(b.builder._sealed for b in full)
+    complete_all(acc, make_cluster(partitions=1, nodes=1), clock)

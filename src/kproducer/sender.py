@@ -177,6 +177,9 @@ class Sender:
             self._client.poll(0, now)
             now = self._clock()
         timeout = self._send_producer_data(now)
+        # Full compressed batches that wait behind the in-flight window: compress them now, here
+        # rather than on the caller's thread, so that they hold compressed bytes while they wait.
+        self._accumulator.seal_full_batches()
         self._client.poll(timeout, now)
 
     def _send_producer_data(self, now: int) -> int:

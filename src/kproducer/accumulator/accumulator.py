@@ -280,6 +280,13 @@ class RecordAccumulator:
         # thousands of known topics (KIP-526) and a few active at a time, that is the difference
         # between tens of milliseconds and well under one per Sender loop.
         self._active: dict[str, _TopicInfo] = {}
+        # Full batches of a compressed producer, compressed before drain (seal()) by the Sender, or
+        # by a caller once their records pass a backlog limit: queued batches then hold compressed
+        # bytes, and the memory beyond buffer.memory stays bounded.
+        self._to_seal: deque[ProducerBatch] = deque()
+        self._seal_lock = threading.Lock()
+        self._unsealed_bytes = 0
+        self._seal_backlog_bytes = 4 * self.batch_size
         # Per node: the Cluster snapshot and each of its partitions' place in partitions_for_node().
         self._node_index: dict[int, tuple[Cluster, dict[tuple[str, int], int]]] = {}
         # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
@@ -561,7 +568,7 @@ class RecordAccumulator:
                         start += count
                         appended = builder.estimated_size_in_bytes() - before
                         if start < end:
-                            last.close_for_record_appends()
+                            self._closed_for_appends(last)
                             wake = True
                         elif len(batches) > 1 or builder.is_full():
                             wake = True
@@ -584,7 +591,7 @@ class RecordAccumulator:
                         self._add_incomplete(batch)
                         wake = True
                         if start < end:
-                            batch.close_for_record_appends()
+                            self._closed_for_appends(batch)
                     if sticky and appended:
                         topic_info.partitioner.update_partition_info(
                             effective, appended, cluster, self._all_batches_full(dq)  # type: ignore[arg-type]
@@ -598,6 +605,31 @@ class RecordAccumulator:
             if buffer is not None:
                 self.free.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
+
+    def _closed_for_appends(self, batch: ProducerBatch) -> None:
+        was_writable = batch.is_writable
+        batch.close_for_record_appends()
+        if not was_writable or self.compression is CompressionType.NONE:
+            return  # (append's second try meets the same full batch again)
+        with self._seal_lock:
+            self._to_seal.append(batch)
+            self._unsealed_bytes += batch.builder.uncompressed_size
+            behind = self._unsealed_bytes > self._seal_backlog_bytes
+        if behind:
+            # The Sender is not keeping up: this caller compresses the backlog (backpressure, as
+            # Java's callers compress their own records).
+            self.seal_full_batches()
+
+    def seal_full_batches(self) -> None:
+        """Compress the full batches closed for appends and not yet compressed (see ProducerBatch.seal)."""
+        while True:
+            with self._seal_lock:
+                if not self._to_seal:
+                    return
+                batch = self._to_seal.popleft()
+                self._unsealed_bytes -= batch.builder.uncompressed_size
+            if not batch.is_done:
+                batch.seal()
 
     def sticky_partition(self, topic: str, cluster: Cluster) -> int:
         """The topic's current sticky partition (KIP-794), choosing one when there is none yet."""
@@ -640,7 +672,7 @@ class RecordAccumulator:
         initial = builder.estimated_size_in_bytes()
         future = last.try_append(timestamp, key, value, headers, callback, now_ms)
         if future is None:
-            last.close_for_record_appends()
+            self._closed_for_appends(last)
             return None
         appended = builder.estimated_size_in_bytes() - initial
         return RecordAppendResult(future, len(batches) > 1 or builder.is_full(), False, False, partition, appended)

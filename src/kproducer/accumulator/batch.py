@@ -35,6 +35,9 @@ RecordExceptions = ErrorFn | Mapping[int, BaseException] | Sequence[Any]
 # done()/abort() race only between the Sender and a closing producer, once per batch:
 # one lock for all batches costs less than one per batch.
 _state_lock = threading.Lock()
+# seal() may run on a caller thread while the Sender closes other batches: one lock keeps a
+# batch's compression (seal) and its close from ever overlapping.
+_bytes_lock = threading.Lock()
 
 
 class FinalState(enum.Enum):
@@ -467,10 +470,18 @@ class ProducerBatch:
 
     # ------------------------------------------------------------------ lifecycle
     def close_for_record_appends(self) -> None:
-        """No more appends. A compressed batch is compressed now (its header waits for ``close()``
-        at drain), so batches queued behind the Sender hold compressed bytes, as in Java."""
+        """No more appends; the bytes stay open until ``seal()`` or ``close()``."""
         self._writable = False
-        self.builder.close_for_record_appends(self.initial_capacity or None)
+
+    def seal(self) -> None:
+        """Compress the records of a batch closed for appends, ahead of ``close()`` at drain.
+
+        The Sender does it for full batches that must wait (Java compresses as records
+        are appended), so a queue of them holds compressed bytes, not records.
+        """
+        with _bytes_lock:
+            if not self._writable and not self.builder.is_closed:
+                self.builder.close_for_record_appends(self.initial_capacity or None)
 
     def abort_record_appends(self) -> None:
         self._writable = False
@@ -478,7 +489,10 @@ class ProducerBatch:
     def close(self) -> None:
         """Finish the batch bytes (compression, header, CRC): done once, when drained."""
         self._writable = False
-        self.builder.close()
+        if self.builder.is_closed:
+            return
+        with _bytes_lock:
+            self.builder.close()
 
     @property
     def is_closed(self) -> bool:
