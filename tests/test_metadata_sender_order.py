@@ -38,6 +38,9 @@ class _Accumulator:
     def expired_batches(self, now: int) -> list[Any]:
         return []
 
+    def seal_full_batches(self) -> None:
+        self.calls.append("seal")
+
 
 def _sender(md: Metadata, calls: list[str]) -> Sender:
     return Sender(
@@ -72,4 +75,4 @@ def test_without_a_due_request_the_loop_is_unchanged() -> None:
     md.handle_response(type("R", (), {"brokers": [], "topics": []})(), [], 0)
     calls: list[str] = []
     _sender(md, calls).run_once()
-    assert calls == ["ready", "poll(100)"]
+    assert calls == ["ready", "seal", "poll(100)"]  # seal: full compressed batches, before the poll
