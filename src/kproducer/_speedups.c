@@ -800,7 +800,11 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     if (lock == NULL || batches == NULL) return LANE_SLOW;
     Py_INCREF(lock);
     Py_INCREF(batches);
+    /* Owned too: other threads may run before the append (a blocking acquire, a GC pass) and
+       switch the sticky partition; the object must not be freed and its address reused. */
+    Py_XINCREF(sticky);
     int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now, out);
+    Py_XDECREF(sticky);
     Py_DECREF(batches);
     Py_DECREF(lock);
     return rc;
@@ -859,10 +863,12 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         if (r == NULL) { rc = -1; goto out; }
         Py_DECREF(r);
         taken = 1;
-        if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;  /* switched meanwhile */
         now = now_ms(CLOCK_MONOTONIC);
         timestamp = now_ms(CLOCK_REALTIME);
     }
+    /* Other threads may have run since the partition was chosen (the wait, or a GC pass in the
+       allocations above): if the sticky partition moved on, start over in Python. */
+    if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;
 
     /* ---- under the partition deque's lock (taken, or held through the GIL) ---- */
     {
