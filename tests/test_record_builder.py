@@ -13,7 +13,7 @@ from kproducer.record.builder import (
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
 )
-from kproducer.record.codecs import CompressionType
+from kproducer.record.codecs import CompressionType, compression_type_for_name
 from kproducer.record.reader import DefaultRecordBatch, read_batches
 
 TS = 1_700_000_000_000
@@ -289,3 +289,15 @@ def test_close_for_record_appends_compresses_early_and_close_adds_the_header(cod
     batch.validate()
     assert (batch.producer_id, batch.base_sequence) == (7, 42)
     assert [(r.timestamp, r.key, r.value) for r in batch.records()] == records[:n]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
+def test_for_batch_builds_the_same_state_as_the_checked_constructor(codec: str) -> None:
+    ctype = compression_type_for_name(codec)
+    estimator = CompressionRatioEstimator()
+    estimator.update_estimation("t", ctype, 0.4)
+    a = MemoryRecordsBuilder(bytearray(100), compression=ctype, write_limit=100, topic="t", ratio_estimator=estimator)
+    b = MemoryRecordsBuilder.for_batch(bytearray(100), ctype, None, 100, "t", estimator)
+    for slot in MemoryRecordsBuilder.__slots__:
+        if slot != "_buf":
+            assert getattr(a, slot) == getattr(b, slot), slot

@@ -386,6 +386,19 @@ class Sensor:
             for stat in self._stats:
                 stat.record(config, value, now_ms)
 
+    def record_each(self, values: Sequence[float], now_ms: int | None = None) -> None:
+        """``record(v)`` for each value, taking the lock once (the Sender's per-batch figures)."""
+        if not self._enabled or not values:
+            return
+        if now_ms is None:
+            now_ms = self._clock()
+        config = self._config
+        with self._lock:
+            for stat in self._stats:
+                rec = stat.record
+                for value in values:
+                    rec(config, value, now_ms)
+
     def _measure(self, stat: Stat, now_ms: int) -> float:
         with self._lock:
             return stat.measure(self._config, now_ms)

@@ -386,6 +386,10 @@ class RecordAccumulator:
                 yield TopicPartition(topic, partition), dq
 
     def _builder(self, buffer: bytearray, magic: int, topic: str) -> MemoryRecordsBuilder:
+        if magic == 2:
+            return MemoryRecordsBuilder.for_batch(
+                buffer, self.compression, self.compression_level, len(buffer), topic, self._ratio_estimator
+            )
         return MemoryRecordsBuilder(
             buffer,
             magic=magic,
@@ -921,7 +925,8 @@ class RecordAccumulator:
             size += batch.estimated_size_in_bytes()
             ready.append(batch)
             batch.drained(now_ms)
-            self._record_drained(batch, now_ms)
+        if ready:
+            self._record_drained(ready, now_ms)
         return ready
 
     @staticmethod
@@ -936,13 +941,21 @@ class RecordAccumulator:
                 return True
         return False
 
-    def _record_drained(self, batch: ProducerBatch, now_ms: int) -> None:
-        if self._queue_time_sensor is not None:
-            self._queue_time_sensor.record(float(batch.queue_time_ms()), now_ms)
-        if self._batch_size_sensor is not None:
-            self._batch_size_sensor.record(float(batch.estimated_size_in_bytes()), now_ms)
-        if self._compression_rate_sensor is not None:
-            self._compression_rate_sensor.record(batch.compression_rate(), now_ms)
+    def _record_drained(self, batches: list[ProducerBatch], now_ms: int) -> None:
+        """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
+        for sensor, figure in (
+            (self._queue_time_sensor, lambda b: float(b.queue_time_ms())),
+            (self._batch_size_sensor, lambda b: float(b.estimated_size_in_bytes())),
+            (self._compression_rate_sensor, lambda b: b.compression_rate()),
+        ):
+            if sensor is None:
+                continue
+            record_each = getattr(sensor, "record_each", None)
+            if record_each is not None:
+                record_each([figure(b) for b in batches], now_ms)
+            else:
+                for b in batches:
+                    sensor.record(figure(b), now_ms)
 
     # ------------------------------------------------------------------ expiry, retries, splits
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:

@@ -188,6 +188,9 @@ class NetworkClient:
             send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes
         )
         self._nodes: dict[int, _NodeState] = {}
+        # Bumped on every connection state change; keys the cached max_usable_produce_magic().
+        self._states_version = 0
+        self._magic_cache: tuple[int, int] = (-1, 2)
         self._in_flight: dict[int, dict[int, ClientRequest]] = {}
         self._completed: list[ClientResponse] = []
         self._metadata_in_flight: tuple[int, int, list[str] | None] | None = None  # (node, cid, topics)
@@ -308,6 +311,11 @@ class NetworkClient:
         Produce v3+ carries v2 batches, v2 carries v1 message sets, v0/v1 carry v0 (as Java's
         ApiVersions.maxUsableProduceMagic). Unknown (not yet connected) brokers do not lower it.
         """
+        # Asked for every new batch: computed again only after a connection changed state.
+        cached = self._magic_cache
+        if cached[0] == self._states_version:
+            return cached[1]
+        version = self._states_version
         magic = 2
         for st in self._nodes.values():
             if st.conn is None or st.state is not ConnectionState.READY:
@@ -315,6 +323,7 @@ class NetworkClient:
             v = st.conn.api_version(ApiKey.PRODUCE)
             if v is not None and v < 3:
                 magic = min(magic, 1 if v == 2 else 0)
+        self._magic_cache = (version, magic)
         return magic
 
     def in_flight_requests_by_node(self) -> dict[int, int]:
@@ -351,6 +360,7 @@ class NetworkClient:
         )
         st.conn.start_connect(now)
         st.state = ConnectionState.CONNECTING
+        self._states_version += 1
         st.setup_timeout_ms = self._setup_timeout.backoff(st.failed_attempts)
         logger.debug("connecting to node %s at %s", node_id, st.current_address)
         try:
@@ -368,6 +378,7 @@ class NetworkClient:
         if st.conn is not None:
             st.conn.close()
         st.state = ConnectionState.DISCONNECTED
+        self._states_version += 1
         if was_ready:
             st.failed_attempts = 0
         st.reconnect_backoff_ms = self._reconnect.backoff(st.failed_attempts)
@@ -527,6 +538,7 @@ class NetworkClient:
             st = self._nodes.get(node_id)
             if st is not None and st.conn is not None:
                 st.state = ConnectionState.CHECKING_API_VERSIONS
+                self._states_version += 1
                 st.conn.connection_made(now)
                 self._selector.send(node_id, st.conn.data_to_send())
         for node_id, data in result.received:
@@ -548,10 +560,12 @@ class NetworkClient:
                 self._selector.send(node_id, out)
             if st.state is not ConnectionState.READY and st.conn.state is ConnectionState.READY:
                 st.state = ConnectionState.READY
+                self._states_version += 1
                 st.failed_attempts = 0
                 logger.debug("node %s ready; versions %s", node_id, st.conn.api_versions)
             elif st.conn.state is ConnectionState.AUTHENTICATING:
                 st.state = ConnectionState.AUTHENTICATING
+                self._states_version += 1
             for resp in responses:
                 req = self._in_flight.get(node_id, {}).pop(resp.correlation_id, None)
                 if self._metadata_in_flight is not None and self._metadata_in_flight[:2] == (
@@ -614,6 +628,7 @@ class NetworkClient:
                 self._selector.close(st.node_id)
                 st.conn.close()
                 st.state = ConnectionState.DISCONNECTED
+                self._states_version += 1
         if self._metadata_in_flight is not None:
             mst = self._nodes.get(self._metadata_in_flight[0])
             if mst is None or mst.state is ConnectionState.DISCONNECTED:
@@ -686,6 +701,7 @@ class NetworkClient:
             if st.conn is not None:
                 st.conn.close()
             st.state = ConnectionState.DISCONNECTED
+            self._states_version += 1
 
 
 def build_metadata_request(version: int, topics: list[str] | None, allow_auto_topic_creation: bool) -> Any:

@@ -151,6 +151,9 @@ _PART_HEAD = struct.Struct(">ii")  # partition index + legacy records length
 # The fixed start of a partition's produce response, by version: index, error code, base offset,
 # then log-append time (v2+) and log start offset (v5+); one unpack instead of five reads.
 _PRODUCE_PART = (struct.Struct(">ihq"), struct.Struct(">ihqq"), struct.Struct(">ihqqq"))
+# A flexible partition response's tail when all is well: empty record_errors (compact array,
+# length + 1 = 1), null error_message (0), no tagged fields (0).
+_NO_ERRORS_NO_TAGS = b"\x01\x00\x00"
 
 
 def _uvarint(n: int) -> bytes:
@@ -442,6 +445,7 @@ def parse_produce_response(
     """Decode a Produce response body of ``version`` (0–11)."""
     r = _Reader(memoryview(body), version >= 9)
     fixed = _PRODUCE_PART[2 if version >= 5 else 1 if version >= 2 else 0]
+    flexible = version >= 9
     out: dict[TopicPartition, PartitionProduceResponse] = {}
     for _ in range(r.array_len()):
         topic = r.string()
@@ -456,6 +460,13 @@ def parse_produce_response(
             log_start_offset = values[4] if version >= 5 else -1
             record_errors: tuple[RecordError, ...] = ()
             error_message = None
+            if flexible and r.buf[r.pos : r.pos + 3] == _NO_ERRORS_NO_TAGS:
+                # The usual tail: no record errors, no error message, no tagged fields.
+                r.pos += 3
+                out[TopicPartition(topic, partition)] = PartitionProduceResponse(
+                    error_code, None, base_offset, log_append_time, log_start_offset, ()
+                )
+                continue
             if version >= 8:
                 errs = []
                 for _ in range(r.array_len()):

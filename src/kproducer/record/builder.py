@@ -378,6 +378,54 @@ class MemoryRecordsBuilder:
         if len(buffer) < start:
             buffer.extend(bytes(start - len(buffer)))
 
+    @classmethod
+    def for_batch(
+        cls,
+        buffer: bytearray,
+        compression: CompressionType,
+        compression_level: int | None,
+        write_limit: int,
+        topic: str,
+        ratio_estimator: CompressionRatioEstimator | None,
+    ) -> MemoryRecordsBuilder:
+        """A v2 builder for the accumulator's next batch, without re-checking what its config checked.
+
+        The same state as ``MemoryRecordsBuilder(buffer, magic=2, compression=...,
+        write_limit=..., topic=..., ratio_estimator=...)``; a new batch is opened
+        every ``batch.size`` bytes, so the argument checks are paid once, at config time.
+        """
+        self = cls.__new__(cls)
+        self._buf = buffer
+        self._magic = 2
+        self._compression = compression
+        self._compression_level = compression_level
+        self._timestamp_type = 0
+        self._base_offset = 0
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._base_sequence = -1
+        self._is_transactional = False
+        self._partition_leader_epoch = -1
+        self._write_limit = write_limit
+        self._records_start = RECORD_BATCH_OVERHEAD
+        self._pos = RECORD_BATCH_OVERHEAD
+        self._num_records = 0
+        self._base_timestamp = NO_TIMESTAMP
+        self._max_timestamp = NO_TIMESTAMP
+        self._closed = False
+        self._size = 0
+        self._compressed_records_size = 0
+        self._sealed = False
+        self._uncompressed_records_size = 0
+        self._topic = topic
+        self._ratio_estimator = ratio_estimator
+        self._estimated_ratio = (
+            1.0 if ratio_estimator is None else float(ratio_estimator.estimation(topic, compression))
+        )
+        if len(buffer) < RECORD_BATCH_OVERHEAD:
+            buffer.extend(bytes(RECORD_BATCH_OVERHEAD - len(buffer)))
+        return self
+
     # ------------------------------------------------------------ appending
     def append(
         self,
