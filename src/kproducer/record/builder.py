@@ -338,6 +338,43 @@ class MemoryRecordsBuilder:
             producer_id != -1 or producer_epoch != -1 or base_sequence != -1 or is_transactional
         ):
             raise ValueError(f"idempotent/transactional producer state needs magic 2, got magic {magic}")
+        if magic == 2:
+            start = RECORD_BATCH_OVERHEAD
+        elif ctype is not CompressionType.NONE:
+            start = LOG_OVERHEAD + record_overhead(magic)
+        else:
+            start = 0
+        if estimated_compression_ratio is None:
+            if ratio_estimator is not None and topic is not None:
+                estimated_compression_ratio = ratio_estimator.estimation(topic, ctype)
+            else:
+                estimated_compression_ratio = 1.0
+        self._set_state(
+            buffer, magic, ctype, compression_level, write_limit, start, topic, ratio_estimator,
+            float(estimated_compression_ratio), timestamp_type, base_offset, producer_id, producer_epoch,
+            base_sequence, bool(is_transactional), partition_leader_epoch,
+        )  # fmt: skip
+
+    def _set_state(
+        self,
+        buffer: bytearray,
+        magic: int,
+        ctype: CompressionType,
+        compression_level: int | None,
+        write_limit: int,
+        start: int,
+        topic: str | None,
+        ratio_estimator: CompressionRatioEstimator | None,
+        estimated_ratio: float,
+        timestamp_type: int = 0,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        partition_leader_epoch: int = -1,
+    ) -> None:
+        """Every slot of an empty builder (the checked constructor and for_batch share it)."""
         self._buf = buffer
         self._magic = magic
         self._compression = ctype
@@ -347,15 +384,9 @@ class MemoryRecordsBuilder:
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
-        self._is_transactional = bool(is_transactional)
+        self._is_transactional = is_transactional
         self._partition_leader_epoch = partition_leader_epoch
         self._write_limit = write_limit
-        if magic == 2:
-            start = RECORD_BATCH_OVERHEAD
-        elif ctype is not CompressionType.NONE:
-            start = LOG_OVERHEAD + record_overhead(magic)
-        else:
-            start = 0
         self._records_start = start
         self._pos = start
         self._num_records = 0
@@ -369,12 +400,7 @@ class MemoryRecordsBuilder:
         self._uncompressed_records_size = 0
         self._topic = topic
         self._ratio_estimator = ratio_estimator
-        if estimated_compression_ratio is None:
-            if ratio_estimator is not None and topic is not None:
-                estimated_compression_ratio = ratio_estimator.estimation(topic, ctype)
-            else:
-                estimated_compression_ratio = 1.0
-        self._estimated_ratio = float(estimated_compression_ratio)
+        self._estimated_ratio = estimated_ratio
         if len(buffer) < start:
             buffer.extend(bytes(start - len(buffer)))
 
@@ -395,35 +421,10 @@ class MemoryRecordsBuilder:
         every ``batch.size`` bytes, so the argument checks are paid once, at config time.
         """
         self = cls.__new__(cls)
-        self._buf = buffer
-        self._magic = 2
-        self._compression = compression
-        self._compression_level = compression_level
-        self._timestamp_type = 0
-        self._base_offset = 0
-        self._producer_id = -1
-        self._producer_epoch = -1
-        self._base_sequence = -1
-        self._is_transactional = False
-        self._partition_leader_epoch = -1
-        self._write_limit = write_limit
-        self._records_start = RECORD_BATCH_OVERHEAD
-        self._pos = RECORD_BATCH_OVERHEAD
-        self._num_records = 0
-        self._base_timestamp = NO_TIMESTAMP
-        self._max_timestamp = NO_TIMESTAMP
-        self._closed = False
-        self._size = 0
-        self._compressed_records_size = 0
-        self._sealed = False
-        self._uncompressed_records_size = 0
-        self._topic = topic
-        self._ratio_estimator = ratio_estimator
-        self._estimated_ratio = (
-            1.0 if ratio_estimator is None else float(ratio_estimator.estimation(topic, compression))
+        ratio = 1.0 if ratio_estimator is None else float(ratio_estimator.estimation(topic, compression))
+        self._set_state(
+            buffer, 2, compression, compression_level, write_limit, RECORD_BATCH_OVERHEAD, topic, ratio_estimator, ratio
         )
-        if len(buffer) < RECORD_BATCH_OVERHEAD:
-            buffer.extend(bytes(RECORD_BATCH_OVERHEAD - len(buffer)))
         return self
 
     # ------------------------------------------------------------ appending
