@@ -138,43 +138,46 @@ def _check_int(is_key: bool, data: Any, name: str) -> int:
     return data
 
 
-class IntegerSerializer(_Base):
+class _FixedIntSerializer(_Base):
+    """A big-endian two's complement int of a fixed width (Java's Integer/LongSerializer)."""
+
+    __slots__ = ()
+    _pack: Any
+    _range: str = ""
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        if data is None:
+            return None
+        value = _check_int(self.is_key, data, self.name)
+        try:
+            return self._pack(value)
+        except struct.error:
+            raise SerializationError(f"{_field(self.is_key)} {value} is outside the {self._range}{self._hint()}")
+
+    def _hint(self) -> str:
+        """What to do instead, if there is a wider type."""
+        return ""
+
+
+class IntegerSerializer(_FixedIntSerializer):
     """Java IntegerSerializer: 4-byte big-endian two's complement."""
 
     __slots__ = ()
     name = "int"
     _pack = struct.Struct(">i").pack
+    _range = "32-bit signed range [-2**31, 2**31-1]"
 
-    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
-        if data is None:
-            return None
-        value = _check_int(self.is_key, data, self.name)
-        try:
-            return self._pack(value)
-        except struct.error:
-            raise SerializationError(
-                f"{_field(self.is_key)} {value} is outside the 32-bit signed range [-2**31, 2**31-1]; "
-                f"set {_config_key(self.is_key)} to 'long' for 64-bit values"
-            )
+    def _hint(self) -> str:
+        return f"; set {_config_key(self.is_key)} to 'long' for 64-bit values"
 
 
-class LongSerializer(_Base):
+class LongSerializer(_FixedIntSerializer):
     """Java LongSerializer: 8-byte big-endian two's complement."""
 
     __slots__ = ()
     name = "long"
     _pack = struct.Struct(">q").pack
-
-    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
-        if data is None:
-            return None
-        value = _check_int(self.is_key, data, self.name)
-        try:
-            return self._pack(value)
-        except struct.error:
-            raise SerializationError(
-                f"{_field(self.is_key)} {value} is outside the 64-bit signed range [-2**63, 2**63-1]"
-            )
+    _range = "64-bit signed range [-2**63, 2**63-1]"
 
 
 class DoubleSerializer(_Base):
