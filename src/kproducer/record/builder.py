@@ -560,12 +560,7 @@ class MemoryRecordsBuilder:
             )
             if pos < 0:
                 return False
-            self._pos = pos
-            self._num_records = n + 1
-            if n == 0:
-                self._base_timestamp = timestamp
-            if timestamp > self._max_timestamp:
-                self._max_timestamp = timestamp
+            self._appended(pos, 1, timestamp)
             return True
         if not self.has_room_for(timestamp, key, value, headers):
             return False
@@ -617,13 +612,17 @@ class MemoryRecordsBuilder:
             encoded_headers,
         )
         if count:
-            self._pos = pos
-            if n == 0:
-                self._base_timestamp = timestamp
-            self._num_records = n + count
-            if timestamp > self._max_timestamp:
-                self._max_timestamp = timestamp
+            self._appended(pos, count, timestamp)
         return int(count)
+
+    def _appended(self, pos: int, count: int, timestamp: int) -> None:
+        """Bookkeeping after the native encoder wrote ``count`` records (all at ``timestamp``) up to ``pos``."""
+        if self._num_records == 0:
+            self._base_timestamp = timestamp
+        self._pos = pos
+        self._num_records += count
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
 
     def _append_many_legacy(
         self,
