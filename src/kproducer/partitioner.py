@@ -101,6 +101,17 @@ class Partitioner(Protocol):
     ) -> int: ...
 
 
+def _spread(cluster: Cluster, topic: str, n: int) -> int:
+    """Partition ``n`` modulo the partitions with a leader, or modulo all of them when none has one."""
+    available = cluster.available_partitions_for_topic(topic)
+    if available:
+        return available[n % len(available)].partition
+    count = cluster.partition_count(topic)
+    if not count:
+        raise _no_partitions(topic)
+    return n % count
+
+
 def _no_partitions(topic: str) -> KafkaError:
     return KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
 
@@ -124,13 +135,7 @@ class RoundRobinPartitioner:
         if counter is None:
             counter = self._counters.setdefault(topic, itertools.count())
         n = next(counter) & 0x7FFFFFFF  # itertools.count's next() is atomic under the GIL
-        available = cluster.available_partitions_for_topic(topic)
-        if available:
-            return available[n % len(available)].partition
-        count = cluster.partition_count(topic)
-        if not count:
-            raise _no_partitions(topic)
-        return n % count
+        return _spread(cluster, topic, n)
 
     def close(self) -> None:
         self._counters.clear()
@@ -360,13 +365,7 @@ class BuiltInPartitioner:
         random_value = self._rng.getrandbits(31)
         stats = self._load_stats
         if stats is None:
-            available = cluster.available_partitions_for_topic(self.topic)
-            if available:
-                return available[random_value % len(available)].partition
-            count = cluster.partition_count(self.topic)
-            if not count:
-                raise _no_partitions(self.topic)
-            return random_value % count
+            return _spread(cluster, self.topic, random_value)
         table = stats.cumulative_frequency_table
         weighted = random_value % table[stats.length - 1]
         # The first entry strictly greater than ``weighted``: entry i covers [table[i-1], table[i]).
