@@ -96,18 +96,8 @@ class BulkFuture:
     def _finish(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         with self._lock:
             self._segments.append((rng, result, futures))
-            self._pending -= rng.count
-            finished = self._pending == 0
-            callbacks = self._callbacks if finished else []
-            if finished:
-                self._callbacks = []
-        if finished:
-            self._done.set()
-            for cb in callbacks:
-                try:
-                    cb(self)
-                except Exception:
-                    log.exception("error in a bulk future done-callback for topic %s", self.topic)
+            callbacks = self._settle_locked(rng.count)
+        self._fire(callbacks)
 
     def _appended(self, count: int) -> None:
         with self._lock:
@@ -118,19 +108,27 @@ class BulkFuture:
         with self._lock:
             missing = self.count - self._appended_count
             self._missing_error = error
-            self._pending -= missing
-            finished = self._pending == 0
-            callbacks = self._callbacks if finished else []
-            if finished:
-                self._callbacks = []
-        if finished:
-            self._done.set()
-            for cb in callbacks:
-                try:
-                    cb(self)
-                except Exception:
-                    log.exception("error in a bulk future done-callback for topic %s", self.topic)
+            callbacks = self._settle_locked(missing)
+        self._fire(callbacks)
         return missing
+
+    def _settle_locked(self, count: int) -> list[Callable[[BulkFuture], Any]] | None:
+        """``count`` more records have their outcome; the done-callbacks to run if that was the last."""
+        self._pending -= count
+        if self._pending != 0:
+            return None
+        callbacks, self._callbacks = self._callbacks, []
+        return callbacks
+
+    def _fire(self, callbacks: list[Callable[[BulkFuture], Any]] | None) -> None:
+        if callbacks is None:
+            return
+        self._done.set()
+        for cb in callbacks:
+            try:
+                cb(self)
+            except Exception:
+                log.exception("error in a bulk future done-callback for topic %s", self.topic)
 
     # ------------------------------------------------------------ the future API
     def done(self) -> bool:
