@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from kio.serial import entity_reader, entity_writer
 
+from kproducer.record.native import encode_unsigned_varint
 from kproducer.structs import TopicPartition
 
 __all__ = [
@@ -156,15 +157,6 @@ _PRODUCE_PART = (struct.Struct(">ihq"), struct.Struct(">ihqq"), struct.Struct(">
 _NO_ERRORS_NO_TAGS = b"\x01\x00\x00"
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
@@ -203,7 +195,7 @@ def _compact_string(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return encode_unsigned_varint(len(b) + 1) + b
 
 
 # ------------------------------------------------------------------ headers
@@ -330,14 +322,14 @@ def build_produce_request(
     if version >= 3:
         head += _compact_string(transactional_id) if flexible else _legacy_string(transactional_id)
     head += _I16.pack(acks) + _I32.pack(timeout_ms)
-    head += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+    head += encode_unsigned_varint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
     for topic, plist in by_topic.items():
         head += _compact_string(topic) if flexible else _legacy_string(topic)
-        head += _uvarint(len(plist) + 1) if flexible else _I32.pack(len(plist))
+        head += encode_unsigned_varint(len(plist) + 1) if flexible else _I32.pack(len(plist))
         for partition, data in plist:
             n = len(data) if not isinstance(data, memoryview) else data.nbytes
             if flexible:
-                head += _I32.pack(partition) + _uvarint(n + 1)
+                head += _I32.pack(partition) + encode_unsigned_varint(n + 1)
             else:
                 head += _PART_HEAD.pack(partition, n)
             buffers.append(bytes(head))

@@ -36,6 +36,7 @@ from kproducer.record.legacy import (
     legacy_record_size,
     record_overhead,
 )
+from kproducer.record.native import encode_unsigned_varint
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -70,16 +71,6 @@ PRODUCER_ID_OFFSET = 43
 def zigzag(n: int) -> int:
     """Map a signed int onto an unsigned one so that small magnitudes stay short."""
     return n << 1 if n >= 0 else ((-n) << 1) - 1
-
-
-def encode_unsigned_varint(u: int) -> bytes:
-    """Base-128 little-endian varint of a non-negative int."""
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
 
 
 def encode_varint(n: int) -> bytes:

@@ -45,18 +45,21 @@ COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 _NO_HEADERS = b"\x00"
 
 
+def encode_unsigned_varint(u: int) -> bytes:
+    """Base-128 little-endian varint of a non-negative int (records and the protocol's compact fields)."""
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
 # ---------------------------------------------------------------- pure Python
 class _Pure:
     """The reference implementation (also the fallback)."""
 
-    @staticmethod
-    def _uvarint(u: int) -> bytes:
-        out = bytearray()
-        while u >= 0x80:
-            out.append((u & 0x7F) | 0x80)
-            u >>= 7
-        out.append(u)
-        return bytes(out)
+    _uvarint = staticmethod(encode_unsigned_varint)
 
     @classmethod
     def _varint(cls, n: int) -> bytes:
