@@ -626,6 +626,8 @@ class RecordAccumulator:
 
     def seal_full_batches(self) -> None:
         """Compress the full batches closed for appends and not yet compressed (see ProducerBatch.seal)."""
+        if not self._to_seal:  # every Sender loop: no lock when there is nothing (always, uncompressed)
+            return
         while True:
             with self._seal_lock:
                 if not self._to_seal:

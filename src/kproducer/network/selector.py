@@ -9,6 +9,7 @@ Only the Sender thread calls anything here except ``wakeup()``.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import selectors
 import socket
@@ -200,7 +201,7 @@ class Selector:
 
     def _write(self, ch: _Channel, result: PollResult) -> None:
         while ch.pending:
-            iov = list(ch.pending)[:_IOV_MAX] if len(ch.pending) > _IOV_MAX else list(ch.pending)
+            iov = list(itertools.islice(ch.pending, _IOV_MAX))
             try:
                 sent = ch.sock.sendmsg(iov)
             except (BlockingIOError, InterruptedError):
