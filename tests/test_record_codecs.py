@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import cramjam
@@ -57,6 +58,20 @@ def test_levels(ctype: CompressionType, good: list[int], bad: list[int]) -> None
             compress(ctype, DATA, level)
     with pytest.raises(ValueError, match="snappy"):
         compress(CompressionType.SNAPPY, DATA, 3)
+
+
+def test_lz4_level_matters_as_in_java() -> None:
+    """The default level (9) is the fast compressor; other levels are LZ4 HC, which packs tighter."""
+    rng = random.Random(7)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"kafka", b"batch", b"epsilon"]
+    text = b" ".join(rng.choice(words) + str(rng.randint(0, 99999)).encode() for _ in range(40000))
+    sizes = {lvl: len(compress(CompressionType.LZ4, text, lvl)) for lvl in (1, 9, 12, 17)}
+    assert sizes[17] < sizes[9] and sizes[12] < sizes[9], sizes
+    assert sizes[17] <= sizes[12] <= sizes[1], sizes
+    assert len(compress(CompressionType.LZ4, text)) == sizes[9]
+    for lvl in sizes:
+        assert decompress(CompressionType.LZ4, compress(CompressionType.LZ4, text, lvl)) == text
+        assert decompress(CompressionType.LZ4, compress(CompressionType.LZ4, text, lvl, magic=0), magic=0) == text
 
 
 def test_snappy_is_xerial_framed_and_raw_is_accepted() -> None:

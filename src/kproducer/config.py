@@ -455,7 +455,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         note="-1 means the codec's default.",
     ),
     ConfigKey(
-        "compression.lz4.level", Type.INT, 9, _M, "The lz4 level when compression.type is lz4.", Range(1, 17)
+        "compression.lz4.level",
+        Type.INT,
+        9,
+        _M,
+        "The lz4 level when compression.type is lz4: the default 9 uses the fast compressor, as Java "
+        "does; any other level uses LZ4 HC at that level (smaller output, slower).",
+        Range(1, 17),
     ),
     ConfigKey(
         "compression.zstd.level",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from enum import IntEnum
 
 import cramjam
@@ -207,6 +208,15 @@ _LZ4_BLOCK = 64 * 1024
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 
 
+_LZ4_DEFAULT_LEVEL = _DEFAULT_LEVELS[CompressionType.LZ4]
+
+
+def _lz4_hc() -> Callable[..., bytes]:
+    import lz4.block
+
+    return lz4.block.compress
+
+
 def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None, magic: int) -> bytes:
     descriptor = bytes((_LZ4_FLG, _LZ4_BD))
     # KIP-57: Kafka's magic-0 writer hashed the frame magic together with the descriptor.
@@ -215,15 +225,14 @@ def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None, magic
     parts = [_LZ4_MAGIC, descriptor, bytes((hc,))]
     mv = memoryview(data).cast("B")
     pack = struct.Struct("<I").pack
-    high = level is not None and level >= 3
+    # As Java's Lz4BlockOutputStream: the default level uses the fast compressor, any other
+    # level LZ4 HC at that level (cramjam's block API ignores levels, so HC comes from lz4).
+    high = level is not None and level != _LZ4_DEFAULT_LEVEL
+    hc_compress = _lz4_hc() if high else None
     for off in range(0, len(mv), _LZ4_BLOCK):
         chunk = mv[off : off + _LZ4_BLOCK]
-        if high:
-            block = bytes(
-                cramjam.lz4.compress_block(
-                    chunk, mode="high_compression", compression=level, store_size=False
-                )
-            )
+        if hc_compress is not None:
+            block = hc_compress(chunk, mode="high_compression", compression=level, store_size=False)
         else:
             block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
         if len(block) < len(chunk):
