@@ -208,6 +208,7 @@ def test_bytes_like_inputs() -> None:
         ((TS, b"k", b"v", "abc"), TypeError, "headers"),
         ((-5, b"k", b"v"), ValueError, "timestamp"),
         (("now", b"k", b"v"), TypeError, "timestamp"),
+        ((1 << 63, b"k", b"v"), ValueError, r"timestamp must be in 0\.\.9223372036854775807"),
     ],
 )
 def test_bad_input(args: tuple[object, ...], exc: type[Exception], match: str) -> None:
@@ -215,6 +216,17 @@ def test_bad_input(args: tuple[object, ...], exc: type[Exception], match: str) -
     with pytest.raises(exc, match=match):
         b.append(*args)  # type: ignore[arg-type]
     assert b.num_records == 0
+
+
+@pytest.mark.parametrize("magic", [1, 2])
+def test_timestamp_past_int64_is_refused_before_anything_is_written(magic: int) -> None:
+    b = MemoryRecordsBuilder(bytearray(), magic=magic, write_limit=4096)
+    for call in (b.append, b.try_append):
+        with pytest.raises(ValueError, match="timestamp must be in 0..9223372036854775807"):
+            call(1 << 63, b"k", b"v")
+    assert b.try_append((1 << 63) - 1, b"k", b"v")
+    b.close()
+    assert [r.timestamp for batch in read_batches(b.buffer()) for r in batch.records()] == [(1 << 63) - 1]
 
 
 def test_no_timestamp_is_allowed() -> None:
@@ -301,3 +313,33 @@ def test_for_batch_builds_the_same_state_as_the_checked_constructor(codec: str) 
     for slot in MemoryRecordsBuilder.__slots__:
         if slot != "_buf":
             assert getattr(a, slot) == getattr(b, slot), slot
+
+
+def test_control_batch_sets_attribute_bit_5() -> None:
+    """A transaction marker batch: control and transactional bits, read back by ours and kafka-python's reader."""
+    from kafka.record.memory_records import MemoryRecords
+
+    b = MemoryRecordsBuilder(
+        bytearray(),
+        write_limit=4096,
+        is_control=True,
+        is_transactional=True,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=-1,
+    )
+    assert b.is_control
+    # An END_TXN COMMIT marker: key = (version 0, type 1), value = (version 0, coordinator epoch 3).
+    b.append(TS, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 3))
+    b.close()
+    batch = _one(b.buffer())
+    assert batch.is_control and batch.is_transactional
+    assert batch.attributes & 0x30 == 0x30
+    theirs = MemoryRecords(bytes(b.buffer())).next_batch()
+    assert theirs.is_control_batch and theirs.is_transactional and theirs.validate_crc()
+    plain = MemoryRecordsBuilder(bytearray(), write_limit=4096)
+    plain.append(TS, None, b"v")
+    plain.close()
+    assert not _one(plain.buffer()).is_control
+    with pytest.raises(ValueError, match="control batch .* needs magic 2"):
+        MemoryRecordsBuilder(bytearray(), magic=1, write_limit=4096, is_control=True)

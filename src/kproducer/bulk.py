@@ -24,7 +24,13 @@ from kproducer.accumulator.batch import BulkRange
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from kproducer.record import native
-from kproducer.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD, _encode_headers, varint_size
+from kproducer.record.builder import (
+    MAX_RECORD_OVERHEAD,
+    MAX_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    _encode_headers,
+    varint_size,
+)
 from kproducer.structs import RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -315,8 +321,10 @@ def _produce(
         )
     if timestamp is None:
         timestamp = int(time.time() * 1000)
-    elif timestamp.__class__ is not int or timestamp < 0:
-        raise ValueError(f"timestamp must be an int >= 0 (milliseconds since the epoch), got {timestamp!r}")
+    elif timestamp.__class__ is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise ValueError(
+            f"timestamp must be an int in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp!r}"
+        )
     remaining = max(0, p._max_block_ms - (p._clock() - start_ms))
     acc = p._accumulator
     wake = False

@@ -42,7 +42,7 @@ from kproducer.errors import (
 from kproducer.metadata import Cluster, Metadata
 from kproducer.metrics import Metrics, register_producer_metrics
 from kproducer.partitioner import partition_for_key, resolve_partitioner
-from kproducer.record.builder import estimate_size_upper_bound
+from kproducer.record.builder import MAX_TIMESTAMP, estimate_size_upper_bound
 from kproducer.record.codecs import CompressionType
 from kproducer.sender import Sender
 from kproducer.serialization import is_passthrough, resolve_serializer
@@ -393,8 +393,8 @@ class Producer:
         # 5. append, and wake the Sender when a batch filled or a new one was created
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        elif timestamp < 0:
-            raise ValueError(f"timestamp must be >= 0 (milliseconds since the epoch), got {timestamp}")
+        elif timestamp < 0 or timestamp > MAX_TIMESTAMP:
+            raise ValueError(f"timestamp must be in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp}")
         now = self._clock()
         remaining = self._max_block_ms - (now - start) if start else self._max_block_ms
         try:

@@ -58,6 +58,8 @@ MAX_RECORD_OVERHEAD = 21  # Java DefaultRecord.MAX_RECORD_OVERHEAD
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+# Timestamps are int64 milliseconds on the wire.
+MAX_TIMESTAMP = (1 << 63) - 1
 
 # v2 batch header layout (offsets into the batch).
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -279,6 +281,7 @@ class MemoryRecordsBuilder:
         "_estimated_ratio",
         "_topic",
         "_ratio_estimator",
+        "_is_control",
     )
 
     def __init__(
@@ -296,6 +299,7 @@ class MemoryRecordsBuilder:
         is_transactional: bool = False,
         partition_leader_epoch: int = -1,
         write_limit: int,
+        is_control: bool = False,
         estimated_compression_ratio: float | None = None,
         topic: str | None = None,
         ratio_estimator: CompressionRatioEstimator | None = None,
@@ -329,6 +333,8 @@ class MemoryRecordsBuilder:
             producer_id != -1 or producer_epoch != -1 or base_sequence != -1 or is_transactional
         ):
             raise ValueError(f"idempotent/transactional producer state needs magic 2, got magic {magic}")
+        if is_control and magic != 2:
+            raise ValueError(f"a control batch (transaction markers) needs magic 2, got magic {magic}")
         if magic == 2:
             start = RECORD_BATCH_OVERHEAD
         elif ctype is not CompressionType.NONE:
@@ -345,6 +351,7 @@ class MemoryRecordsBuilder:
             float(estimated_compression_ratio), timestamp_type, base_offset, producer_id, producer_epoch,
             base_sequence, bool(is_transactional), partition_leader_epoch,
         )  # fmt: skip
+        self._is_control = bool(is_control)
 
     def _set_state(
         self,
@@ -392,6 +399,7 @@ class MemoryRecordsBuilder:
         self._topic = topic
         self._ratio_estimator = ratio_estimator
         self._estimated_ratio = estimated_ratio
+        self._is_control = False
         if len(buffer) < start:
             buffer.extend(bytes(start - len(buffer)))
 
@@ -433,8 +441,8 @@ class MemoryRecordsBuilder:
             if isinstance(timestamp, bool) or not isinstance(timestamp, int):
                 raise TypeError(f"timestamp must be an int (ms), got {type(timestamp).__name__}")
             timestamp = int(timestamp)
-        if timestamp < 0 and timestamp != NO_TIMESTAMP:
-            raise ValueError(f"timestamp must be >= 0 or -1 (NO_TIMESTAMP), got {timestamp}")
+        if (timestamp < 0 and timestamp != NO_TIMESTAMP) or timestamp > MAX_TIMESTAMP:
+            raise ValueError(f"timestamp must be in 0..{MAX_TIMESTAMP} (ms) or -1 (NO_TIMESTAMP), got {timestamp}")
         if self._magic != 2:
             self._append_legacy(timestamp, key, value, headers)
             return
@@ -524,7 +532,7 @@ class MemoryRecordsBuilder:
             and not self._closed
             and not self._sealed
             and timestamp.__class__ is int
-            and timestamp >= NO_TIMESTAMP
+            and NO_TIMESTAMP <= timestamp <= MAX_TIMESTAMP
             and (key is None or key.__class__ is bytes)
             and (value is None or value.__class__ is bytes)
         ):
@@ -579,8 +587,8 @@ class MemoryRecordsBuilder:
         """
         if self._closed or self._sealed:
             raise IllegalStateError("cannot append to a closed MemoryRecordsBuilder")
-        if timestamp.__class__ is not int or timestamp < 0:
-            raise ValueError(f"timestamp must be an int >= 0 (ms), got {timestamp!r}")
+        if timestamp.__class__ is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
+            raise ValueError(f"timestamp must be an int in 0..{MAX_TIMESTAMP} (ms), got {timestamp!r}")
         if start >= end:
             return 0
         if self._magic != 2:
@@ -797,6 +805,11 @@ class MemoryRecordsBuilder:
         return self._is_transactional
 
     @property
+    def is_control(self) -> bool:
+        """A control batch carries transaction markers (attribute bit 5), never user records."""
+        return self._is_control
+
+    @property
     def write_limit(self) -> int:
         return self._write_limit
 
@@ -941,6 +954,8 @@ class MemoryRecordsBuilder:
         attributes = int(ctype) | (self._timestamp_type << 3)
         if self._is_transactional:
             attributes |= TRANSACTIONAL_FLAG
+        if self._is_control:
+            attributes |= CONTROL_FLAG
         BATCH_HEADER.pack_into(
             buf,
             0,
