@@ -1,6 +1,11 @@
 """Record encoding throughput: µs per 100-byte record appended, and compress+close MB/s per codec.
 
-Run: .venv/bin/python benchmarks/record_encode.py [--records N]
+Three append loops: ``append`` after an ``is_full`` check and ``has_room_for`` +
+``append`` (the builder's checked Python API), and ``try_append`` (the one call
+the accumulator makes per record; native when the C extension is built).
+
+    .venv/bin/python benchmarks/record_encode.py [--records N]
+    KPRODUCER_PURE_PYTHON=1 .venv/bin/python benchmarks/record_encode.py   # the pure-Python fallback
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from kproducer.record import native
 from kproducer.record.builder import MemoryRecordsBuilder
 from kproducer.record.codecs import CompressionType
 
@@ -27,6 +33,19 @@ def bench_append(n: int, check_room: bool) -> float:
         ):
             builder = MemoryRecordsBuilder(bytearray(BATCH_SIZE), write_limit=BATCH_SIZE)
         builder.append(TS, key, value, None)
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def bench_try_append(n: int) -> float:
+    """µs per record for ``try_append`` (size check and append in one call), new builder per 16 KiB batch."""
+    key = b"key-00042"
+    value = bytes(range(100))
+    builder = MemoryRecordsBuilder(bytearray(BATCH_SIZE), write_limit=BATCH_SIZE)
+    start = time.perf_counter()
+    for _ in range(n):
+        if not builder.try_append(TS, key, value, None):
+            builder = MemoryRecordsBuilder(bytearray(BATCH_SIZE), write_limit=BATCH_SIZE)
+            builder.try_append(TS, key, value, None)
     return (time.perf_counter() - start) / n * 1e6
 
 
@@ -58,8 +77,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=200)
     args = parser.parse_args()
-    for label, check in (("append only (is_full check)", False), ("has_room_for + append", True)):
-        best = min(bench_append(args.records, check) for _ in range(3))
+    print(f"C extension: {'in use' if native.AVAILABLE else 'not in use (pure Python)'}")
+    loops = (
+        ("append only (is_full check)", lambda: bench_append(args.records, False)),
+        ("has_room_for + append", lambda: bench_append(args.records, True)),
+        ("try_append", lambda: bench_try_append(args.records)),
+    )
+    for label, run in loops:
+        best = min(run() for _ in range(3))
         print(f"{label:32s} {best:6.2f} us/record  ({args.records} x 100-byte values, 16 KiB batches)")
     for codec in CompressionType:
         mbps, rate = max(bench_close(codec, args.batches) for _ in range(3))

@@ -34,7 +34,13 @@ from tests.support.mock_cluster import MockCluster, start_mock_cluster  # noqa: 
 
 @pytest.fixture
 def mock_cluster() -> Iterator[MockCluster]:
-    """librdkafka's mock cluster (3 brokers on loopback) in a child process; always stopped."""
+    """librdkafka's mock cluster (3 brokers on loopback) in a child process; always stopped.
+
+    Function scope on purpose, unlike ``tansu``: the tests inject faults (leaders
+    moved, brokers down, RTTs, queued request errors) that would leak into the
+    next test, and librdkafka has no call to clear every fault. A cluster starts
+    in about 0.1 s, so a fresh one per test costs little.
+    """
     cluster = start_mock_cluster(brokers=3)
     try:
         yield cluster

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def read_topic(
     group coordinator. Raises AssertionError, naming what was missing, on timeout.
     Returns records sorted by (partition, offset).
     """
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer(
         {
@@ -48,8 +49,26 @@ def read_topic(
             "group.id": "kproducer-readback",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 50,
+            # Verify every batch's CRC on the consumer side too: a corrupt batch is an error, not data.
+            "check.crcs": True,
         }
     )
+    transient = {KafkaError._PARTITION_EOF, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+
+    def take(batch: list[Any], out: list[ConsumedRecord]) -> None:
+        for m in batch:
+            err = m.error()
+            if err is not None:
+                if err.code() in transient or (err.retriable() and not err.fatal()):
+                    continue
+                raise AssertionError(f"reading back {topic!r} partition {m.partition()}: {err}")
+            ts_type, ts = m.timestamp()
+            out.append(
+                ConsumedRecord(
+                    m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts, ts_type
+                )
+            )
+
     try:
         if partitions is None:
             md = c.list_topics(topic, timeout=10)
@@ -58,26 +77,11 @@ def read_topic(
         out: list[ConsumedRecord] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
-            for m in c.consume(num_messages=10000, timeout=0.2):
-                if m.error():
-                    continue
-                ts_type, ts = m.timestamp()
-                out.append(
-                    ConsumedRecord(
-                        m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts, ts_type
-                    )
-                )
+            take(c.consume(num_messages=10000, timeout=0.2), out)
         if len(out) < expected:
             raise AssertionError(f"read back {len(out)} of {expected} records from {topic!r} within {timeout}s")
         # Drain a little longer so that extra (duplicate) records are caught too.
-        for m in c.consume(num_messages=10000, timeout=0.3):
-            if not m.error():
-                ts_type, ts = m.timestamp()
-                out.append(
-                    ConsumedRecord(
-                        m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts, ts_type
-                    )
-                )
+        take(c.consume(num_messages=10000, timeout=0.3), out)
         out.sort(key=lambda r: (r.partition, r.offset))
         return out
     finally:
