@@ -13,7 +13,12 @@ and writes a Markdown table (and a PNG bar chart with --png).
 
 Every kproducer client uses the same config (``--kproducer-config k=v,...`` adds
 to it); confluent-kafka, aiokafka and kafka-python use linger.ms=5 and their
-other defaults (librdkafka batches up to 1 MB / 10000 messages by default).
+other defaults. The defaults differ in one way that matters: librdkafka batches
+up to 1 MB (``batch.size=1000000``) per partition, the Java client and so
+kproducer, aiokafka and kafka-python up to 16 KB. ``--batch-size BYTES`` gives
+every client the same per-partition batch size, for a like-for-like run:
+
+    .venv/bin/python benchmarks/compare.py --records 200000 --size 1024 --batch-size 1000000
 """
 
 from __future__ import annotations
@@ -51,7 +56,15 @@ def _lat_p99(samples: list[float]) -> float:
 
 
 def _child(
-    client: str, bootstrap: str, topic: str, n: int, size: int, acks: str, compression: str, extra: dict[str, str]
+    client: str,
+    bootstrap: str,
+    topic: str,
+    n: int,
+    size: int,
+    acks: str,
+    compression: str,
+    extra: dict[str, str],
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     payload = os.urandom(size)
     lat: list[float] = []
@@ -64,7 +77,10 @@ def _child(
         from kproducer.producer import Producer
 
         errors: list[BaseException] = []
-        p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression, **extra})
+        conf = {"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression}
+        if batch_size is not None:
+            conf["batch.size"] = str(batch_size)
+        p = Producer({**conf, **extra})
         if client == "kproducer-arrow":
             import pyarrow as pa  # imported and the table built before the clock starts
 
@@ -117,6 +133,7 @@ def _child(
                 "acks": acks if acks != "all" else "-1",
                 "compression.type": compression,
                 "linger.ms": 5,
+                **({"batch.size": batch_size} if batch_size is not None else {}),
             }
         )
         errs = [0]
@@ -156,6 +173,7 @@ def _child(
                 acks=int(acks) if acks != "all" else "all",
                 compression_type=None if compression == "none" else compression,
                 linger_ms=5,
+                **({"max_batch_size": batch_size} if batch_size is not None else {}),
             )
             await ap.start()
             started_rss[0] = _rss_mb()
@@ -185,6 +203,7 @@ def _child(
             acks=int(acks) if acks != "all" else "all",
             compression_type=None if compression == "none" else compression,
             linger_ms=5,
+            **({"batch_size": batch_size} if batch_size is not None else {}),
         )
         rss_before = _rss_mb()
         t0 = perf()
@@ -235,6 +254,8 @@ def run_client(client: str, bootstrap: str, topic: str, args: argparse.Namespace
         "--kproducer-config",
         args.kproducer_config,
     ]
+    if args.batch_size is not None:
+        cmd += ["--batch-size", str(args.batch_size)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
         return {"client": client, "error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
@@ -258,6 +279,11 @@ def main() -> int:
     ap.add_argument("--acks-list", default=",".join(MATRIX_ACKS), help="for --matrix")
     ap.add_argument("--compression-list", default=",".join(MATRIX_COMPRESSION), help="for --matrix")
     ap.add_argument("--kproducer-config", default="", help="extra kproducer config, k=v,k=v")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        help="give every client this per-partition batch size in bytes (default: each client's own default)",
+    )
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--markdown", type=Path, help="append the table to this Markdown file")
     ap.add_argument("--png", type=Path, help="write a bar chart of records/s here")
@@ -268,7 +294,9 @@ def main() -> int:
 
     if args.child:
         extra = dict(kv.split("=", 1) for kv in args.kproducer_config.split(",") if kv)
-        res = _child(args.child, args.bootstrap, args.topic, args.records, args.size, args.acks, args.compression, extra)
+        res = _child(
+            args.child, args.bootstrap, args.topic, args.records, args.size, args.acks, args.compression, extra, args.batch_size
+        )
         print(json.dumps(res))
         return 0
 
@@ -320,6 +348,10 @@ def main() -> int:
 def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     base = next((r for r in results if r.get("client") == "confluent-kafka" and "error" not in r), None)
     extra = f", kproducer {args.kproducer_config}" if args.kproducer_config else ""
+    if args.batch_size is not None:
+        extra += f", batch size {args.batch_size:,} B for every client"
+    else:
+        extra += ", each client's default batch size"
     title = (
         f"{args.records:,} x {args.size} B, acks={args.acks}, compression={args.compression}, "
         f"{args.partitions} partitions, one Tansu{extra}"
