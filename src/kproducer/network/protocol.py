@@ -15,7 +15,8 @@ import importlib
 import io
 import logging
 import struct
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
@@ -45,6 +46,12 @@ __all__ = [
     "decode_response_header",
     "encode_request",
     "decode_response",
+    "Coordinator",
+    "build_find_coordinator_request",
+    "find_coordinator_result",
+    "build_add_partitions_to_txn_request",
+    "add_partitions_to_txn_errors",
+    "build_end_txn_request",
 ]
 
 logger = logging.getLogger(__name__)
@@ -476,6 +483,96 @@ def parse_produce_response(
     throttle = r.i32() if version >= 1 else 0
     r.tags()
     return out, throttle
+
+
+# ------------------------------------------------------------------ coordinator and transactions
+# Builders for the transactional path, so that its caller does not deal with the shapes that
+# change between versions. Not wired yet: the producer is idempotent, not transactional.
+COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
+
+
+class Coordinator(NamedTuple):
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+
+
+def build_find_coordinator_request(
+    version: int, key: str, key_type: int = COORDINATOR_KEY_TRANSACTION
+) -> Any:
+    """FindCoordinator for one key; v4 (KIP-699) takes a list of keys, a producer needs one."""
+    cls = request_class(ApiKey.FIND_COORDINATOR, version)
+    if version >= 4:
+        return cls(key_type=key_type, coordinator_keys=(key,))
+    if version >= 1:
+        return cls(key=key, key_type=key_type)
+    if key_type != COORDINATOR_KEY_GROUP:
+        # As Java's builder: v0 cannot ask for a transaction coordinator.
+        raise ValueError(f"FindCoordinator v0 finds group coordinators only, not key type {key_type}")
+    return cls(key=key)
+
+
+def find_coordinator_result(response: Any, key: str) -> Coordinator:
+    """The coordinator of ``key`` in a FindCoordinator response of any version."""
+    if hasattr(response, "coordinators"):
+        for c in response.coordinators:
+            if c.key == key:
+                return Coordinator(
+                    int(c.error_code), c.error_message, int(c.node_id), str(c.host), int(c.port)
+                )
+        raise ProtocolError(f"FindCoordinator response does not name key {key!r}")
+    return Coordinator(
+        int(response.error_code),
+        getattr(response, "error_message", None),
+        int(response.node_id),
+        str(response.host),
+        int(response.port),
+    )
+
+
+def build_add_partitions_to_txn_request(
+    version: int,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Iterable[TopicPartition],
+) -> Any:
+    """AddPartitionsToTxn v0–v3 (the client form; v4+ is broker to broker), grouped by topic."""
+    cls = request_class(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    topic_cls = sys.modules[cls.__module__].AddPartitionsToTxnTopic
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return cls(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=producer_epoch,
+        v3_and_below_topics=tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+    )
+
+
+def add_partitions_to_txn_errors(response: Any) -> dict[TopicPartition, int]:
+    """{partition: error code} from an AddPartitionsToTxn v0–v3 response."""
+    return {
+        TopicPartition(str(t.name), int(p.partition_index)): int(p.partition_error_code)
+        for t in response.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
+
+
+def build_end_txn_request(
+    version: int, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+) -> Any:
+    """EndTxn: commit (``committed``) or abort; the same fields in every version up to 4."""
+    return request_class(ApiKey.END_TXN, version)(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        committed=committed,
+    )
 
 
 def api_version_entries(response: Any) -> dict[int, tuple[int, int]]:
