@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
 from kproducer.network import protocol
-from kproducer.network.connection import ConnectionState, KafkaConnection
+from kproducer.network.connection import NO_RESPONSE_IDS_REMEMBERED, ConnectionState, KafkaConnection
 from kproducer.network.protocol import ApiKey, ProtocolError
 
 
@@ -144,6 +145,56 @@ def test_acks0_request_not_in_flight_and_its_answer_dropped() -> None:
     assert not c.in_flight
     assert c.receive_data(struct.pack(">i", 6) + struct.pack(">i", cid) + b"\x00\x00", 1) == []
     assert c.is_ready
+
+
+def _acks0_answer(cid: int) -> bytes:
+    """What Tansu sends back to an acks=0 produce request: a frame with its correlation id."""
+    return struct.pack(">i", 6) + struct.pack(">i", cid) + b"\x00\x00"
+
+
+def test_answer_to_acks0_request_is_dropped_at_debug_not_warning(caplog: pytest.LogCaptureFixture) -> None:
+    c = ready_connection()
+    cid = c.send_request(protocol.build_produce_request(9, 0, 100, None, {}), 0, expect_response=False)
+    mid = c.send_request(metadata_request(9), 0, context="after")
+    with caplog.at_level(logging.DEBUG, logger="kproducer.network.connection"):
+        out = c.receive_data(_acks0_answer(cid) + frame_response(3, 9, mid, metadata_response()), 1)
+    assert [r.context for r in out] == ["after"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(
+        r.levelno == logging.DEBUG and f"acks=0 request {cid}" in r.getMessage() for r in caplog.records
+    )
+    # Its id is forgotten once answered: a second answer with it is unknown again.
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kproducer.network.connection"):
+        c.receive_data(_acks0_answer(cid), 2)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert f"unknown correlation id {cid}" in caplog.text and c.is_ready
+
+
+def test_truly_unknown_id_still_warns_among_acks0_answers(caplog: pytest.LogCaptureFixture) -> None:
+    c = ready_connection()
+    ids = [
+        c.send_request(protocol.build_produce_request(9, 0, 100, None, {}), 0, expect_response=False)
+        for _ in range(3)
+    ]
+    with caplog.at_level(logging.DEBUG, logger="kproducer.network.connection"):
+        c.receive_data(b"".join(_acks0_answer(i) for i in ids) + _acks0_answer(777_777), 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "unknown correlation id 777777" in warnings[0]
+    assert sum(1 for r in caplog.records if "dropping the answer to acks=0" in r.getMessage()) == 3
+
+
+def test_remembered_acks0_ids_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    c = ready_connection()
+    body = protocol.build_produce_request(9, 0, 100, None, {})
+    ids = [c.send_request(body, 0, expect_response=False) for _ in range(NO_RESPONSE_IDS_REMEMBERED + 5)]
+    assert len(c._no_response_ids) == len(c._no_response_set) == NO_RESPONSE_IDS_REMEMBERED
+    with caplog.at_level(logging.DEBUG, logger="kproducer.network.connection"):
+        c.receive_data(_acks0_answer(ids[0]) + _acks0_answer(ids[-1]), 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"unknown correlation id {ids[0]}" in warnings[0]
+    # The answer to the newest id passed every older one: none is remembered any more.
+    assert not c._no_response_ids and not c._no_response_set
 
 
 def test_out_of_order_response_closes() -> None:

@@ -25,6 +25,9 @@ __all__ = ["ConnectionState", "KafkaConnection", "InFlightRequest", "Response", 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RECEIVE_SIZE = 100 * 1024 * 1024
+# Correlation ids of requests sent without expecting a response (acks=0) that are remembered,
+# so that a broker answering them anyway (Tansu does) is not reported as unknown ids.
+NO_RESPONSE_IDS_REMEMBERED = 1024
 _I32 = struct.Struct(">i")
 
 
@@ -86,6 +89,9 @@ class KafkaConnection:
         self.api_versions: dict[int, int] = {}
         self.broker_api_versions: dict[int, tuple[int, int]] = {}
         self.in_flight: deque[InFlightRequest] = deque()
+        # acks=0 ids in send order, and the same as a set for lookup; bounded by NO_RESPONSE_IDS_REMEMBERED.
+        self._no_response_ids: deque[int] = deque()
+        self._no_response_set: set[int] = set()
         self._outbound: list[Buffer] = []
         self._inbound = bytearray()
         self._next_correlation_id = 0
@@ -114,6 +120,8 @@ class KafkaConnection:
 
     def _reset(self) -> None:
         self.in_flight.clear()
+        self._no_response_ids.clear()
+        self._no_response_set.clear()
         self._outbound = []
         self._inbound = bytearray()
         self.api_versions = {}
@@ -151,8 +159,26 @@ class KafkaConnection:
         self._outbound.extend(protocol.encode_request(api_key, version, cid, self.client_id, body))
         if expect_response:
             self.in_flight.append(InFlightRequest(cid, api_key, version, now, internal, context))
+        else:
+            self._remember_no_response(cid)
         self.last_activity_ms = now
         return cid
+
+    def _remember_no_response(self, cid: int) -> None:
+        ids = self._no_response_ids
+        if len(ids) >= NO_RESPONSE_IDS_REMEMBERED:
+            self._no_response_set.discard(ids.popleft())
+        ids.append(cid)
+        self._no_response_set.add(cid)
+
+    def _forget_no_response_up_to(self, cid: int) -> None:
+        """Forget ``cid`` and the acks=0 ids sent before it: answers come in order, so theirs have passed."""
+        ids, seen = self._no_response_ids, self._no_response_set
+        while ids:
+            old = ids.popleft()
+            seen.discard(old)
+            if old == cid:
+                return
 
     def data_to_send(self) -> list[Buffer]:
         """Everything queued since the last call, in order (the caller writes it all)."""
@@ -211,6 +237,16 @@ class KafkaConnection:
                     f"node {self.node_id} answered correlation id {cid} before "
                     f"{head.correlation_id if head else None}: responses out of order"
                 )
+            if cid in self._no_response_set:
+                # A broker that answers acks=0 requests anyway (Tansu): expected, not worth a warning.
+                self._forget_no_response_up_to(cid)
+                logger.debug(
+                    "node %s: dropping the answer to acks=0 request %s (%d bytes)",
+                    self.node_id,
+                    cid,
+                    len(frame),
+                )
+                return None
             logger.warning(
                 "node %s: dropping a response with unknown correlation id %s (%d bytes)",
                 self.node_id,
