@@ -284,6 +284,12 @@ def main() -> int:
         type=int,
         help="give every client this per-partition batch size in bytes (default: each client's own default)",
     )
+    ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="after each uncompressed cell, measure the broker's one-connection ceiling (benchmarks/broker_ceiling.py) "
+        "at 16 KB and 1 MB batches",
+    )
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--markdown", type=Path, help="append the table to this Markdown file")
     ap.add_argument("--png", type=Path, help="write a bar chart of records/s here")
@@ -331,6 +337,8 @@ def main() -> int:
                 print(f"running {client} ({n:,} x {size} B, acks={acks}, {comp}) ...", file=sys.stderr, flush=True)
                 results.append(run_client(client, bootstrap, topic, cell_args))
             table, ok = _report(results, cell_args)
+            if args.ceiling and comp == "none":
+                table += "\n" + _ceiling_lines(bootstrap, broker, n, size, acks, args.partitions)
             all_ok &= all("error" not in r for r in results)
             print(table, flush=True)
             if args.markdown:
@@ -343,6 +351,28 @@ def main() -> int:
     if args.png and chart:
         _chart(chart, args.png, clients)
     return 0 if all_ok else 1
+
+
+def _ceiling_lines(bootstrap: str, broker: Any, n: int, size: int, acks: str, partitions: int) -> str:
+    """The broker's own ceiling for this cell's records on one connection, with no client work."""
+    from benchmarks.broker_ceiling import run as ceiling_run
+    from tests.support.readback import create_topic
+
+    lines = []
+    for batch_size in (16384, 1_000_000):
+        topic = f"ceiling-{batch_size}-{int(time.time() * 1000)}"
+        create_topic(bootstrap, topic, partitions)
+        per_batch = max(1, batch_size // (size + 20))
+        per_request = max(1, min(partitions, 1048576 // batch_size))
+        res = ceiling_run(
+            bootstrap, topic, partitions, size, batch_size, max(1, n // (per_batch * per_request)), 5,
+            -1 if acks == "all" else int(acks), 1048576, broker.process.pid if broker is not None else None,
+        )  # fmt: skip
+        lines.append(
+            f"- broker ceiling, one connection, {batch_size:,} B batches, 5 in flight, no client work: "
+            f"{res['records_per_s']:,.0f} records/s ({res['broker_cores']:.2f} broker cores)"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
