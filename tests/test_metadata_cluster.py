@@ -1,13 +1,27 @@
-"""Cluster.merged_with patches the previous snapshot; it must equal a snapshot built from scratch."""
+"""Cluster.merged_with patches the previous snapshot; it must equal a snapshot built from scratch.
+
+Also the merge rules as Metadata.handle_response applies them to real (kio) responses:
+per-topic errors and the stale-leader-epoch rule.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import importlib
+import logging
+import random
+import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
-from kproducer.metadata import Cluster
+from kproducer.metadata import Cluster, Metadata
+from kproducer.network import protocol
+from kproducer.network.protocol import ApiKey
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 
 TOPICS = [f"t{i}" for i in range(8)]
@@ -128,3 +142,153 @@ def test_unchanged_refresh_keeps_the_partition_objects_and_node_index() -> None:
     assert "t5" in {p.topic for p in c3.partitions_for_node(1)}
     assert "t5" not in {p.topic for p in c3.partitions_for_node(2)}
     assert len(c3.partitions_for_node(1)) + len(c3.partitions_for_node(2)) == 101
+
+
+# ----------------------------------------------------------- through Metadata.handle_response
+# Real kio responses (any version) applied by Metadata.handle_response, as NetworkClient does.
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_AUTHORIZATION_FAILED = 29
+PartitionSpec = tuple[int, int, int, tuple[int, ...]]  # (partition, leader, leader epoch, replicas)
+
+
+def _kio_metadata(version: int, topics: dict[str, tuple[int, list[PartitionSpec]]]) -> Any:
+    """A kio MetadataResponse of ``version``; fields a version lacks (leader epoch < v7, ...) are left out."""
+    cls = protocol.response_class(ApiKey.METADATA, version)
+    mod = importlib.import_module(cls.__module__)
+
+    def make(kind: type, **kw: Any) -> Any:
+        names = {f.name for f in dataclasses.fields(kind)}
+        return kind(**{k: v for k, v in kw.items() if k in names})
+
+    brokers = tuple(
+        make(mod.MetadataResponseBroker, node_id=i, host=f"b{i}", port=9092, rack=None) for i in (1, 2)
+    )
+    answer = tuple(
+        make(
+            mod.MetadataResponseTopic,
+            error_code=ErrorCode(code),
+            name=name,
+            topic_id=uuid.UUID(int=0),
+            is_internal=False,
+            topic_authorized_operations=-(2**31),
+            partitions=tuple(
+                make(
+                    mod.MetadataResponsePartition,
+                    error_code=ErrorCode(0),
+                    partition_index=p,
+                    leader_id=leader,
+                    leader_epoch=epoch,
+                    replica_nodes=replicas,
+                    isr_nodes=replicas,
+                    offline_replicas=(),
+                )
+                for p, leader, epoch, replicas in parts
+            ),
+        )
+        for name, (code, parts) in topics.items()
+    )
+    return make(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        brokers=brokers,
+        cluster_id="c1",
+        controller_id=1,
+        topics=answer,
+        cluster_authorized_operations=-(2**31),
+    )
+
+
+@pytest.mark.parametrize("version", [1, 7, 9, 12])
+def test_topic_errors_are_surfaced_per_topic(version: int, caplog: pytest.LogCaptureFixture) -> None:
+    m = Metadata(retry_backoff_ms=100, retry_backoff_max_ms=1000, rng=random.Random(3))
+    names = ["ok", "electing", "bad?name", "secret", "missing"]
+    for t in names:
+        m.add_topic(t, 0)
+    resp = _kio_metadata(
+        version,
+        {
+            "ok": (0, [(0, 1, 4, (1, 2)), (1, 2, 4, (2, 1))]),
+            "electing": (LEADER_NOT_AVAILABLE, []),
+            "bad?name": (INVALID_TOPIC_EXCEPTION, []),
+            "secret": (TOPIC_AUTHORIZATION_FAILED, []),
+            "missing": (UNKNOWN_TOPIC_OR_PARTITION, []),
+        },
+    )
+    with caplog.at_level(logging.WARNING, logger="kproducer.metadata"):
+        cluster = m.handle_response(resp, names, 10)
+    assert cluster is m.cluster
+    assert dict(cluster.topic_errors) == {
+        "electing": LEADER_NOT_AVAILABLE,
+        "bad?name": INVALID_TOPIC_EXCEPTION,
+        "secret": TOPIC_AUTHORIZATION_FAILED,
+        "missing": UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert cluster.partition_count("ok") == 2 and "ok" not in cluster.topic_errors
+    for t in names[1:]:
+        assert cluster.partition_count(t) is None and cluster.partitions_for_topic(t) == ()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "surfaced errors are not warnings"
+    # Retriable errors keep the topic urgent, with a backoff; the final ones (17, 29) do not.
+    for t in ("electing", "missing"):
+        st = m.topic_state(t)
+        assert st is not None and st.urgent and st.errors == 1 and 10 + 80 <= st.retry_at_ms <= 10 + 120
+    for t in ("ok", "bad?name", "secret"):
+        st = m.topic_state(t)
+        assert st is not None and not st.urgent and st.errors == 0
+
+    # The election finishes: the next answer for that topic clears its error, the others stay.
+    later = _kio_metadata(version, {"electing": (0, [(0, 2, 1, (2,))])})
+    cluster = m.handle_response(later, ["electing"], 200)
+    assert "electing" not in cluster.topic_errors and cluster.partition_count("electing") == 1
+    assert cluster.topic_errors["secret"] == TOPIC_AUTHORIZATION_FAILED
+    assert cluster.topic_errors["bad?name"] == INVALID_TOPIC_EXCEPTION
+
+
+def test_unexpected_topic_error_is_kept_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    m = Metadata()
+    with caplog.at_level(logging.WARNING, logger="kproducer.metadata"):
+        cluster = m.handle_response(_kio_metadata(12, {"t": (37, [])}), ["t"], 0)  # INVALID_PARTITIONS
+    assert cluster.topic_errors["t"] == 37
+    assert any("topic t returned error 37" in r.getMessage() for r in caplog.records)
+
+
+def test_older_leader_epoch_in_a_response_keeps_the_known_leader() -> None:
+    m = Metadata()
+    m.add_topic("t", 0)
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    first = {"t": (0, [(0, 1, 5, (1, 2)), (1, 1, 3, (1, 2))])}
+    cluster = m.handle_response(_kio_metadata(12, first), ["t"], 10)
+    assert cluster.leader_for(tp0) == Node(1, "b1", 9092, None)
+
+    # A lagging broker answers with epoch 4 < 5 for partition 0 (leader 2) and a newer epoch for 1.
+    stale = {"t": (0, [(0, 2, 4, (2, 1)), (1, 2, 4, (2, 1))])}
+    cluster = m.handle_response(_kio_metadata(12, stale), ["t"], 20)
+    p0 = cluster.partition(tp0)
+    assert p0 is not None and (p0.leader, p0.leader_epoch, p0.replicas) == (1, 5, (1, 2))
+    assert cluster.leader_for(tp0) == Node(1, "b1", 9092, None)
+    p1 = cluster.partition(tp1)
+    assert p1 is not None and (p1.leader, p1.leader_epoch) == (2, 4)
+    assert {p.partition for p in cluster.partitions_for_node(1)} == {0}
+    assert {p.partition for p in cluster.partitions_for_node(2)} == {1}
+
+    # The same epoch, or a newer one, is taken.
+    cluster = m.handle_response(
+        _kio_metadata(12, {"t": (0, [(0, 2, 5, (2, 1)), (1, 2, 4, (2, 1))])}), ["t"], 30
+    )
+    assert cluster.leader_for(tp0) == Node(2, "b2", 9092, None)
+    cluster = m.handle_response(
+        _kio_metadata(12, {"t": (0, [(0, 1, 9, (1, 2)), (1, 2, 4, (2, 1))])}), ["t"], 40
+    )
+    p0 = cluster.partition(tp0)
+    assert p0 is not None and (p0.leader, p0.leader_epoch) == (1, 9)
+
+
+def test_response_without_leader_epochs_moves_the_leader() -> None:
+    # Metadata v1–v6 carries no leader epoch (-1): nothing to compare, the answer is taken.
+    m = Metadata()
+    m.add_topic("t", 0)
+    m.handle_response(_kio_metadata(12, {"t": (0, [(0, 1, 5, (1, 2))])}), ["t"], 10)
+    cluster = m.handle_response(_kio_metadata(6, {"t": (0, [(0, 2, 0, (2, 1))])}), ["t"], 20)
+    p0 = cluster.partition(TopicPartition("t", 0))
+    assert p0 is not None and (p0.leader, p0.leader_epoch) == (2, -1)
