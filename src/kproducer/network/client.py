@@ -13,6 +13,7 @@ import math
 import random
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,6 +194,8 @@ class NetworkClient:
         self._magic_cache: tuple[int, int] = (-1, 2)
         self._in_flight: dict[int, dict[int, ClientRequest]] = {}
         self._completed: list[ClientResponse] = []
+        # Per node, acks=0 requests not yet fully written: (selector byte offset of their end, request).
+        self._unwritten: dict[int, deque[tuple[int, ClientRequest]]] = {}
         self._metadata_in_flight: tuple[int, int, list[str] | None] | None = None  # (node, cid, topics)
         self._closed = False
         self._rr = 0
@@ -388,6 +391,7 @@ class NetworkClient:
             # Rotate over the resolved addresses: the next attempt uses the next one.
         logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
         pending = self._in_flight.pop(st.node_id, {})
+        self._unwritten.pop(st.node_id, None)
         for req in pending.values():
             err: Exception
             if timed_out:
@@ -421,7 +425,9 @@ class NetworkClient:
         st = self._nodes.get(node_id)
         if st is None or st.conn is None or st.state is not ConnectionState.READY:
             raise IllegalStateError(f"attempt to send a request to node {node_id} which is not ready")
-        if not self.can_send_more(node_id) and request.api_key != ApiKey.METADATA:
+        # No exemption for METADATA: Java's doSend checks canSendRequest for every request from
+        # outside, and its metadata updater asks canSendRequest before sending its own.
+        if not self.can_send_more(node_id):
             raise IllegalStateError(
                 f"node {node_id} has {self.in_flight_request_count(node_id)} requests in flight"
             )
@@ -447,12 +453,14 @@ class NetworkClient:
             request.request_timeout_ms = self.request_timeout_ms
         cid = st.conn.send_request(body, now, expect_response=request.expect_response, context=request)
         request.correlation_id = cid
-        self._selector.send(node_id, st.conn.data_to_send())
-        if request.expect_response:
-            self._in_flight.setdefault(node_id, {})[cid] = request
-        else:
-            # acks=0: complete once written (Java completes it when the send finishes).
-            self._completed.append(ClientResponse(request, None, now, latency_ms=0))
+        selector = self._selector
+        selector.send(node_id, st.conn.data_to_send())
+        self._in_flight.setdefault(node_id, {})[cid] = request
+        if not request.expect_response:
+            # acks=0 stays in flight until its last byte is written (Java completes it on
+            # completedSends), so that the in-flight window bounds what waits in the selector.
+            end = (selector.bytes_sent(node_id) or 0) + selector.pending_bytes(node_id)
+            self._unwritten.setdefault(node_id, deque()).append((end, request))
 
     def wakeup(self) -> None:
         self._selector.wakeup()
@@ -534,6 +542,8 @@ class NetworkClient:
         timeout_ms = min(timeout_ms, metadata_timeout, self._next_deadline(now))
         result = self._selector.poll(max(0, timeout_ms) / 1000.0)
         now = self._clock()
+        if self._unwritten:
+            self._complete_written(result.bytes_written, now)
         for node_id in result.connected:
             st = self._nodes.get(node_id)
             if st is not None and st.conn is not None:
@@ -593,6 +603,20 @@ class NetworkClient:
                 except Exception:
                     logger.exception("uncaught error in a request callback")
         return done
+
+    def _complete_written(self, bytes_written: dict[int, int], now: int) -> None:
+        """Complete the acks=0 requests whose bytes are all on the socket now, in send order."""
+        for node_id, queue in list(self._unwritten.items()):
+            written = self._selector.bytes_sent(node_id)
+            if written is None:  # closed during this poll, possibly after the write
+                written = bytes_written.get(node_id, -1)
+            in_flight = self._in_flight.get(node_id, {})
+            while queue and queue[0][0] <= written:
+                req = queue.popleft()[1]
+                in_flight.pop(req.correlation_id, None)
+                self._completed.append(ClientResponse(req, None, now, latency_ms=now - req.send_ms))
+            if not queue:
+                del self._unwritten[node_id]
 
     def _next_deadline(self, now: int) -> int:
         """Milliseconds until the earliest request or connection-setup timeout."""

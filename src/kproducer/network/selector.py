@@ -32,10 +32,12 @@ class PollResult:
     disconnected: list[tuple[int, str]] = field(default_factory=list)
     received: list[tuple[int, bytes]] = field(default_factory=list)
     sends_completed: list[int] = field(default_factory=list)
+    # Per connection written to in this poll: its running total of bytes written (see bytes_sent).
+    bytes_written: dict[int, int] = field(default_factory=dict)
 
 
 class _Channel:
-    __slots__ = ("conn_id", "sock", "connecting", "pending", "pending_bytes", "address")
+    __slots__ = ("conn_id", "sock", "connecting", "pending", "pending_bytes", "written_bytes", "address")
 
     def __init__(self, conn_id: int, sock: socket.socket, address: tuple[str, int]) -> None:
         self.conn_id = conn_id
@@ -43,6 +45,7 @@ class _Channel:
         self.connecting = True
         self.pending: deque[memoryview] = deque()
         self.pending_bytes = 0
+        self.written_bytes = 0
         self.address = address
 
 
@@ -110,6 +113,15 @@ class Selector:
     def pending_bytes(self, conn_id: int) -> int:
         ch = self._channels.get(conn_id)
         return 0 if ch is None else ch.pending_bytes
+
+    def bytes_sent(self, conn_id: int) -> int | None:
+        """Bytes written to the connection's socket since it was opened (None: no such connection).
+
+        With ``pending_bytes`` it tells when a given request has been fully written: the
+        NetworkClient completes acks=0 requests then, as Java does on ``completedSends``.
+        """
+        ch = self._channels.get(conn_id)
+        return None if ch is None else ch.written_bytes
 
     def wakeup(self) -> None:
         """Interrupt a blocked ``poll`` from any thread.
@@ -211,6 +223,8 @@ class Selector:
                 result.disconnected.append((ch.conn_id, f"write failed: {e}"))
                 return
             ch.pending_bytes -= sent
+            ch.written_bytes += sent
+            result.bytes_written[ch.conn_id] = ch.written_bytes
             while sent:
                 head = ch.pending[0]
                 if head.nbytes <= sent:
