@@ -704,7 +704,10 @@ class Metadata:
             backoff_end = self._last_refresh_ms + self._backoff_ms if self._last_refresh_ms >= 0 else 0
             if self._need_update or self._need_all_topics:
                 return max(0, backoff_end - now)
-            if self._dirty or self._due_ms is None or self._due_ms <= now:
+            if self._dirty:
+                # The due time depends on the topics' states only, never on the clock, so it is
+                # recomputed (a pass over every topic) only after one of them changed; a request
+                # already due stays due until one is sent and answered, which marks a change.
                 self._due_ms = self.policy.next_due_ms(self._topics, now)
                 self._dirty = False
             due = self._due_ms
