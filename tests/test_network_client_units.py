@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import random
 import socket
 import struct
@@ -12,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kproducer.errors import IllegalStateError
+from kproducer.errors import ConfigError, IllegalStateError
 from kproducer.metadata import Metadata
 from kproducer.network.client import ClientRequest, ClientResponse, NetworkClient, build_metadata_request
 from kproducer.network.connection import ConnectionState
@@ -371,5 +373,168 @@ def test_socket_buffer_sizes_are_applied(
         # Linux reports twice what was asked (bookkeeping overhead); others report it as given.
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) in (send_buffer, 2 * send_buffer)
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) in (receive_buffer, 2 * receive_buffer)
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------ client.dns.lookup
+class FakeResolver:
+    """Stands in for socket.getaddrinfo / gethostbyaddr; ``names`` may change between calls."""
+
+    def __init__(self, names: dict[str, list[str]], reverse: dict[str, str] | None = None) -> None:
+        self.names = names
+        self.reverse = reverse or {}
+        self.calls: list[str] = []
+
+    def getaddrinfo(self, host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        self.calls.append(host)
+        if host not in self.names:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in self.names[host]]
+
+    def gethostbyaddr(self, ip: str) -> tuple[str, list[str], list[str]]:
+        if ip not in self.reverse:
+            raise socket.herror(1, "Unknown host")
+        return self.reverse[ip], [], [ip]
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> FakeResolver:
+    r = FakeResolver({})
+    monkeypatch.setattr(socket, "getaddrinfo", r.getaddrinfo)
+    monkeypatch.setattr(socket, "gethostbyaddr", r.gethostbyaddr)
+    return r
+
+
+def _attempts(c: NetworkClient, node_id: int, n: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make ``n`` connection attempts that are refused at once; returns the addresses tried."""
+    tried: list[str] = []
+
+    def refuse(conn_id: int, host: str, port: int, family: int = socket.AF_INET) -> None:
+        tried.append(f"{host}:{port}")
+        raise OSError(errno.ECONNREFUSED, "refused")
+
+    monkeypatch.setattr(c._selector, "connect", refuse)
+    for _ in range(n):
+        now = max(c._nodes[node_id].last_attempt_ms, 0) + 10_000  # past any reconnect backoff
+        assert c.can_connect(node_id, now)
+        c.ready(node_id, now)
+        assert c.is_connection_failed(node_id)
+    return tried
+
+
+def test_every_address_is_tried_then_the_name_is_resolved_again(
+    resolver: FakeResolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolver.names["multi.test"] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    c = _client("multi.test:9092")
+    try:
+        assert resolver.calls == ["multi.test"]
+        tried = _attempts(c, -1, 3, monkeypatch)
+        assert tried == ["10.0.0.1:9092", "10.0.0.2:9092", "10.0.0.3:9092"]
+        assert resolver.calls == ["multi.test"]  # the constructor's lookup served all three
+        # Used up: the next attempt resolves again and sees the new addresses.
+        resolver.names["multi.test"] = ["10.0.0.4", "10.0.0.5"]
+        assert _attempts(c, -1, 3, monkeypatch) == ["10.0.0.4:9092", "10.0.0.5:9092", "10.0.0.4:9092"]
+        assert resolver.calls == ["multi.test"] * 3
+    finally:
+        c.close()
+
+
+def test_reresolution_skips_the_address_just_tried(
+    resolver: FakeResolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolver.names["multi.test"] = ["10.0.0.1", "10.0.0.2"]
+    c = _client("multi.test:9092")
+    try:
+        assert _attempts(c, -1, 2, monkeypatch) == ["10.0.0.1:9092", "10.0.0.2:9092"]
+        resolver.names["multi.test"] = ["10.0.0.2", "10.0.0.1"]  # the last one tried now comes first
+        assert _attempts(c, -1, 1, monkeypatch) == ["10.0.0.1:9092"]
+    finally:
+        c.close()
+
+
+def test_name_is_resolved_again_after_an_established_connection_drops(
+    resolver: FakeResolver, stub_brokers: Callable[..., StubBroker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = stub_brokers()
+    resolver.names["stub.test"] = ["127.0.0.1", "10.0.0.9"]
+    c = _client(f"stub.test:{broker.port}")
+    try:
+        assert c.await_ready(-1, 5000)
+        c.disconnect(-1)
+        resolver.names["stub.test"] = ["10.0.0.7", "10.0.0.8"]  # moved while we were connected
+        assert _attempts(c, -1, 1, monkeypatch) == [f"10.0.0.7:{broker.port}"]
+        assert resolver.calls == ["stub.test"] * 2
+    finally:
+        c.close()
+
+
+def test_one_unresolvable_bootstrap_entry_is_skipped_with_a_warning(
+    resolver: FakeResolver, caplog: pytest.LogCaptureFixture
+) -> None:
+    resolver.names["good.test"] = ["10.0.0.1"]
+    with caplog.at_level(logging.WARNING, logger="kproducer.network.client"):
+        c = _client("bad.test:9092,good.test:9093")
+    try:
+        assert [n.address for n in c._bootstrap] == ["good.test:9093"]
+        assert "bad.test:9092" in caplog.text and "cannot be resolved" in caplog.text
+    finally:
+        c.close()
+
+
+def test_no_resolvable_bootstrap_entry_is_a_config_error(resolver: FakeResolver) -> None:
+    with pytest.raises(ConfigError) as ei:
+        _client("bad1.test:9092,bad2.test:9092")
+    assert "bad1.test:9092" in str(ei.value) and "bad2.test:9092" in str(ei.value)
+
+
+def test_unresolvable_node_later_fails_the_attempt_not_the_poll(
+    resolver: FakeResolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolver.names["gone.test"] = ["10.0.0.1"]
+    c = _client("gone.test:9092")
+    try:
+        assert _attempts(c, -1, 1, monkeypatch) == ["10.0.0.1:9092"]
+        del resolver.names["gone.test"]  # the name disappears from DNS
+        assert _attempts(c, -1, 1, monkeypatch) == []
+        assert "cannot resolve gone.test:9092" in c.metadata.tried_addresses["gone.test:9092"]
+    finally:
+        c.close()
+
+
+def test_canonical_lookup_expands_each_address_to_its_host_name(
+    resolver: FakeResolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolver.names.update(
+        {
+            "alias.test": ["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+            "b1.test": ["10.0.0.1", "10.0.1.1"],
+            "b2.test": ["10.0.0.2"],
+        }
+    )
+    # 10.0.0.3 has no reverse entry: Java then keeps the IP itself as the "canonical" name.
+    resolver.reverse.update({"10.0.0.1": "b1.test", "10.0.0.2": "b2.test"})
+    resolver.names["10.0.0.3"] = ["10.0.0.3"]
+    c = _client("alias.test:9092", client_dns_lookup="resolve_canonical_bootstrap_servers_only")
+    try:
+        assert [n.address for n in c._bootstrap] == ["b1.test:9092", "b2.test:9092", "10.0.0.3:9092"]
+        assert [n.address for n in c._known_nodes()] == ["b1.test:9092", "b2.test:9092", "10.0.0.3:9092"]
+        # Then as use_all_dns_ips: every address of a canonical name is tried in turn.
+        assert _attempts(c, -1, 3, monkeypatch) == ["10.0.0.1:9092", "10.0.1.1:9092", "10.0.0.1:9092"]
+    finally:
+        c.close()
+
+
+def test_canonical_lookup_skips_a_name_that_does_not_resolve(
+    resolver: FakeResolver, caplog: pytest.LogCaptureFixture
+) -> None:
+    resolver.names.update({"alias.test": ["10.0.0.1", "10.0.0.2"], "b2.test": ["10.0.0.2"]})
+    resolver.reverse.update({"10.0.0.1": "stale.test", "10.0.0.2": "b2.test"})
+    with caplog.at_level(logging.WARNING, logger="kproducer.network.client"):
+        c = _client("alias.test:9092", client_dns_lookup="resolve_canonical_bootstrap_servers_only")
+    try:
+        assert [n.address for n in c._bootstrap] == ["b2.test:9092"]
+        assert "stale.test" in caplog.text
     finally:
         c.close()

@@ -88,6 +88,34 @@ def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int
     return out
 
 
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _lookup(host: str, port: int) -> list[tuple[int, tuple[str, int]]]:
+    """Every (family, (ip, port)) the name resolves to, in resolver order, without repeats."""
+    out: list[tuple[int, tuple[str, int]]] = []
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as e:  # a label the IDNA codec refuses: as unresolvable as any other
+        raise socket.gaierror(f"{host}: {e}") from e
+    for family, _t, _p, _canon, sockaddr in infos:
+        entry = (int(family), (str(sockaddr[0]), int(sockaddr[1])))
+        if entry not in out:
+            out.append(entry)
+    if not out:
+        raise socket.gaierror(f"{host} resolves to no address")
+    return out
+
+
+def _canonical_host_name(ip: str) -> str:
+    """The name a reverse lookup gives for ``ip``, or the IP itself (Java's getCanonicalHostName)."""
+    try:
+        return socket.gethostbyaddr(ip)[0] or ip
+    except OSError:
+        return ip
+
+
 @dataclass(slots=True, eq=False)
 class ClientRequest:
     """A request for one node. ``request`` is a body, or a builder given the negotiated version."""
@@ -126,6 +154,7 @@ class ClientResponse:
 @dataclass(slots=True)
 class _NodeState:
     node_id: int
+    # Resolved (family, sockaddr) pairs, used in turn; emptied once used up, so resolved again.
     addresses: list[tuple[int, tuple[str, int]]] = field(default_factory=list)
     address_index: int = 0
     host: str = ""
@@ -137,6 +166,7 @@ class _NodeState:
     reconnect_backoff_ms: int = 0
     setup_timeout_ms: int = 0
     current_address: str = ""
+    last_address: tuple[int, tuple[str, int]] | None = None
 
 
 class NetworkClient:
@@ -199,14 +229,12 @@ class NetworkClient:
         self._metadata_in_flight: tuple[int, int, list[str] | None] | None = None  # (node, cid, topics)
         self._closed = False
         self._rr = 0
-        boot = parse_bootstrap_servers(bootstrap_servers)
         self._bootstrap: list[Node] = []
-        for i, (host, port) in enumerate(boot):
-            self._bootstrap.append(Node(-(i + 1), host, port))
+        for host, port, addresses in self._resolve_bootstrap(parse_bootstrap_servers(bootstrap_servers)):
+            node = Node(-(len(self._bootstrap) + 1), host, port)
+            self._bootstrap.append(node)
+            self._nodes[node.id] = _NodeState(node.id, addresses, 0, host, port)
         self.metadata.bootstrap(self._bootstrap)
-        # Resolve bootstrap names now (Java does it in the constructor): an unresolvable name is a config error.
-        for n in self._bootstrap:
-            self._state_for(n)
 
     # ------------------------------------------------------------- nodes
     def _known_nodes(self) -> list[Node]:
@@ -219,29 +247,79 @@ class NetworkClient:
             return n
         return next((b for b in self._bootstrap if b.id == node_id), None)
 
+    def _resolve_bootstrap(
+        self, entries: list[tuple[str, int]]
+    ) -> list[tuple[str, int, list[tuple[int, tuple[str, int]]]]]:
+        """Resolve bootstrap entries now, as Java's ClientUtils.parseAndValidateAddresses does.
+
+        An entry that does not resolve is skipped with a warning; only when none resolves is it a
+        ConfigError. With resolve_canonical_bootstrap_servers_only each address of an entry is
+        replaced by its canonical host name (reverse lookup), and those names are used from then on.
+        """
+        out: list[tuple[str, int, list[tuple[int, tuple[str, int]]]]] = []
+        failed: list[str] = []
+        for host, port in entries:
+            entry = _address(host, port)
+            try:
+                addresses = _lookup(host, port)
+            except OSError as e:
+                logger.warning("bootstrap.servers entry %s cannot be resolved (%s); skipping it", entry, e)
+                failed.append(f"{entry} ({e})")
+                continue
+            if self.client_dns_lookup == "use_all_dns_ips":
+                out.append((host, port, addresses))
+                continue
+            for _family, (ip, _port) in addresses:
+                name = _canonical_host_name(ip)
+                if any((name, port) == (h, p) for h, p, _a in out):
+                    continue
+                try:
+                    out.append((name, port, _lookup(name, port)))
+                except OSError as e:
+                    logger.warning(
+                        "bootstrap.servers entry %s: its canonical host name %s cannot be resolved (%s)",
+                        entry,
+                        name,
+                        e,
+                    )
+                    failed.append(f"{entry} as {name} ({e})")
+        if not out:
+            raise ConfigError(f"no resolvable bootstrap.servers entry: {', '.join(failed)}")
+        return out
+
     def _resolve(self, node: Node) -> list[tuple[int, tuple[str, int]]]:
         try:
-            infos = socket.getaddrinfo(node.host, node.port, type=socket.SOCK_STREAM)
-        except socket.gaierror as e:
-            if node.id < 0:
-                raise ConfigError(f"bootstrap.servers entry {node.address!r} cannot be resolved: {e}") from e
+            return _lookup(node.host, node.port)
+        except OSError as e:
             logger.warning("cannot resolve %s: %s", node.address, e)
             return []
-        out = []
-        for family, _t, _p, _canon, sockaddr in infos:
-            addr = (str(sockaddr[0]), int(sockaddr[1]))
-            if (family, addr) not in out:
-                out.append((int(family), addr))
-        if self.client_dns_lookup != "use_all_dns_ips":
-            out = out[:1]
-        return out
 
     def _state_for(self, node: Node) -> _NodeState:
         st = self._nodes.get(node.id)
         if st is None or (st.host, st.port) != (node.host, node.port):
-            st = _NodeState(node.id, self._resolve(node), 0, node.host, node.port)
+            st = _NodeState(node.id, [], 0, node.host, node.port)
             self._nodes[node.id] = st
         return st
+
+    def _next_address(self, st: _NodeState, node: Node) -> tuple[int, tuple[str, int]] | None:
+        """The address for this connection attempt: each in turn, then resolve the name again.
+
+        As Java's ClusterConnectionStates: after a fresh resolution the address tried last is
+        skipped when there is another one, so a dead address is not tried twice in a row.
+        """
+        if not st.addresses:
+            st.addresses = self._resolve(node)
+            st.address_index = 0
+            if not st.addresses:
+                return None
+            if len(st.addresses) > 1 and st.addresses[0] == st.last_address:
+                st.address_index = 1
+        chosen = st.addresses[st.address_index]
+        st.last_address = chosen
+        st.address_index += 1
+        if st.address_index >= len(st.addresses):
+            st.addresses = []
+        return chosen
 
     # ------------------------------------------------------------- readiness
     def is_ready(self, node_id: int, now: int | None = None) -> bool:
@@ -344,13 +422,12 @@ class NetworkClient:
             raise IllegalStateError(f"unknown node {node_id}")
         st = self._state_for(node)
         st.last_attempt_ms = now
-        if not st.addresses:
-            st.addresses = self._resolve(node)
-        if not st.addresses:
+        chosen = self._next_address(st, node)
+        if chosen is None:
+            st.current_address = ""  # the failure belongs to the name, not the address tried before
             self._connect_failed(st, now, f"cannot resolve {node.address}")
             return
-        family, addr = st.addresses[st.address_index % len(st.addresses)]
-        st.address_index += 1
+        family, addr = chosen
         st.current_address = f"{addr[0]}:{addr[1]}"
         sasl_mechanism, user, password = self._sasl
         st.conn = KafkaConnection(
@@ -377,6 +454,13 @@ class NetworkClient:
     def _disconnected(self, st: _NodeState, now: int, reason: str, *, timed_out: bool = False) -> None:
         """Close a node's connection, fail its in-flight requests and schedule the reconnect backoff."""
         was_ready = st.state is ConnectionState.READY
+        if st.state in (
+            ConnectionState.CHECKING_API_VERSIONS,
+            ConnectionState.AUTHENTICATING,
+            ConnectionState.READY,
+        ):
+            # It had connected: resolve the name again next time, its addresses may have changed (as Java).
+            st.addresses = []
         self._selector.close(st.node_id)
         if st.conn is not None:
             st.conn.close()
@@ -388,7 +472,6 @@ class NetworkClient:
         st.failed_attempts += 1
         if not was_ready:
             self.metadata.record_connection_failure(st.current_address or f"{st.host}:{st.port}", reason)
-            # Rotate over the resolved addresses: the next attempt uses the next one.
         logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
         pending = self._in_flight.pop(st.node_id, {})
         self._unwritten.pop(st.node_id, None)
@@ -649,6 +732,7 @@ class NetworkClient:
                 and now - st.conn.last_activity_ms > self.connections_max_idle_ms
             ):
                 logger.debug("closing idle connection to node %s", st.node_id)
+                st.addresses = []  # as after any established connection: resolve again next time
                 self._selector.close(st.node_id)
                 st.conn.close()
                 st.state = ConnectionState.DISCONNECTED
