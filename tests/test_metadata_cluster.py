@@ -6,23 +6,17 @@ per-topic errors and the stale-leader-epoch rule.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import importlib
 import logging
 import random
-import uuid
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
 from kproducer.metadata import Cluster, Metadata
-from kproducer.network import protocol
-from kproducer.network.protocol import ApiKey
 from kproducer.structs import Node, PartitionInfo, TopicPartition
+from tests.support.kio_responses import PartitionSpec, metadata_response
 
 TOPICS = [f"t{i}" for i in range(8)]
 
@@ -150,54 +144,10 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
-PartitionSpec = tuple[int, int, int, tuple[int, ...]]  # (partition, leader, leader epoch, replicas)
 
 
 def _kio_metadata(version: int, topics: dict[str, tuple[int, list[PartitionSpec]]]) -> Any:
-    """A kio MetadataResponse of ``version``; fields a version lacks (leader epoch < v7, ...) are left out."""
-    cls = protocol.response_class(ApiKey.METADATA, version)
-    mod = importlib.import_module(cls.__module__)
-
-    def make(kind: type, **kw: Any) -> Any:
-        names = {f.name for f in dataclasses.fields(kind)}
-        return kind(**{k: v for k, v in kw.items() if k in names})
-
-    brokers = tuple(
-        make(mod.MetadataResponseBroker, node_id=i, host=f"b{i}", port=9092, rack=None) for i in (1, 2)
-    )
-    answer = tuple(
-        make(
-            mod.MetadataResponseTopic,
-            error_code=ErrorCode(code),
-            name=name,
-            topic_id=uuid.UUID(int=0),
-            is_internal=False,
-            topic_authorized_operations=-(2**31),
-            partitions=tuple(
-                make(
-                    mod.MetadataResponsePartition,
-                    error_code=ErrorCode(0),
-                    partition_index=p,
-                    leader_id=leader,
-                    leader_epoch=epoch,
-                    replica_nodes=replicas,
-                    isr_nodes=replicas,
-                    offline_replicas=(),
-                )
-                for p, leader, epoch, replicas in parts
-            ),
-        )
-        for name, (code, parts) in topics.items()
-    )
-    return make(
-        cls,
-        throttle_time=datetime.timedelta(0),
-        brokers=brokers,
-        cluster_id="c1",
-        controller_id=1,
-        topics=answer,
-        cluster_authorized_operations=-(2**31),
-    )
+    return metadata_response(version, [(1, "b1", 9092), (2, "b2", 9092)], topics)
 
 
 @pytest.mark.parametrize("version", [1, 7, 9, 12])

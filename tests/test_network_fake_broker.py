@@ -8,7 +8,6 @@ and checks that the connection reaches READY and serves a Metadata request.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import re
 import struct
@@ -18,12 +17,11 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v9 import response as metadata_v9
 
 from kproducer.network.client import NetworkClient
 from kproducer.network.protocol import ApiKey
 from tests.support.fake_broker import FakeRequest, Reply, Script, ScriptedBroker
+from tests.support.kio_responses import metadata_response
 from tests.test_network_connection import api_versions_response, frame_response
 
 MAX_RECEIVE = 100 * 1024 * 1024  # NetworkClient's default max_receive_size
@@ -36,31 +34,7 @@ def _api_versions_answer(cid: int) -> bytes:
 
 
 def _metadata_answer(cid: int, port: int) -> bytes:
-    m = metadata_v9
-    partition = m.MetadataResponsePartition(
-        error_code=ErrorCode(0),
-        partition_index=0,
-        leader_id=1,
-        leader_epoch=0,
-        replica_nodes=(1,),
-        isr_nodes=(1,),
-        offline_replicas=(),
-    )
-    topic = m.MetadataResponseTopic(
-        error_code=ErrorCode(0),
-        name="t",
-        is_internal=False,
-        partitions=(partition,),
-        topic_authorized_operations=-(2**31),
-    )
-    body = m.MetadataResponse(
-        throttle_time=datetime.timedelta(0),
-        brokers=(m.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=port, rack=None),),
-        cluster_id="fake",
-        controller_id=1,
-        topics=(topic,),
-        cluster_authorized_operations=-(2**31),
-    )
+    body = metadata_response(9, [(1, "127.0.0.1", port)], {"t": (0, [(0, 1, 0, (1,))])})
     return frame_response(ApiKey.METADATA, 9, cid, body)
 
 
