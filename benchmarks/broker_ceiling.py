@@ -135,14 +135,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from tests.support.readback import create_topic
-    from tests.support.tansu import start_tansu
+    from tests.support.tansu import tansu_unless
 
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = start_tansu()
-        bootstrap = broker.bootstrap
-    try:
+    with tansu_unless(args.bootstrap) as (bootstrap, broker):
         topic = f"ceiling-{int(time.time() * 1000)}"
         create_topic(bootstrap, topic, args.partitions)
         per_batch = max(1, args.batch_size // (args.size + 20))
@@ -150,9 +145,6 @@ def main() -> int:
         requests = max(1, args.records // (per_batch * per_request))
         res = run(bootstrap, topic, args.partitions, args.size, args.batch_size, requests, args.in_flight, args.acks,
                   args.max_request_size, broker.process.pid if broker else None, args.compression)
-    finally:
-        if broker is not None:
-            broker.stop()
     print(
         f"{args.size} B records, {res['records_per_batch']:.0f} per batch ({args.batch_size:,} B), "
         f"{res['batches_per_request']:.0f} batches per request, {args.in_flight} in flight, acks={args.acks}: "

@@ -6,8 +6,24 @@ tests share it); this module only keeps the names older test modules import.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from kproducer.spark.embedded_broker import EmbeddedBroker as TansuBroker
 from kproducer.spark.embedded_broker import free_port, tansu_binary
 from kproducer.spark.embedded_broker import start_embedded_broker as start_tansu
 
-__all__ = ["TansuBroker", "free_port", "start_tansu", "tansu_binary"]
+__all__ = ["TansuBroker", "free_port", "start_tansu", "tansu_binary", "tansu_unless"]
+
+
+@contextmanager
+def tansu_unless(bootstrap: str | None) -> Iterator[tuple[str, TansuBroker | None]]:
+    """``bootstrap`` when given (a broker the caller runs), else a Tansu started here and stopped after."""
+    if bootstrap is not None:
+        yield bootstrap, None
+        return
+    broker = start_tansu()
+    try:
+        yield broker.bootstrap, broker
+    finally:
+        broker.stop()
