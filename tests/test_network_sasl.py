@@ -130,7 +130,8 @@ def test_failed_authentication_surfaces_the_broker_message() -> None:
     assert body.auth_bytes == b"\x00alice\x00wrong"
     broker_message = "Authentication failed: Invalid username or password"
     failed = _authenticate_response(version, SASL_AUTHENTICATION_FAILED, broker_message)
-    with pytest.raises(ProtocolError, match="SASL authentication failed: " + broker_message) as ei:
+    expected = r"SASL authentication failed with SASL_AUTHENTICATION_FAILED \(error 58\): " + broker_message
+    with pytest.raises(ProtocolError, match=expected) as ei:
         conn.receive_data(frame_response(ApiKey.SASL_AUTHENTICATE, version, cid, failed), 140)
     assert "node 7" in str(ei.value)
     assert conn.state is ConnectionState.DISCONNECTED and conn.error is ei.value
@@ -161,3 +162,12 @@ def test_handshake_answer_split_across_reads_is_reassembled() -> None:
         assert conn.state is ConnectionState.AUTHENTICATING and conn.data_to_send() == []
     conn.receive_data(frame[-1:], 200)
     assert _sent(conn)[0] == ApiKey.SASL_AUTHENTICATE
+
+
+def test_handshake_error_other_than_unsupported_mechanism_is_named() -> None:
+    """ILLEGAL_SASL_STATE (34) is not a refused mechanism: the error says which error it is."""
+    conn, cid = _authenticating()
+    answer = _handshake_response(34, ("PLAIN",))
+    with pytest.raises(ProtocolError, match=r"SaslHandshake for PLAIN failed with ILLEGAL_SASL_STATE \(error 34\)"):
+        conn.receive_data(frame_response(ApiKey.SASL_HANDSHAKE, 1, cid, answer), 130)
+    assert conn.state is ConnectionState.DISCONNECTED

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kproducer.errors import error_for_code
 from kproducer.network import protocol
 from kproducer.network.protocol import ApiKey, Buffer, ProtocolError
 
@@ -306,10 +307,16 @@ class KafkaConnection:
             hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)
             self.send_request(hs, now, internal=True)
         elif head.api_key == ApiKey.SASL_HANDSHAKE:
-            if int(body.error_code) != 0:
+            code = int(body.error_code)
+            if code == 33:  # UNSUPPORTED_SASL_MECHANISM
                 raise ProtocolError(
                     f"node {self.node_id} rejected SASL mechanism {self.sasl_mechanism} "
-                    f"(enabled: {list(body.mechanisms)})"
+                    f"(UNSUPPORTED_SASL_MECHANISM, error 33; enabled: {list(body.mechanisms)})"
+                )
+            if code != 0:
+                raise ProtocolError(
+                    f"node {self.node_id}: SaslHandshake for {self.sasl_mechanism} failed with "
+                    f"{error_for_code(code).name} (error {code})"
                 )
             token = b"\x00" + self._sasl_user.encode() + b"\x00" + self._sasl_password.encode()
             v = self.api_versions[ApiKey.SASL_AUTHENTICATE]
@@ -318,5 +325,9 @@ class KafkaConnection:
             )
         elif head.api_key == ApiKey.SASL_AUTHENTICATE:
             if int(body.error_code) != 0:
-                raise ProtocolError(f"node {self.node_id}: SASL authentication failed: {body.error_message}")
+                code = int(body.error_code)
+                raise ProtocolError(
+                    f"node {self.node_id}: SASL authentication failed with {error_for_code(code).name} "
+                    f"(error {code}): {body.error_message}"
+                )
             self.state = ConnectionState.READY
