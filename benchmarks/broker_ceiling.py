@@ -131,7 +131,8 @@ def main() -> int:
     ap.add_argument("--acks", type=int, default=1, choices=[-1, 1])
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     ap.add_argument("--max-request-size", type=int, default=1048576)
-    ap.add_argument("--bootstrap", help="use this broker instead of starting Tansu (no broker CPU then)")
+    ap.add_argument("--bootstrap", help="use this broker instead of starting Tansu")
+    ap.add_argument("--broker-pid", type=int, help="with --bootstrap: the broker's pid, for its CPU time")
     args = ap.parse_args()
 
     from tests.support.readback import create_topic
@@ -144,7 +145,7 @@ def main() -> int:
         per_request = max(1, min(args.partitions, args.max_request_size // args.batch_size))
         requests = max(1, args.records // (per_batch * per_request))
         res = run(bootstrap, topic, args.partitions, args.size, args.batch_size, requests, args.in_flight, args.acks,
-                  args.max_request_size, broker.process.pid if broker else None, args.compression)
+                  args.max_request_size, broker.process.pid if broker else args.broker_pid, args.compression)
     print(
         f"{args.size} B records, {res['records_per_batch']:.0f} per batch ({args.batch_size:,} B), "
         f"{res['batches_per_request']:.0f} batches per request, {args.in_flight} in flight, acks={args.acks}: "
