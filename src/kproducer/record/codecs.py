@@ -211,6 +211,18 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 _LZ4_DEFAULT_LEVEL = _DEFAULT_LEVELS[CompressionType.LZ4]
 
 
+def _lz4_frame_header(magic: int) -> bytes:
+    """Frame magic, descriptor and header checksum; the same for every batch, so computed once."""
+    descriptor = bytes((_LZ4_FLG, _LZ4_BD))
+    # KIP-57: Kafka's magic-0 writer hashed the frame magic together with the descriptor.
+    hashed = _LZ4_MAGIC + descriptor if magic == 0 else descriptor
+    return _LZ4_MAGIC + descriptor + bytes(((xxh32(hashed) >> 8) & 0xFF,))
+
+
+_LZ4_FRAME_HEADER = _lz4_frame_header(2)
+_LZ4_FRAME_HEADER_V0 = _lz4_frame_header(0)
+
+
 def _lz4_hc() -> Callable[..., bytes]:
     import lz4.block
 
@@ -218,11 +230,7 @@ def _lz4_hc() -> Callable[..., bytes]:
 
 
 def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None, magic: int) -> bytes:
-    descriptor = bytes((_LZ4_FLG, _LZ4_BD))
-    # KIP-57: Kafka's magic-0 writer hashed the frame magic together with the descriptor.
-    hashed = _LZ4_MAGIC + descriptor if magic == 0 else descriptor
-    hc = (xxh32(hashed) >> 8) & 0xFF
-    parts = [_LZ4_MAGIC, descriptor, bytes((hc,))]
+    parts = [_LZ4_FRAME_HEADER_V0 if magic == 0 else _LZ4_FRAME_HEADER]
     mv = memoryview(data).cast("B")
     pack = struct.Struct("<I").pack
     # As Java's Lz4BlockOutputStream: the default level uses the fast compressor, any other
