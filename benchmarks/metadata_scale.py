@@ -407,7 +407,7 @@ def _setup_debug_log(client: str, directory: str) -> None:
     Path(directory).mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(Path(directory) / f"{client}.log", mode="w")
     handler.setFormatter(logging.Formatter("%(relativeCreated)9.1f %(threadName)s %(name)s %(message)s"))
-    for name in ("kproducer.metadata", "confluent", "kafka.cluster", "kafka.client_async"):
+    for name in ("kproducer.metadata", "kproducer.network.client", "confluent", "kafka.cluster", "kafka.client_async"):
         lg = logging.getLogger(name)
         lg.setLevel(logging.DEBUG)
         lg.addHandler(handler)

@@ -227,6 +227,8 @@ class NetworkClient:
         # Per node, acks=0 requests not yet fully written: (selector byte offset of their end, request).
         self._unwritten: dict[int, deque[tuple[int, ClientRequest]]] = {}
         self._metadata_in_flight: tuple[int, int, list[str] | None] | None = None  # (node, cid, topics)
+        # When a due metadata request started waiting for room in a full in-flight window (-1: not waiting).
+        self._metadata_window_wait_ms = -1
         self._closed = False
         self._rr = 0
         self._bootstrap: list[Node] = []
@@ -594,7 +596,22 @@ class NetworkClient:
             # Nothing to try: wait for the earliest reconnect backoff to end.
             delays = [self.connection_delay(n.id, now) for n in self._known_nodes()]
             return max(1, min(delays, default=self._reconnect.initial_ms))
-        if self.is_ready(node_id) and self.can_send_more(node_id):
+        ready = self.is_ready(node_id)
+        if ready and not self.can_send_more(node_id):
+            # As in Java, the request waits for room in the window; say so once per wait, since
+            # this is where a new topic's first send() spends its time behind slow produce requests.
+            if self._metadata_window_wait_ms < 0:
+                self._metadata_window_wait_ms = now
+                logger.debug(
+                    "metadata request due, waiting: node %s has %d requests in flight (the maximum)",
+                    node_id,
+                    len(self._in_flight.get(node_id, ())),
+                )
+            return self.request_timeout_ms
+        if ready:
+            if self._metadata_window_wait_ms >= 0:
+                logger.debug("metadata request waited %d ms for the in-flight window", now - self._metadata_window_wait_ms)
+                self._metadata_window_wait_ms = -1
             version = self.api_version(node_id, ApiKey.METADATA)
             if version is None:
                 self.metadata.handle_failure(now)
