@@ -71,12 +71,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def run(bootstrap: str, topic: str, partitions: int, size: int, batch_size: int, requests: int, in_flight: int, acks: int,
+def run(bootstrap: str, topic: str, partitions: int, size: int, batch_size: int, records: int, in_flight: int, acks: int,
         max_request_size: int, broker_pid: int | None, compression: str = "none") -> dict[str, float]:
-    """Blast ``requests`` pre-built Produce requests over one connection; records/s and broker CPU."""
+    """Blast pre-built Produce requests holding about ``records`` records over one connection; records/s and broker CPU."""
     batch = _batch(size, batch_size, compression)
     records_per_batch = struct.unpack_from(">i", batch, 57)[0]
     per_request = max(1, min(partitions, max_request_size // len(batch)))
+    requests = max(1, records // (records_per_batch * per_request))
     frames = []
     p = 0
     for cid in range(requests):
@@ -141,10 +142,7 @@ def main() -> int:
     with tansu_unless(args.bootstrap) as (bootstrap, broker):
         topic = f"ceiling-{int(time.time() * 1000)}"
         create_topic(bootstrap, topic, args.partitions)
-        per_batch = max(1, args.batch_size // (args.size + 20))
-        per_request = max(1, min(args.partitions, args.max_request_size // args.batch_size))
-        requests = max(1, args.records // (per_batch * per_request))
-        res = run(bootstrap, topic, args.partitions, args.size, args.batch_size, requests, args.in_flight, args.acks,
+        res = run(bootstrap, topic, args.partitions, args.size, args.batch_size, args.records, args.in_flight, args.acks,
                   args.max_request_size, broker.process.pid if broker else args.broker_pid, args.compression)
     print(
         f"{args.size} B records, {res['records_per_batch']:.0f} per batch ({args.batch_size:,} B), "

@@ -307,7 +307,7 @@ def main() -> int:
         return 0
 
     from tests.support.readback import create_topic
-    from tests.support.tansu import start_tansu
+    from tests.support.tansu import tansu_unless
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     if args.matrix:
@@ -320,14 +320,9 @@ def main() -> int:
     else:
         cells = [(args.records, args.size, args.acks, args.compression)]
 
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = start_tansu()
-        bootstrap = broker.bootstrap
     all_ok = True
     chart: list[tuple[str, list[dict[str, Any]]]] = []
-    try:
+    with tansu_unless(args.bootstrap) as (bootstrap, broker):
         for n, size, acks, comp in cells:
             cell_args = argparse.Namespace(**{**vars(args), "records": n, "size": size, "acks": acks, "compression": comp})
             results = []
@@ -345,9 +340,6 @@ def main() -> int:
                 with args.markdown.open("a") as fh:
                     fh.write(table + "\n\n")
             chart.append((f"{n // 1000}k x {size} B\nacks={acks} {comp}", ok))
-    finally:
-        if broker is not None:
-            broker.stop()
     if args.png and chart:
         _chart(chart, args.png, clients)
     return 0 if all_ok else 1

@@ -50,17 +50,12 @@ def main() -> int:
 
     from pyinstrument import Profiler
     from tests.support.readback import create_topic
-    from tests.support.tansu import start_tansu
+    from tests.support.tansu import tansu_unless
 
     from kproducer.producer import Producer
     from kproducer.record import native
 
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = start_tansu()
-        bootstrap = broker.bootstrap
-    try:
+    with tansu_unless(args.bootstrap) as (bootstrap, _broker):
         topic = f"profile-{int(time.time() * 1000)}"
         create_topic(bootstrap, topic, args.partitions)
         payload = os.urandom(args.size)
@@ -87,9 +82,6 @@ def main() -> int:
         profiler.stop()
         elapsed = time.perf_counter() - t0
         p.close()
-    finally:
-        if broker is not None:
-            broker.stop()
     session = profiler.last_session
     assert session is not None
     root = session.root_frame()
@@ -112,17 +104,12 @@ def _threads(args: argparse.Namespace) -> int:
     import threading
 
     from tests.support.readback import create_topic
-    from tests.support.tansu import start_tansu
+    from tests.support.tansu import tansu_unless
 
     from kproducer.producer import Producer
 
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = start_tansu()
-        bootstrap = broker.bootstrap
     payload = os.urandom(args.size)
-    try:
+    with tansu_unless(args.bootstrap) as (bootstrap, _broker):
         print("| threads | records/s | batch-size-avg | records-per-request-avg | record-queue-time-avg ms |")
         print("|---:|---:|---:|---:|---:|")
         for n_threads in (int(t) for t in args.threads.split(",")):
@@ -152,9 +139,6 @@ def _threads(args: argparse.Namespace) -> int:
                 f"{m.get('records-per-request-avg', 0):,.1f} | {m.get('record-queue-time-avg', 0):.1f} |",
                 flush=True,
             )
-    finally:
-        if broker is not None:
-            broker.stop()
     return 0
 
 
