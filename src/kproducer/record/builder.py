@@ -349,9 +349,8 @@ class MemoryRecordsBuilder:
         self._set_state(
             buffer, magic, ctype, compression_level, write_limit, start, topic, ratio_estimator,
             float(estimated_compression_ratio), timestamp_type, base_offset, producer_id, producer_epoch,
-            base_sequence, bool(is_transactional), partition_leader_epoch,
+            base_sequence, bool(is_transactional), partition_leader_epoch, bool(is_control),
         )  # fmt: skip
-        self._is_control = bool(is_control)
 
     def _set_state(
         self,
@@ -371,6 +370,7 @@ class MemoryRecordsBuilder:
         base_sequence: int = -1,
         is_transactional: bool = False,
         partition_leader_epoch: int = -1,
+        is_control: bool = False,
     ) -> None:
         """Every slot of an empty builder (the checked constructor and for_batch share it)."""
         self._buf = buffer
@@ -399,7 +399,7 @@ class MemoryRecordsBuilder:
         self._topic = topic
         self._ratio_estimator = ratio_estimator
         self._estimated_ratio = estimated_ratio
-        self._is_control = False
+        self._is_control = is_control
         if len(buffer) < start:
             buffer.extend(bytes(start - len(buffer)))
 
