@@ -6,6 +6,8 @@ import math
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kproducer.metrics import (
     PRODUCER_GAUGES,
@@ -17,6 +19,7 @@ from kproducer.metrics import (
     Metrics,
     Min,
     Rate,
+    TopicMetricsRegistry,
     Value,
     WindowedCount,
     WindowedSum,
@@ -366,6 +369,9 @@ class _Batch:
     def estimated_size_in_bytes(self) -> int:
         return self._size
 
+    def compression_rate(self) -> float:
+        return 0.5 if self.topic_partition[0] == "a" else 1.0
+
 
 class _Pool:
     total_memory = 1000
@@ -407,3 +413,49 @@ def test_bind_gauges_reads_pool_and_client(metrics: Metrics) -> None:
     snap = metrics.snapshot()
     assert snap["buffer-available-bytes"] == 600.0 and snap["buffer-total-bytes"] == 1000.0
     assert snap["requests-in-flight"] == 4.0 and snap["waiting-threads"] == 2.0
+
+
+def test_per_topic_compression_rate_averages_batches(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    ps.record_drained([_Batch("a", 0, 10, 500), _Batch("a", 1, 5, 200), _Batch("b", 0, 1, 50)])
+    ps.record_drained([_Batch("a", 2, 1, 10)])
+    snap = metrics.snapshot()
+    assert snap["compression-rate[topic=a]"] == 0.5 and snap["compression-rate[topic=b]"] == 1.0
+    assert math.isnan(ps.topic("c").compression_rate.avg(metrics.config, 0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.integers(0, 40_000), st.floats(0, 1e6, allow_nan=False)), min_size=0, max_size=40
+    ),
+    window=st.integers(1, 20_000),
+    samples=st.integers(1, 4),
+    read_gap=st.integers(0, 100_000),
+)
+def test_topic_stats_read_as_the_general_sensor_stats(
+    events: list[tuple[int, float]], window: int, samples: int, read_gap: int
+) -> None:
+    """The compact per-topic stat gives the figures a Sensor with Rate/CumulativeSum/Avg gives."""
+    now = [0]
+    general = Metrics(clock_ms=lambda: now[0], sample_window_ms=window, num_samples=samples)
+    sensor = general.sensor("s")
+    sensor.add("r", Rate(WindowedSum()))
+    sensor.add("t", CumulativeSum())
+    sensor.add("a", Avg())
+    registry = TopicMetricsRegistry(
+        Metrics(clock_ms=lambda: now[0], sample_window_ms=window, num_samples=samples)
+    )
+    topic = registry.topic("x")
+    t = 0
+    for gap, value in events:
+        t += gap
+        sensor.record(value, t)
+        topic.record_send.record(value, t)
+    t += read_gap
+    ours = registry.metric_values(t)
+    theirs = general.snapshot(t)
+    assert ours["record-send-total[topic=x]"] == pytest.approx(theirs["t"])
+    assert ours["record-send-rate[topic=x]"] == pytest.approx(theirs["r"])
+    avg = topic.record_send.avg(registry.config, t)
+    assert (math.isnan(avg) and math.isnan(theirs["a"])) or avg == pytest.approx(theirs["a"])

@@ -150,3 +150,22 @@ def test_negotiate_picks_highest_common_version() -> None:
     got = protocol.negotiate(broker)
     assert got[0] == 8 and got[3] == 12 and got[18] == 2
     assert 22 not in got  # no overlap: 6..9 vs 0..5
+
+
+def test_importing_kproducer_leaves_hypothesis_unloaded_and_importable() -> None:
+    """kio's optional hypothesis hooks stay out of a producer process (import time, GC passes)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gc\n"
+        "import kproducer.producer\n"
+        "assert 'hypothesis' not in sys.modules, 'kio pulled in hypothesis'\n"
+        "gc.collect()\n"
+        "print(len(gc.get_objects()))\n"
+        "import kio.static.primitive\n"
+        "import hypothesis.strategies\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) < 35_000  # about 26,600 measured; hypothesis alone adds 20,000

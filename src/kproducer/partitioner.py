@@ -275,6 +275,9 @@ class _PartitionLoadStats:
         self.length = length
 
 
+_SHARED_RNG = random.Random()
+
+
 class BuiltInPartitioner:
     """Java's BuiltInPartitioner for one topic: sticky partition, switched every ``sticky_batch_size`` bytes.
 
@@ -293,7 +296,9 @@ class BuiltInPartitioner:
             raise ValueError(f"sticky_batch_size must be >= 1, got {sticky_batch_size}")
         self.topic = topic
         self.sticky_batch_size = sticky_batch_size
-        self._rng = rng if rng is not None else random.Random()
+        # One generator for all topics: a Random per topic costs 2.5 KB and an os.urandom
+        # call, for thousands of topics (getrandbits is atomic under the GIL).
+        self._rng = rng if rng is not None else _SHARED_RNG
         self._lock = threading.Lock()
         self._sticky: _StickyPartitionInfo | None = None
         self._load_stats: _PartitionLoadStats | None = None
