@@ -175,3 +175,20 @@ def test_discovery_refreshes_each_topic_about_once_per_max_age_and_never_later()
     assert needed <= refreshes <= 1.1 * needed, (refreshes, needed)
     # One request per tick while discovering, and few afterwards.
     assert m.requests_sent <= 60 + 20
+
+
+def test_producer_coalescing_follows_the_gil_switch_interval() -> None:
+    """The quiet gap is one switch interval (how long a ready caller may wait for the GIL)."""
+    import sys
+
+    from kproducer.producer import _metadata_coalescing
+
+    assert _metadata_coalescing(0) == (0, 1)  # linger.ms=0: send at once, as Java does
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        assert _metadata_coalescing(5) == (10, 5)
+        sys.setswitchinterval(0.0001)
+        assert _metadata_coalescing(5) == (4, 2)  # never under 2 ms
+    finally:
+        sys.setswitchinterval(old)

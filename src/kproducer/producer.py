@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -75,8 +77,21 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-#: Longest a metadata request for new topics waits for more of them (see ``Metadata.coalesce_ms``).
-_METADATA_COALESCE_MAX_MS = 5
+def _metadata_coalescing(linger_ms: int) -> tuple[int, int]:
+    """(coalesce_ms, coalesce_quiet_ms) for new topics that several caller threads send to at once.
+
+    A caller thread that is ready to run can wait one GIL switch interval (5 ms by
+    default) while the Sender holds the GIL, so arrivals of one burst land up to
+    that far apart: the quiet gap that ends a burst is one switch interval, and a
+    request waits at most two after the first arrival. Measured on issue 5's
+    workload (13 new topics per 100 ms from a pool of callers): 2 ms / 5 ms gave
+    238 requests, 5 ms / 10 ms gave 179, at a p50 cost of about 2 ms. ``linger.ms=0``
+    asks for no waiting at all, so it keeps Java's behaviour of sending at once.
+    """
+    if linger_ms <= 0:
+        return 0, 1
+    quiet = max(2, math.ceil(sys.getswitchinterval() * 1000))
+    return 2 * quiet, quiet
 
 
 def _clock_ms() -> int:
@@ -125,15 +140,16 @@ class Producer:
         self._compression = CompressionType(_compression_code(cfg.compression_type))
         self._idempotent = bool(cfg.enable_idempotence)
 
+        coalesce_ms, coalesce_quiet_ms = _metadata_coalescing(int(cfg.linger_ms))
         self._metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             allow_auto_topic_creation=cfg.allow_auto_create_topics,
-            # New topics arriving together (several caller threads) share one request: hold it
-            # while they keep coming, never longer than linger.ms (capped), so linger.ms=0 keeps none.
-            coalesce_ms=min(int(cfg.linger_ms), _METADATA_COALESCE_MAX_MS),
+            # New topics arriving together (several caller threads) share one request.
+            coalesce_ms=coalesce_ms,
+            coalesce_quiet_ms=coalesce_quiet_ms,
         )
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock_ms=self._clock, metrics=self._metrics)
         self._tm = TransactionManager() if self._idempotent else None
