@@ -303,6 +303,29 @@ def test_close_for_record_appends_compresses_early_and_close_adds_the_header(cod
     assert [(r.timestamp, r.key, r.value) for r in batch.records()] == records[:n]
 
 
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_close_without_a_seal_also_gives_back_the_staging_growth(codec: str) -> None:
+    """A batch drained straight from the open deque (never sealed) is cut back at close() too.
+
+    Otherwise an in-flight batch keeps records staged uncompressed, several times
+    batch.size, that buffer.memory never counted (issue 8's peak RSS at 1 MB batches).
+    """
+    capacity = 4096
+    buf = bytearray(capacity)
+    b = MemoryRecordsBuilder(buf, compression=codec, write_limit=capacity, estimated_compression_ratio=0.05)
+    records = [(1000 + i, None, b"the same value, again and again " * 4) for i in range(300)]
+    for ts, k, v in records:
+        if not b.try_append(ts, k, v):
+            break
+    n = b.num_records
+    assert len(buf) > 2 * capacity
+    b.close(capacity)
+    assert len(buf) == max(capacity, b.estimated_size_in_bytes())
+    (batch,) = list(read_batches(b.buffer()))
+    batch.validate()
+    assert [(r.timestamp, r.value) for r in batch.records()] == [(t, v) for t, _, v in records[:n]]
+
+
 @pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
 def test_for_batch_builds_the_same_state_as_the_checked_constructor(codec: str) -> None:
     ctype = compression_type_for_name(codec)

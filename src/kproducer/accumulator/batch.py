@@ -492,7 +492,7 @@ class ProducerBatch:
         if self.builder.is_closed:
             return
         with _bytes_lock:
-            self.builder.close()
+            self.builder.close(self.initial_capacity or None)
 
     @property
     def is_closed(self) -> bool:

@@ -916,8 +916,14 @@ class MemoryRecordsBuilder:
             if len(buf) > keep:
                 del buf[keep:]
 
-    def close(self) -> None:
-        """Compress (if configured), write the batch header and CRC once; idempotent."""
+    def close(self, capacity: int | None = None) -> None:
+        """Compress (if configured), write the batch header and CRC once; idempotent.
+
+        As in :meth:`close_for_record_appends`, a buffer that grew past ``capacity``
+        while the records were staged uncompressed is cut back once they are
+        compressed: an in-flight batch then holds its pooled buffer, not records
+        several times ``batch.size`` that ``buffer.memory`` does not count.
+        """
         if self._closed:
             return
         self._closed = True
@@ -928,6 +934,8 @@ class MemoryRecordsBuilder:
             self._close_v2()
         else:
             self._close_legacy()
+        if capacity is not None and len(self._buf) > max(capacity, self._size):
+            del self._buf[max(capacity, self._size) :]
         if (
             self._compression is not CompressionType.NONE
             and self._ratio_estimator is not None
