@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from kproducer.errors import CorruptRecordError, IllegalStateError
 from kproducer.record.builder import (
     RECORD_BATCH_OVERHEAD,
+    MAX_STAGING_BYTES,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
@@ -102,10 +104,51 @@ def test_compressed_batch_fills_towards_write_limit_with_ratio_estimate() -> Non
 def test_ratio_estimator_steps() -> None:
     est = CompressionRatioEstimator()
     assert est.estimation("t", 1) == 1.0
-    assert est.update_estimation("t", 1, 0.5) == pytest.approx(0.995)
-    assert est.update_estimation("t", 1, 2.0) == pytest.approx(2.0)
+    assert est.update_estimation("t", 1, 0.5) == pytest.approx(0.75)  # half the gap
+    assert est.update_estimation("t", 1, 0.6) == pytest.approx(0.675)
+    assert est.update_estimation("t", 1, 0.666) == pytest.approx(0.670)  # at least Java's 0.005
+    assert est.update_estimation("t", 1, 0.1, full=False) == pytest.approx(0.385)  # any batch may improve it
+    assert est.update_estimation("t", 1, 2.0) == pytest.approx(2.0)  # worse: at once, as in Java
     assert est.update_estimation("t", 1, 2.01) == pytest.approx(2.05)
+    assert est.update_estimation("t", 1, 3.0, full=False) == pytest.approx(2.05)  # a small batch may not
     assert est.estimation("t", 2) == 1.0
+
+
+def test_estimate_converges_in_a_few_batches_and_small_batches_do_not_reset_it() -> None:
+    """1 KB records repeated: the estimate reaches the observed ratio in a few batches (Java's
+    0.005 steps need ~190), and a 1-record batch drained early leaves it alone."""
+    limit = 16384
+    est = CompressionRatioEstimator()
+    value = random.Random(1).randbytes(1024)  # incompressible alone, repeated in a batch
+
+    def batch(records: int | None) -> MemoryRecordsBuilder:
+        b = MemoryRecordsBuilder(bytearray(limit), compression="lz4", write_limit=limit, topic="t", ratio_estimator=est)
+        while (records is None or b.num_records < records) and b.has_room_for(TS, None, value):
+            b.append(TS, None, value)
+        b.close()
+        return b
+
+    counts = [batch(None).num_records for _ in range(12)]
+    settled = est.estimation("t", CompressionType.LZ4)
+    assert settled < 0.1 and counts[-1] > 8 * counts[0]
+    lone = batch(1)
+    assert lone.compression_rate > 0.5 and est.estimation("t", CompressionType.LZ4) == settled
+
+
+def test_staging_floor_bounds_the_records_an_open_batch_holds() -> None:
+    """However good the estimate, an open batch stages at most max(write limit, 256 KiB) of records."""
+    est = CompressionRatioEstimator()
+    for _ in range(40):
+        est.update_estimation("t", CompressionType.ZSTD, 0.001)
+    assert est.estimation("t", CompressionType.ZSTD) < 0.01
+    value = b"z" * 1000
+    for limit in (16384, 65536, 1 << 20):
+        b = MemoryRecordsBuilder.for_batch(bytearray(limit), CompressionType.ZSTD, None, limit, "t", est)
+        assert b.estimated_compression_ratio == pytest.approx(min(1.0, limit / MAX_STAGING_BYTES))
+        while b.has_room_for(TS, None, value):
+            b.append(TS, None, value)
+        assert b.uncompressed_size <= max(limit, MAX_STAGING_BYTES)
+        assert b.uncompressed_size > max(limit, MAX_STAGING_BYTES) * 0.8
 
 
 def test_flipped_byte_in_crc_region_is_caught() -> None:
