@@ -35,9 +35,14 @@ RecordExceptions = ErrorFn | Mapping[int, BaseException] | Sequence[Any]
 # done()/abort() race only between the Sender and a closing producer, once per batch:
 # one lock for all batches costs less than one per batch.
 _state_lock = threading.Lock()
-# seal() may run on a caller thread while the Sender closes other batches: one lock keeps a
-# batch's compression (seal) and its close from ever overlapping.
-_bytes_lock = threading.Lock()
+# seal() may run on a caller thread while the Sender closes other batches: a lock keeps a
+# batch's compression (seal) and its close from ever overlapping. Striped by batch, so that
+# the Sender closing one batch does not wait for a caller compressing another.
+_BYTES_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def _bytes_lock(batch: object) -> threading.Lock:
+    return _BYTES_LOCKS[(id(batch) >> 4) & 63]
 
 
 class FinalState(enum.Enum):
@@ -479,7 +484,7 @@ class ProducerBatch:
         The Sender does it for full batches that must wait (Java compresses as records
         are appended), so a queue of them holds compressed bytes, not records.
         """
-        with _bytes_lock:
+        with _bytes_lock(self):
             if not self._writable and not self.builder.is_closed:
                 self.builder.close_for_record_appends(self.initial_capacity or None)
 
@@ -491,7 +496,7 @@ class ProducerBatch:
         self._writable = False
         if self.builder.is_closed:
             return
-        with _bytes_lock:
+        with _bytes_lock(self):
             self.builder.close(self.initial_capacity or None)
 
     @property
