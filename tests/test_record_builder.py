@@ -9,8 +9,8 @@ import pytest
 
 from kproducer.errors import CorruptRecordError, IllegalStateError
 from kproducer.record.builder import (
-    RECORD_BATCH_OVERHEAD,
     MAX_STAGING_BYTES,
+    RECORD_BATCH_OVERHEAD,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,

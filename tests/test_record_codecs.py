@@ -107,3 +107,17 @@ def test_lz4_frame_checksums_v0_vs_v1_v2() -> None:
 def test_zstd_below_v2_rejected() -> None:
     with pytest.raises(ValueError, match="magic 2"):
         compress(CompressionType.ZSTD, DATA, magic=1)
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 65535, 65536, 65537, 300_000])
+def test_lz4_one_call_frame_is_byte_identical_to_the_block_loop(size: int) -> None:
+    """The default-level path (lz4.frame, one GIL release per batch) writes the frame the
+    block-by-block writer does, for bytes and for the memoryview a seal passes."""
+    from kproducer.record.codecs import _lz4_compress, _lz4_frame_blocks
+
+    rng = random.Random(size)
+    data = rng.randbytes(size // 2) + bytes(size - size // 2)
+    expected = _lz4_frame_blocks(data, None, 2)
+    assert _lz4_compress(data, None, 2) == expected
+    assert _lz4_compress(memoryview(bytearray(data))[0:size], None, 1) == expected
+    assert _lz4_compress(data, None, 0) == _lz4_frame_blocks(data, None, 0)  # magic 0 keeps its header
