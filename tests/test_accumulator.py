@@ -346,6 +346,7 @@ class FakeTransactionManager:
         self.sequences: dict[TopicPartition, int] = {}
         self.stop = False
         self.in_flight: dict[TopicPartition, int] = {}
+        self.retrying: set[TopicPartition] = set()
 
     def should_stop_draining(self) -> bool:
         return self.stop
@@ -361,6 +362,9 @@ class FakeTransactionManager:
 
     def first_in_flight_sequence(self, tp: TopicPartition) -> int:
         return self.in_flight.get(tp, -1)
+
+    def retry_in_flight(self, tp: TopicPartition) -> bool:
+        return tp in self.retrying
 
 
 def test_drain_assigns_producer_state_and_sequences() -> None:
@@ -409,6 +413,27 @@ def test_reenqueue_goes_to_the_front_in_sequence_order() -> None:
         again += acc.drain(cluster, {0}, 10**6, clock.now)[0]
     assert [b.base_sequence for b in again] == seqs
     for b in again:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def test_no_new_batch_drains_while_a_retried_batch_of_its_partition_is_in_flight() -> None:
+    """The order gate: a retry in flight holds the partition's new batches, not other partitions'."""
+    clock = Clock()
+    tm = FakeTransactionManager()
+    acc = make_acc(clock, linger_ms=0, transaction_manager=tm)
+    cluster = make_cluster(partitions=2, nodes=1)
+    for _ in range(10):
+        append(acc, 0, clock)
+        append(acc, 1, clock)
+    tm.retrying.add(TopicPartition("t", 0))
+    held = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert [b.topic_partition.partition for b in held] == [1]
+    tm.retrying.clear()
+    released = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert 0 in [b.topic_partition.partition for b in released]
+    for b in held + released:
         b.done(0, -1, None)
         acc.deallocate(b)
     complete_all(acc, cluster, clock)

@@ -141,6 +141,11 @@ class TransactionManager:
         lst = self._in_flight.get(tp)
         return lst[0].base_sequence if lst else NO_SEQUENCE
 
+    def retry_in_flight(self, tp: TopicPartition) -> bool:
+        """Whether a batch of ``tp`` that was retried is in flight again (the drain's order gate)."""
+        lst = self._in_flight.get(tp)
+        return lst is not None and any(b.attempts > 0 for b in lst)
+
     # ------------------------------------------------------------ completion
     def handle_completed_batch(self, batch: ProducerBatch) -> None:
         tp = batch.topic_partition
