@@ -283,6 +283,13 @@ def staging_ratio_floor(write_limit: int) -> float:
     return min(1.0, write_limit / MAX_STAGING_BYTES) if write_limit > 0 else 1.0
 
 
+def _initial_ratio(
+    estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int, write_limit: int
+) -> float:
+    """The estimate a new batch is built with: the topic's, never below the staging floor."""
+    return max(float(estimator.estimation(topic, compression)), staging_ratio_floor(write_limit))
+
+
 class MemoryRecordsBuilder:
     """Builds one record batch in a caller-supplied bytearray (seed 001)."""
 
@@ -374,9 +381,7 @@ class MemoryRecordsBuilder:
             start = 0
         if estimated_compression_ratio is None:
             if ratio_estimator is not None and topic is not None:
-                estimated_compression_ratio = max(
-                    ratio_estimator.estimation(topic, ctype), staging_ratio_floor(write_limit)
-                )
+                estimated_compression_ratio = _initial_ratio(ratio_estimator, topic, ctype, write_limit)
             else:
                 estimated_compression_ratio = 1.0
         self._set_state(
@@ -453,11 +458,7 @@ class MemoryRecordsBuilder:
         every ``batch.size`` bytes, so the argument checks are paid once, at config time.
         """
         self = cls.__new__(cls)
-        ratio = (
-            1.0
-            if ratio_estimator is None
-            else max(float(ratio_estimator.estimation(topic, compression)), staging_ratio_floor(write_limit))
-        )
+        ratio = 1.0 if ratio_estimator is None else _initial_ratio(ratio_estimator, topic, compression, write_limit)
         self._set_state(
             buffer, 2, compression, compression_level, write_limit, RECORD_BATCH_OVERHEAD, topic, ratio_estimator, ratio
         )
