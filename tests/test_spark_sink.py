@@ -213,14 +213,35 @@ def test_streaming_rate_source_counts_match_committed_batches(
 # ---------------------------------------------------------------- faults
 
 
-def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any) -> None:
+def _gated_rows(gate: str, first_rows: int) -> Any:
+    """A mapInArrow function that passes ``first_rows`` rows on, then waits (120 s at most) for ``gate``.
+
+    The write cannot finish before the test has stopped the broker, however fast
+    the machine: a plain large DataFrame could be written completely between the
+    moment records were seen and the stop on a loaded machine.
+    """
+
+    def gated(batches: Iterator[Any]) -> Iterator[Any]:
+        passed = 0
+        for batch in batches:
+            yield batch
+            passed += batch.num_rows
+            if passed >= first_rows:
+                deadline = time.monotonic() + 120
+                while not os.path.exists(gate) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+
+    return gated
+
+
+def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any, tmp_path: Path) -> None:
     broker = start_embedded_broker()
+    gate = tmp_path / "broker-stopped"
     try:
         topic = "spark-fault"
         create_topic(broker.bootstrap, topic, 2)
-        df = spark.range(0, 3_000_000, 1, 2).selectExpr(
-            "cast(id as string) as key", "repeat('v', 100) as value"
-        )
+        rows = spark.range(0, 300_000, 1, 2).selectExpr("cast(id as string) as key", "repeat('v', 100) as value")
+        df = rows.mapInArrow(_gated_rows(str(gate), 20_000), rows.schema)
         outcome: dict[str, BaseException | None] = {}
 
         def run() -> None:
@@ -260,6 +281,7 @@ def test_broker_stopped_mid_write_fails_the_task_with_the_kafka_error(spark: Any
         finally:
             c.close()
         broker.stop()
+        gate.touch()  # the rest of the rows now meet a stopped broker
         t.join(120)
         assert not t.is_alive(), "the write did not fail within 120s of the broker stopping"
     finally:
