@@ -395,16 +395,16 @@ def count_on_topic(bootstrap: str, topic: str, partitions: int, expected: int, t
                   "enable.partition.eof": True, "fetch.wait.max.ms": 50})  # fmt: skip
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        count, eof = 0, set()
+        count, eof = 0, set[int]()
         deadline = time.monotonic() + timeout
         while len(eof) < partitions and time.monotonic() < deadline:
             for m in c.consume(num_messages=10000, timeout=0.5):
-                err = m.error()
+                err, part = m.error(), m.partition() or 0
                 if err is None:
                     count += 1
-                    eof.discard(m.partition())
+                    eof.discard(part)
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+                    eof.add(part)
             if count >= expected and len(eof) == partitions:
                 break
         return count

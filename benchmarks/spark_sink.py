@@ -164,7 +164,7 @@ def main() -> int:
     results: list[tuple[str, float, str]] = []
     with start_embedded_broker() as broker:
         bs = broker.bootstrap
-        runs = [
+        runs: list[tuple[str, str, dict[str, Any], str]] = [
             ("arrow-defaults", "arrow", {"bootstrap.servers": bs}, "kproducer sink, Arrow writer, defaults"),
             ("arrow", "arrow", {"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144},
              "kproducer sink, Arrow writer, batch.size=256 KiB"),
