@@ -12,6 +12,7 @@ are bound once in ``__init__``.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import math
@@ -41,6 +42,7 @@ from kproducer.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kproducer.failure_log import FailureLog, warn_data_loss
 from kproducer.metadata import Cluster, Metadata
 from kproducer.metrics import Metrics, register_producer_metrics
 from kproducer.partitioner import partition_for_key, resolve_partitioner
@@ -94,6 +96,56 @@ def _metadata_coalescing(linger_ms: int) -> tuple[int, int]:
     return 2 * quiet, quiet
 
 
+#: close() says what it waits for once it has waited this long, then this often.
+_CLOSE_REPORT_AFTER_S = 5.0
+_CLOSE_REPORT_EVERY_S = 30.0
+#: At interpreter exit a producer still holding records flushes them for at most this long.
+EXIT_FLUSH_TIMEOUT_S = 5.0
+
+
+def _at_exit() -> None:
+    """At interpreter exit, flush briefly what a producer still holds, and say so at WARNING.
+
+    The I/O thread is a daemon thread, so records left in a producer that was not
+    flushed or closed would vanish with the interpreter (as with the Java client,
+    whose network thread is a daemon too). Losing them silently is the worst outcome;
+    flushing without a bound could hang exit for ``delivery.timeout.ms`` when the
+    cluster is down. So: one WARNING naming the count and the fix, a flush bounded by
+    ``EXIT_FLUSH_TIMEOUT_S`` (enough for lingering records to a reachable cluster),
+    and a second WARNING with what was lost if that was not enough.
+    """
+    for p in list(_live_producers):
+        if p._closed or p._forked or p._pid != os.getpid():
+            continue
+        try:
+            pending = p._accumulator.incomplete_record_count()
+            if not pending:
+                continue
+            warn_data_loss(
+                log,
+                f"producer {p.client_id}: the interpreter is exiting with {pending} undelivered records; "
+                f"flushing them for up to {EXIT_FLUSH_TIMEOUT_S:g} s. Call flush() or close() before exiting, "
+                "or use the producer as a context manager ('with Producer(...) as producer:')",
+            )
+            failed_before = p._failure_log.failed_total
+            left = p.flush(EXIT_FLUSH_TIMEOUT_S)
+            failed = p._failure_log.failed_total - failed_before
+            if left:
+                warn_data_loss(log, f"producer {p.client_id}: {left} records were not delivered before exit and are lost")
+            elif failed:
+                warn_data_loss(log, f"producer {p.client_id}: flushed at exit, but {failed} of the records failed")
+            else:
+                log.warning("producer %s: flushed at exit; all %d records were delivered", p.client_id, pending)
+        except Exception:  # never turn an exit into a traceback
+            log.debug("exit-time flush of %s failed", p.client_id, exc_info=True)
+    for p in list(_live_producers):
+        # Failure summaries still held back by the rate limit: the last chance to say them.
+        p._failure_log.emit_all(p._clock())
+
+
+atexit.register(_at_exit)
+
+
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -125,6 +177,14 @@ class Producer:
             clock_ms=self._clock, sample_window_ms=cfg.metrics_sample_window_ms, num_samples=cfg.metrics_num_samples
         )
         self._sensors = register_producer_metrics(self._metrics)
+        # Failed and retried records, summarised at WARNING; also counts failures for take_failed_count().
+        self._failure_log = FailureLog(logging.getLogger("kproducer.sender"))
+        # metric.reporters: resolved (and their libraries imported) before any thread starts.
+        self._reporters: list[Any] = []
+        if cfg.metric_reporters:
+            from kproducer.metrics_reporter import resolve_reporters
+
+            self._reporters = resolve_reporters(cfg.metric_reporters, cfg.as_dict())
 
         self._key_serializer = resolve_serializer(cfg.key_serializer, is_key=True)
         self._value_serializer = resolve_serializer(cfg.value_serializer, is_key=False)
@@ -175,6 +235,7 @@ class Producer:
             sasl_username=cfg.sasl_username,
             sasl_password=password.value if password is not None else None,
             clock_ms=self._clock,
+            bootstrap_warning_ms=cfg.max_block_ms,
         )
 
         self._breaker, self._breaker_manager = _resolve_breaker(cfg, self._metadata, self._clock, self._metrics)
@@ -212,6 +273,7 @@ class Producer:
             circuit_breaker=self._breaker,
             circuit_break_manager=self._breaker_manager,
             max_in_flight=cfg.max_in_flight_requests_per_connection,
+            failure_log=self._failure_log,
         )
         self._io_thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
@@ -226,6 +288,8 @@ class Producer:
             # The instance attribute shadows the method: p.send(...) goes straight into C.
             self.__dict__["send"] = self._lane
         _live_producers.add(self)
+        for reporter in self._reporters:
+            reporter.init(self._metrics, self.client_id)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
 
     def _make_send_lane(self) -> Any:
@@ -544,6 +608,7 @@ class Producer:
             error.topic = topic
             error.partition = partition
         self._sensors.record_errors(topic, 1)
+        self._failure_log.failed(topic, partition if partition is not None else -1, 1, error, 0, self._clock())
         fut = RecordFuture.failed(TopicPartition(topic, partition if partition is not None else -1), error)
         if on_delivery is not None:
             try:
@@ -582,9 +647,20 @@ class Producer:
 
     # ------------------------------------------------------------------ flush / close
     def flush(self, timeout: float | None = None) -> int:
-        """Send everything buffered now and wait for it; returns the number of records still undelivered.
+        """Send everything buffered now and wait until it completes; returns how many records have not completed.
 
-        ``0`` means every record sent before the call completed (delivered or failed).
+        A record completes when it is delivered *or* fails, so the result is ``0``
+        whenever the wait finished, including when records failed; it is non-zero
+        only when ``timeout`` (seconds) ran out first. This is confluent-kafka's
+        convention (the length of the queue); Java's ``flush()`` returns nothing.
+        A failed record's exception is on its future and its delivery callback, and
+        it is logged at WARNING; :meth:`take_failed_count` gives the number of
+        records that failed since its previous call::
+
+            producer.flush()
+            if producer.take_failed_count():
+                ...  # some records were not delivered
+
         Calling it from a delivery callback would wait on the thread that runs
         callbacks, so that raises instead of deadlocking.
         """
@@ -599,6 +675,15 @@ class Producer:
         finally:
             self._accumulator.end_flush()
         return self._accumulator.incomplete_record_count()
+
+    def take_failed_count(self) -> int:
+        """The number of records that failed since the previous call (or since the producer started).
+
+        Every failure counts once: records whose future or callback received an
+        exception, whether at ``send()`` (metadata timeout, record too large) or
+        later (retries exhausted, ``delivery.timeout.ms``, a forced close).
+        """
+        return self._failure_log.take_failed_count()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
@@ -623,7 +708,7 @@ class Producer:
             # Closing drains everything: muted partitions get their records tried too.
             self._breaker_manager.close()
         self._sender.initiate_close()
-        self._io_thread.join(timeout)
+        self._join_io_thread(timeout)
         if self._io_thread.is_alive():
             log.warning("producer %s did not drain within %.1fs: failing the remaining records", self.client_id, timeout or 0)
             self._sender.force_close()
@@ -638,6 +723,45 @@ class Producer:
                     log.exception("error closing %r", obj)
         if self._breaker is not None:
             self._breaker.close()
+        for reporter in self._reporters:
+            try:
+                reporter.close()
+            except Exception:
+                log.exception("error closing metrics reporter %r", reporter)
+
+    def _join_io_thread(self, timeout: float | None) -> None:
+        """Wait for the I/O thread to drain; past a few seconds, say at WARNING what it is waiting for."""
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        report_at = start + _CLOSE_REPORT_AFTER_S
+        while self._io_thread.is_alive():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            wait = report_at - now if deadline is None else min(report_at, deadline) - now
+            self._io_thread.join(max(wait, 0.0))
+            now = time.monotonic()
+            if self._io_thread.is_alive() and now >= report_at:
+                log.warning("close() has waited %.0f s: %s", now - start, self._describe_pending(timeout))
+                report_at = now + _CLOSE_REPORT_EVERY_S
+
+    def _describe_pending(self, timeout: float | None) -> str:
+        """What is still undelivered and until when close() waits for it, for the close() WARNING."""
+        batches = [b for b in self._accumulator.incomplete_batches() if not b.result.completed]
+        records = sum(b.record_count for b in batches)
+        tps = sorted({str(b.topic_partition) for b in batches})
+        shown = ", ".join(tps[:5]) + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
+        oldest_s = (self._clock() - min(b.created_ms for b in batches)) / 1000.0 if batches else 0.0
+        bound = (
+            f"close(timeout={timeout:g}) fails them after that"
+            if timeout is not None
+            else f"they fail after delivery.timeout.ms={self.config.delivery_timeout_ms} ms; "
+            "pass close(timeout=seconds) to bound the wait"
+        )
+        return (
+            f"{records} records in {len(batches)} batches to {shown or 'no partition'} are undelivered "
+            f"(oldest {oldest_s:.1f} s); {bound}; {self._metadata.describe_reachability()}"
+        )
 
     # ------------------------------------------------------------------ info
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:

@@ -28,6 +28,7 @@ from kproducer.errors import (
     ProducerClosedError,
     error_for_code,
 )
+from kproducer.failure_log import FailureLog
 from kproducer.network.client import ClientRequest, ClientResponse
 from kproducer.network.protocol import ApiKey, ProduceRequestData, build_produce_request, request_class
 from kproducer.structs import TopicPartition
@@ -73,6 +74,7 @@ class Sender:
         circuit_breaker: PartitionCircuitBreaker | None = None,
         circuit_break_manager: CircuitBreakManager | None = None,
         max_in_flight: int = 5,
+        failure_log: FailureLog | None = None,
     ) -> None:
         self._client = client
         self._metadata = metadata
@@ -91,6 +93,7 @@ class Sender:
         self._breaker = circuit_breaker
         self._breaker_manager = circuit_break_manager
         self._max_in_flight = max_in_flight
+        self._failure_log = failure_log if failure_log is not None else FailureLog(log)
         # Batches handed to the network and not yet completed, per partition, for in-flight expiry.
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._running = True
@@ -111,6 +114,7 @@ class Sender:
             self._run_once_safe()
         if self._force_close:
             self._abort_everything(ProducerClosedError("producer was closed forcefully before the record was delivered"))
+        self._failure_log.emit_all(self._clock())
         try:
             self._client.close()
         except Exception:  # pragma: no cover - best effort on shutdown
@@ -152,12 +156,18 @@ class Sender:
             for batch in list(batches):
                 self._fail_batch(batch, error, deallocate=False)
         self._in_flight_batches.clear()
+        now = self._clock()
+        for batch in self._accumulator.incomplete_batches():
+            if not batch.is_done:
+                tp = batch.topic_partition
+                self._failure_log.failed(tp.topic, tp.partition, batch.record_count, error, batch.attempts, now)
         self._accumulator.abort_incomplete_batches(error)
 
     # ------------------------------------------------------------------ one loop
     def run_once(self) -> None:
         tm = self._tm
         now = self._clock()
+        self._failure_log.maybe_emit(now)
         if tm is not None:
             fatal = tm.fatal_error
             if fatal is not None:
@@ -410,6 +420,7 @@ class Sender:
 
         if retriable and self._can_retry(batch, now):
             log.debug("retrying batch for %s (attempt %d): %s", tp, batch.attempts + 1, exc)
+            self._failure_log.retried(tp.topic, tp.partition, batch.record_count, exc, batch.attempts + 1, now)
             if tm is not None:
                 tm.remove_in_flight(batch)
             self._accumulator.reenqueue(batch, now)
@@ -451,6 +462,8 @@ class Sender:
             self._tm.handle_failed_batch(batch, exc)
         if self._sensors is not None:
             self._sensors.record_errors(tp.topic, batch.record_count)
+        if not batch.is_done:
+            self._failure_log.failed(tp.topic, tp.partition, batch.record_count, exc, batch.attempts, self._clock())
         batch.done(-1, -1, exc, record_errors)
         if deallocate:
             self._accumulator.deallocate(batch)
@@ -482,6 +495,7 @@ class Sender:
                 self._tm.handle_failed_batch(batch, exc)
             if self._sensors is not None:
                 self._sensors.record_errors(tp.topic, batch.record_count)
+            self._failure_log.failed(tp.topic, tp.partition, batch.record_count, exc, batch.attempts, now)
             batch.done(-1, -1, exc)
             self._notify_breaker(tp, exc, batch.record_count, now)
         else:

@@ -410,6 +410,10 @@ class RecordAccumulator:
         with self._incomplete_lock:
             return list(self._incomplete)
 
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        """The batches not completed yet (queued or in flight), for reporting."""
+        return self._incomplete_snapshot()
+
     # ------------------------------------------------------------------ append (caller threads)
     def append(
         self,

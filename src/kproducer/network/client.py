@@ -88,6 +88,15 @@ def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int
     return out
 
 
+def _describe_node(st: _NodeState) -> str:
+    """``broker 1 (10.0.0.5:9092)`` or, before metadata named it, ``bootstrap server kafka:9092 (10.0.0.5:9092)``."""
+    address = st.current_address or f"{st.host}:{st.port}"
+    if st.node_id < 0:
+        name = f"{st.host}:{st.port}" if st.host else address
+        return f"bootstrap server {name}" + (f" ({address})" if address != name else "")
+    return f"broker {st.node_id} ({address})"
+
+
 def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -167,6 +176,9 @@ class _NodeState:
     setup_timeout_ms: int = 0
     current_address: str = ""
     last_address: tuple[int, tuple[str, int]] | None = None
+    # Since when every connection attempt has failed (-1: reachable, or not tried yet); an operator
+    # gets one WARNING when this starts and one when it ends, not one per attempt.
+    unreachable_since_ms: int = -1
 
 
 class NetworkClient:
@@ -194,6 +206,7 @@ class NetworkClient:
         sasl_password: str | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        bootstrap_warning_ms: int | None = None,
     ) -> None:
         if client_dns_lookup not in ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"):
             raise ConfigError(
@@ -231,6 +244,11 @@ class NetworkClient:
         self._metadata_window_wait_ms = -1
         self._closed = False
         self._rr = 0
+        # No broker reached for this long after the first attempt: one WARNING (the producer passes
+        # max.block.ms, how long a send() would wait for metadata).
+        self._bootstrap_warning_ms = bootstrap_warning_ms
+        self._first_attempt_ms = -1
+        self._ever_ready = False
         self._bootstrap: list[Node] = []
         for host, port, addresses in self._resolve_bootstrap(parse_bootstrap_servers(bootstrap_servers)):
             node = Node(-(len(self._bootstrap) + 1), host, port)
@@ -424,6 +442,8 @@ class NetworkClient:
             raise IllegalStateError(f"unknown node {node_id}")
         st = self._state_for(node)
         st.last_attempt_ms = now
+        if self._first_attempt_ms < 0:
+            self._first_attempt_ms = now
         chosen = self._next_address(st, node)
         if chosen is None:
             st.current_address = ""  # the failure belongs to the name, not the address tried before
@@ -474,7 +494,18 @@ class NetworkClient:
         st.failed_attempts += 1
         if not was_ready:
             self.metadata.record_connection_failure(st.current_address or f"{st.host}:{st.port}", reason)
-        logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
+            if st.unreachable_since_ms < 0:
+                st.unreachable_since_ms = now
+                logger.warning(
+                    "%s is unreachable: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
+                    _describe_node(st),
+                    reason,
+                    self._reconnect.max_ms,
+                )
+            else:
+                logger.debug("%s still unreachable: %s", _describe_node(st), reason)
+        else:
+            logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
         pending = self._in_flight.pop(st.node_id, {})
         self._unwritten.pop(st.node_id, None)
         for req in pending.values():
@@ -671,8 +702,17 @@ class NetworkClient:
             if st.state is not ConnectionState.READY and st.conn.state is ConnectionState.READY:
                 st.state = ConnectionState.READY
                 self._states_version += 1
-                st.failed_attempts = 0
                 logger.debug("node %s ready; versions %s", node_id, st.conn.api_versions)
+                if st.unreachable_since_ms >= 0:
+                    logger.warning(
+                        "%s is reachable again after %.1f s and %d failed connection attempts",
+                        _describe_node(st),
+                        (now - st.unreachable_since_ms) / 1000.0,
+                        st.failed_attempts,
+                    )
+                    st.unreachable_since_ms = -1
+                st.failed_attempts = 0
+                self._ever_ready = True
             elif st.conn.state is ConnectionState.AUTHENTICATING:
                 st.state = ConnectionState.AUTHENTICATING
                 self._states_version += 1
@@ -694,6 +734,8 @@ class NetworkClient:
             if st is not None and st.state is not ConnectionState.DISCONNECTED:
                 self._disconnected(st, now, reason)
         self._handle_timeouts(now)
+        if not self._ever_ready and self._bootstrap_warning_ms is not None and self._first_attempt_ms >= 0:
+            self._maybe_warn_no_bootstrap(now)
         done, self._completed = self._completed, []
         for cresp in done:
             cb = cresp.request.callback
@@ -703,6 +745,16 @@ class NetworkClient:
                 except Exception:
                     logger.exception("uncaught error in a request callback")
         return done
+
+    def _maybe_warn_no_bootstrap(self, now: int) -> None:
+        assert self._bootstrap_warning_ms is not None
+        if now - self._first_attempt_ms >= self._bootstrap_warning_ms:
+            logger.warning(
+                "no broker could be reached within %d ms (max.block.ms): %s",
+                self._bootstrap_warning_ms,
+                self.metadata.describe_reachability(),
+            )
+            self._bootstrap_warning_ms = None  # once
 
     def _complete_written(self, bytes_written: dict[int, int], now: int) -> None:
         """Complete the acks=0 requests whose bytes are all on the socket now, in send order."""
