@@ -601,6 +601,34 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "The most detailed level of sensors that record; DEBUG adds the costlier ones.",
         OneOf(("INFO", "DEBUG"), case_insensitive=True),
     ),
+    ConfigKey(
+        "metric.reporters",
+        Type.LIST,
+        (),
+        _L,
+        "Where the producer's metrics are reported, besides metrics(): 'prometheus' (a "
+        "prometheus_client collector), 'opentelemetry' (instruments on the global "
+        "MeterProvider's meter), or a 'module:Name' path to a class with configure(configs), "
+        "init(metrics, client_id) and close().",
+        element=Type.CLASS,
+    ),
+    ConfigKey(
+        "metrics.prometheus.port",
+        Type.INT,
+        None,
+        _L,
+        "With the prometheus reporter: also serve prometheus_client's registry over HTTP on this "
+        "port (started once per process; 0 picks a free port).",
+        Range(min=0, max=65535),
+        note="None: no server; the application serves the registry itself.",
+    ),
+    ConfigKey(
+        "metrics.prometheus.addr",
+        Type.STRING,
+        "127.0.0.1",
+        _L,
+        "The address the metrics.prometheus.port server listens on; 0.0.0.0 for every interface.",
+    ),
     # ------------------------------------------------------------------ circuit breaker (seed 002)
     ConfigKey(
         "producer.circuit.breaker.class",
@@ -912,6 +940,9 @@ class ProducerConfig:
     metrics_sample_window_ms: int
     metrics_num_samples: int
     metrics_recording_level: str
+    metric_reporters: tuple[Any, ...]
+    metrics_prometheus_port: int | None
+    metrics_prometheus_addr: str
     producer_circuit_breaker_class: Any
     producer_circuit_breaker_keyed_reroute: bool
 

@@ -557,6 +557,29 @@ class Metrics:
             names.extend(provider.metric_names())
         return names
 
+    def readings(self, now_ms: int | None = None) -> list[tuple[MetricName, float]]:
+        """Every metric's name (group and tags included) with its current value, for reporters."""
+        values = self.snapshot(now_ms)
+        return [(n, values[n.key]) for n in self.metric_names() if n.key in values]
+
+    def families(self) -> dict[tuple[str, str], str]:
+        """Every metric family, ``(group, name)`` -> description, including per-topic ones with no topic yet.
+
+        Reporters that must declare instruments up front (OpenTelemetry) read this.
+        """
+        with self._lock:
+            out = {(m.name.group, m.name.name): m.description for m in self._metrics.values()}
+            providers = list(self._providers)
+        for provider in providers:
+            families = getattr(provider, "metric_families", None)
+            if families is not None:
+                out.update(families())
+            else:
+                descriptions = provider.metric_descriptions()
+                for n in provider.metric_names():
+                    out.setdefault((n.group, n.name), descriptions.get(n.key, ""))
+        return out
+
 
 # ---------------------------------------------------------------------------- the producer's metrics
 
@@ -755,6 +778,9 @@ class TopicMetricsRegistry:
         with self.lock:
             topics = list(self._topics)
         return {f"{n}[topic={t}]": d.format(topic=t) for t in topics for n, _, _, d in _TOPIC_METRICS}
+
+    def metric_families(self) -> dict[tuple[str, str], str]:
+        return {(PRODUCER_TOPIC_GROUP, n): d.format(topic="the topic") for n, _, _, d in _TOPIC_METRICS}
 
     def metric_names(self) -> list[MetricName]:
         with self.lock:
