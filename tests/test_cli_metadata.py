@@ -43,4 +43,4 @@ def test_cli_metadata_all_topics_and_bad_bootstrap(tansu: TansuBroker, topic_nam
     assert r.returncode == 0, r.stderr
     assert topic_name in r.stdout
     bad = _run("metadata", "--bootstrap-servers", "nohostport")
-    assert bad.returncode == 1 and "'nohostport'" in bad.stderr
+    assert bad.returncode == 2 and "'nohostport'" in bad.stderr  # a usage mistake: exit code 2

@@ -1,18 +1,24 @@
 """The ``kproducer`` command line.
 
 Subcommands register themselves in ``SUBCOMMANDS``: a name maps to a function
-that adds its arguments to a subparser and returns the handler to run. Adding
-``produce`` or ``perf-test`` means writing one such function.
+that adds its arguments to a subparser and returns the handler to run; the
+function's docstring is the subcommand's help. Adding ``produce`` or
+``perf-test`` means writing one such function.
+
+Exit codes: 0 success, 1 when records failed or a requested thing is missing,
+2 for a usage mistake (bad option, missing file, invalid config). Mistakes print
+one line naming what is wrong, never a traceback (``-v`` adds debug logging).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from kproducer.errors import KafkaError
+from kproducer.errors import ConfigError, KafkaError, error_class_for_code
 from kproducer.metadata import Cluster
 
 __all__ = ["main", "SUBCOMMANDS", "format_metadata"]
@@ -41,6 +47,16 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
 
 
+class UsageError(Exception):
+    """A user mistake the CLI reports in one line with exit code 2."""
+
+
+def describe_error_code(code: int) -> str:
+    """``UNKNOWN_TOPIC_OR_PARTITION (3)``: the Kafka error name with its code."""
+    cls = error_class_for_code(code)
+    return f"{cls.name} ({code})" if cls.code == code else f"error {code}"
+
+
 def format_metadata(cluster: Cluster, topics: Sequence[str] | None = None) -> str:
     """Brokers, then one row per partition with its leader, replicas and ISR, aligned."""
     lines = [f"Cluster id: {cluster.cluster_id}  controller: {cluster.controller_id}", "", "Brokers:"]
@@ -54,7 +70,7 @@ def format_metadata(cluster: Cluster, topics: Sequence[str] | None = None) -> st
         err = cluster.topic_errors.get(t)
         parts = cluster.partitions_for_topic(t)
         if not parts:
-            rows.append((t, "-", "-", "-", "-", f"error {err}" if err else "not found"))
+            rows.append((t, "-", "-", "-", "-", describe_error_code(err) if err else "not found"))
         for p in parts:
             rows.append(
                 (
@@ -63,7 +79,7 @@ def format_metadata(cluster: Cluster, topics: Sequence[str] | None = None) -> st
                     p.leader,
                     ",".join(map(str, p.replicas)),
                     ",".join(map(str, p.isr)),
-                    f"error {err}" if err else "",
+                    describe_error_code(err) if err else "",
                 )
             )
     lines += ["", f"Topics ({len(names)}):"]
@@ -75,7 +91,10 @@ def format_metadata(cluster: Cluster, topics: Sequence[str] | None = None) -> st
 
 @subcommand("produce")
 def _produce_command(parser: argparse.ArgumentParser) -> Handler:
-    """Lines from stdin or a file into a topic, with a delivered/failed summary."""
+    """Send lines from stdin or a file to a topic, one record per line, like kafka-console-producer.
+
+    Prints "N delivered, M failed" and each distinct error; exits 1 if any record failed.
+    """
     from kproducer import console_produce
 
     console_produce.add_arguments(parser)
@@ -84,18 +103,41 @@ def _produce_command(parser: argparse.ArgumentParser) -> Handler:
 
 @subcommand("perf-test")
 def _perf_test_command(parser: argparse.ArgumentParser) -> Handler:
-    """Throughput and latency, like kafka-producer-perf-test."""
+    """Measure throughput and latency, like kafka-producer-perf-test.
+
+    Latency is from send() to the delivery callback, for delivered records only;
+    failures are counted and their distinct errors listed. Exits 1 if any record failed.
+    """
     from kproducer import perf
 
     perf.add_arguments(parser)
     return perf.main
 
 
+def missing_topics(cluster: Cluster, topics: Sequence[str] | None) -> list[str]:
+    """The requested topics the cluster has no partitions for."""
+    return [t for t in topics or () if not cluster.partitions_for_topic(t)]
+
+
 @subcommand("metadata")
 def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
-    parser.add_argument("--bootstrap-servers", required=True, help="host:port[,host:port...]")
-    parser.add_argument("--topic", action="append", default=None, help="only these topics (repeatable)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for metadata")
+    """Brokers, and each topic's partitions with leader, replicas, ISR and errors.
+
+    Exits 1 when a topic asked for with --topic does not exist (its error is shown).
+    """
+    parser.add_argument(
+        "--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="brokers to ask for metadata"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=None,
+        metavar="TOPIC",
+        help="show only this topic (repeatable); without it, every topic; never creates a topic",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="how long to wait for the brokers (default 10)"
+    )
 
     def run(args: argparse.Namespace) -> int:
         from kproducer.network.client import NetworkClient
@@ -108,34 +150,79 @@ def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
         try:
             client.metadata.allow_auto_topic_creation = False
             client.fetch_metadata(args.topic, int(args.timeout * 1000))
-            print(format_metadata(client.metadata.cluster, args.topic))
+            cluster = client.metadata.cluster
+            print(format_metadata(cluster, args.topic))
         finally:
             client.close()
-        return 0
+        missing = missing_topics(cluster, args.topic)
+        for t in missing:
+            err = cluster.topic_errors.get(t)
+            print(
+                f"kproducer metadata: topic {t!r} not found"
+                + (f": {describe_error_code(err)}" if err else ""),
+                file=sys.stderr,
+            )
+        return 1 if missing else 0
 
     return run
 
 
+def _version() -> str:
+    from kproducer import __version__
+
+    return f"kproducer {__version__} (Python {sys.version.split()[0]})"
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
-    parser = argparse.ArgumentParser(prog="kproducer", description="kproducer command line tools")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging to stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="kproducer",
+        description="kproducer command line tools: produce records, measure a cluster, read its metadata.",
+        epilog="Run 'kproducer COMMAND --help' for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging to stderr (warnings are always shown)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="the command to run")
     handlers: dict[str, Handler] = {}
     for name, setup in SUBCOMMANDS.items():
-        handlers[name] = setup(sub.add_parser(name))
+        doc = inspect.cleandoc(setup.__doc__ or "")
+        summary = doc.splitlines()[0] if doc else None
+        handlers[name] = setup(
+            sub.add_parser(
+                name, help=summary, description=doc or None, formatter_class=argparse.RawDescriptionHelpFormatter
+            )
+        )
     return parser, handlers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s" if args.verbose else "%(levelname)s: %(message)s",
+    )
     try:
         return handlers[args.command](args)
+    except KeyboardInterrupt:
+        print(f"kproducer {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (UsageError, ConfigError) as e:
+        print(f"kproducer {args.command}: {e}", file=sys.stderr)
+        return 2
     except KafkaError as e:
         print(f"kproducer {args.command}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a file that cannot be read, a closed pipe
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"kproducer {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not this __main__ copy: subcommands raise kproducer.cli.UsageError.
+    from kproducer.cli import main as _main
+
+    sys.exit(_main())

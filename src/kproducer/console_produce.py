@@ -6,39 +6,53 @@ import argparse
 import contextlib
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "main", "parse_key_values"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-servers", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--file", help="read lines from this file instead of stdin")
+    p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="brokers to connect to")
+    p.add_argument("--topic", required=True, help="the topic to send to")
+    p.add_argument("--file", metavar="PATH", help="read lines from this file instead of stdin")
     p.add_argument(
         "--key-separator",
+        metavar="SEP",
         help="split each line at the first occurrence of this string into key and value (lines without it have no key)",
     )
-    p.add_argument("--partition", type=int, default=None)
-    p.add_argument("--header", action="append", default=[], metavar="KEY=VALUE", help="a header added to every record")
-    p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--partition", type=int, default=None, metavar="N", help="send every record to this partition (default: partitioner)"
+    )
+    p.add_argument("--header", action="append", default=[], metavar="KEY=VALUE", help="a header added to every record (repeatable)")
+    p.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a producer setting by its Java name, e.g. linger.ms=5 (repeatable)",
+    )
+
+
+def parse_key_values(items: Sequence[str], option: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` option values; a malformed one is a usage error naming the option."""
+    from kproducer.cli import UsageError
+
+    out = []
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"{option} entries must be KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out.append((k.strip(), v))
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
     from kproducer.producer import Producer
 
     props: dict[str, Any] = {"bootstrap.servers": args.bootstrap_servers}
-    for item in args.producer_property:
-        if "=" not in item:
-            raise SystemExit(f"--producer-property entries must be key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        props[k] = v
-    headers = []
-    for item in args.header:
-        if "=" not in item:
-            raise SystemExit(f"--header entries must be key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        headers.append((k, v.encode()))
+    props.update(parse_key_values(args.producer_property, "--producer-property"))
+    headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header")]
 
     delivered = 0
     failed = 0
@@ -56,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
 
     sep = args.key_separator.encode() if args.key_separator else None
     with contextlib.ExitStack() as stack:
+        # The file first: a wrong path is reported before any connection is made.
         source = stack.enter_context(open(args.file, "rb")) if args.file else sys.stdin.buffer
         producer = stack.enter_context(Producer(props))
         for raw in source:
