@@ -50,7 +50,7 @@ def test_send_batch_keyless_sticky_batches(tansu: Any, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 4)
     values = [f"value-{i:05d}-".encode() * 8 for i in range(4000)]  # ~100 B each: many 16 KB batches
     delivered: list[tuple[RecordMetadata | None, BaseException | None]] = []
-    with Producer(bootstrap_servers=tansu.bootstrap, linger_ms=5) as p:
+    with Producer(bootstrap_servers=tansu.bootstrap, linger_ms=5, batch_max_size=16384) as p:  # no KIP-782 growth
         fut = p.send_batch(topic_name, values, on_delivery=lambda md, exc: delivered.append((md, exc)))
         assert isinstance(fut, BulkFuture)
         md = fut.result(30)

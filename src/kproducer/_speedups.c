@@ -948,7 +948,10 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
         appended = after - before;
-        full = b.write_limit <= after;
+        /* Sendable once it holds batch.size (KIP-782: it may keep growing past that until drained);
+           said once, on crossing, or a grown batch would wake the Sender and switch the sticky
+           partition on every record. */
+        full = before < self->sticky_batch_size && after >= self->sticky_batch_size;
         slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
         slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
         if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }

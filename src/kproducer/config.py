@@ -411,6 +411,31 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _NONNEG,
     ),
     ConfigKey(
+        "batch.max.size",
+        Type.INT,
+        262144,
+        _M,
+        "The most bytes a partition's batch may grow to (KIP-782). A batch is sendable once it "
+        "holds batch.size bytes; while it still waits for the Sender (a hot partition: the "
+        "in-flight window is full or linger.ms is not over) records keep going into it, and its "
+        "buffer grows past batch.size, doubling, up to this bound, each step charged to "
+        "buffer.memory. Growth never blocks: it stops while a caller waits for memory or less "
+        "than half of buffer.memory is free, and the batch then closes as before. Also bounded by "
+        "max.request.size. A value at or below batch.size turns growth off.",
+        _NONNEG,
+    ),
+    ConfigKey(
+        "batch.initial.size",
+        Type.INT,
+        0,
+        _L,
+        "The bytes a new batch's buffer starts with (KIP-782); it grows by doubling, as records "
+        "arrive, to batch.size (and beyond, see batch.max.size). 0 (the default) starts every "
+        "batch at batch.size, the Java client's allocation, so a cold partition's batch takes "
+        "batch.size from buffer.memory.",
+        _NONNEG,
+    ),
+    ConfigKey(
         "buffer.memory",
         Type.LONG,
         33554432,
@@ -918,6 +943,8 @@ class ProducerConfig:
     max_in_flight_requests_per_connection: int
     linger_ms: int
     batch_size: int
+    batch_max_size: int
+    batch_initial_size: int
     buffer_memory: int
     max_block_ms: int
     max_request_size: int

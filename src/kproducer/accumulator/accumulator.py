@@ -27,6 +27,8 @@ from kproducer.accumulator.futures import RecordFuture
 from kproducer.errors import IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
+    COMPRESSION_RATE_ESTIMATION_FACTOR,
+    MAX_STAGING_BYTES,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
@@ -212,6 +214,11 @@ def _default_partitioner_factory(topic: str, sticky_batch_size: int) -> StickyPa
     return BuiltInPartitioner(topic, sticky_batch_size)
 
 
+def _record_size(key: BytesLike | None, value: BytesLike | None) -> int:
+    """Bytes of key and value plus the most a v2 record adds (Java's DefaultRecord.MAX_RECORD_OVERHEAD)."""
+    return (0 if key is None else len(key)) + (0 if value is None else len(value)) + 21
+
+
 def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -225,6 +232,8 @@ class RecordAccumulator:
         *,
         batch_size: int,
         buffer_pool: BufferPool,
+        batch_max_size: int = 0,
+        batch_initial_size: int = 0,
         compression_type: CompressionType | int | str = CompressionType.NONE,
         compression_level: int | None = None,
         linger_ms: int = 0,
@@ -249,6 +258,14 @@ class RecordAccumulator:
         else:
             ctype = CompressionType(compression_type)
         self.batch_size = batch_size
+        # KIP-782: a hot partition's open batch may grow to batch_max_size (0 or <= batch.size: no
+        # growth); a new batch starts at batch_initial_size (0: batch.size, Java's allocation).
+        self.batch_max_size = max(batch_size, batch_max_size)
+        self.batch_initial_size = batch_initial_size if 0 < batch_initial_size < batch_size else batch_size
+        # Growth past batch.size leaves at least this much of buffer.memory free (see _grow).
+        self._growth_keep_free = buffer_pool.total_memory // 2
+        # Topics whose broker refused a batch as too large (MESSAGE_TOO_LARGE): no growth past batch.size.
+        self._growth_capped: set[str] = set()
         self.compression = ctype
         self.compression_level = validate_compression_level(ctype, compression_level)
         self.linger_ms = linger_ms
@@ -336,6 +353,9 @@ class RecordAccumulator:
         return cls(
             batch_size=cfg.batch_size,
             buffer_pool=buffer_pool,
+            # A batch never grows past what one request may carry.
+            batch_max_size=min(cfg.batch_max_size, cfg.max_request_size),
+            batch_initial_size=cfg.batch_initial_size,
             compression_type=ctype,
             compression_level=level,
             linger_ms=cfg.linger_ms,
@@ -401,6 +421,12 @@ class RecordAccumulator:
             topic=topic,
             ratio_estimator=self._ratio_estimator,
         )
+
+    def _new_batch(self, tp: TopicPartition, buffer: bytearray, magic: int, now_ms: int) -> ProducerBatch:
+        """A batch on a pool buffer: sendable at batch.size, or at its one record when that is larger."""
+        batch = ProducerBatch(tp, self._builder(buffer, magic, tp.topic), now_ms, buffer=buffer)
+        batch.ready_size = max(self.batch_size, len(buffer))
+        return batch
 
     def _add_incomplete(self, batch: ProducerBatch) -> None:
         with self._incomplete_lock:
@@ -483,14 +509,16 @@ class RecordAccumulator:
                         if sticky:
                             assert cluster is not None
                             topic_info.partitioner.update_partition_info(
-                                effective, result.appended_bytes, cluster, self._all_batches_full(dq)
+                                effective, result.appended_bytes, cluster, result.batch_is_full and self._all_batches_full(dq)
                             )
                         return result
                 if abort_on_new_batch:
                     return RecordAppendResult(None, False, False, True, effective, 0)
                 magic = self._magic()
                 if buffer is None:
-                    size = max(self.batch_size, estimate_size_upper_bound(magic, self.compression, key, value, headers))
+                    size = max(
+                        self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, headers)
+                    )
                     # Outside the deque lock: this may block for up to max.block.ms.
                     buffer = self.free.allocate(size, max_time_to_block_ms)
                     now = self._clock()
@@ -569,24 +597,27 @@ class RecordAccumulator:
                     batches = dq.batches
                     last = batches[-1] if batches else None
                     appended = 0
+                    crossed = False  # a batch became sendable (or closed) in this round
                     if last is not None and last.is_writable:
                         builder = last.builder
                         before = builder.estimated_size_in_bytes()
-                        count = last.try_append_many(
-                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                        )
-                        start += count
+                        was_full = last.is_full()
+                        while True:
+                            count = last.try_append_many(
+                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                            )
+                            start += count
+                            if start >= end or not self._grow(last, 0):
+                                break
                         appended = builder.estimated_size_in_bytes() - before
+                        crossed = start < end or (not was_full and last.is_full())
                         if start < end:
                             self._closed_for_appends(last)
-                            wake = True
-                        elif len(batches) > 1 or builder.is_full():
+                        if crossed or len(batches) > 1:
                             wake = True
                     if start < end and buffer is not None:
                         magic = self._magic()
-                        batch = ProducerBatch(
-                            TopicPartition(topic, effective), self._builder(buffer, magic, topic), now, buffer=buffer
-                        )
+                        batch = self._new_batch(TopicPartition(topic, effective), buffer, magic, now)
                         buffer = None
                         before = batch.builder.estimated_size_in_bytes()
                         count = batch.try_append_many(
@@ -595,19 +626,24 @@ class RecordAccumulator:
                         if count == 0:  # pragma: no cover - an empty batch takes its first record
                             raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
                         start += count
+                        while start < end and self._grow(batch, 0):
+                            start += batch.try_append_many(
+                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                            )
                         appended += batch.builder.estimated_size_in_bytes() - before
                         batches.append(batch)
                         self._active[topic] = topic_info
                         self._add_incomplete(batch)
                         wake = True
+                        crossed = crossed or batch.is_full() or start < end
                         if start < end:
                             self._closed_for_appends(batch)
                     if sticky and appended:
                         topic_info.partitioner.update_partition_info(
-                            effective, appended, cluster, self._all_batches_full(dq)  # type: ignore[arg-type]
+                            effective, appended, cluster, crossed and self._all_batches_full(dq)  # type: ignore[arg-type]
                         )
                 if start < end and buffer is None:
-                    size = max(self.batch_size, max_record_size)
+                    size = max(self.batch_initial_size, max_record_size)
                     # Outside the deque lock: this may block for up to max.block.ms.
                     buffer = self.free.allocate(size, max_time_to_block_ms)
             return wake
@@ -682,12 +718,54 @@ class RecordAccumulator:
         last = batches[-1]
         builder = last.builder
         initial = builder.estimated_size_in_bytes()
+        was_full = last.is_full()
         future = last.try_append(timestamp, key, value, headers, callback, now_ms)
-        if future is None:
-            self._closed_for_appends(last)
-            return None
+        while future is None:
+            if not last.is_writable or not self._grow(last, _record_size(key, value)):
+                self._closed_for_appends(last)
+                return None
+            future = last.try_append(timestamp, key, value, headers, callback, now_ms)
         appended = builder.estimated_size_in_bytes() - initial
-        return RecordAppendResult(future, len(batches) > 1 or builder.is_full(), False, False, partition, appended)
+        # "Full" once, when this append made the batch sendable: a grown batch past batch.size
+        # would otherwise wake the Sender and switch the sticky partition on every record.
+        full = not was_full and last.is_full()
+        return RecordAppendResult(future, len(batches) > 1 or full, False, False, partition, appended)
+
+    def _grow(self, batch: ProducerBatch, needed: int) -> bool:
+        """Let an open batch that ran out of room take more records (KIP-782 expandable batches).
+
+        The limit doubles (at least by ``needed`` bytes), up to ``batch.size`` freely and past
+        it up to ``batch.max.size`` (bounded by ``max.request.size``; ``batch.size`` again for a
+        topic whose broker refused a batch as too large). Each step is charged to
+        ``buffer.memory`` first and never waits: past ``batch.size`` it needs half of
+        ``buffer.memory`` still free and nobody queued for memory, so many partitions' open
+        batches keep Java's footprint and a caller never blocks because a batch grew. The
+        batch is the last of its deque, not yet drained (its partition is hot), and the deque
+        lock is held. False: it stays as it is, and the caller closes it.
+        """
+        builder = batch.builder
+        if batch.buffer is None or batch.is_split_batch or builder.magic != 2:
+            return False
+        limit = builder.write_limit
+        bound = self.batch_size if batch.topic_partition.topic in self._growth_capped else self.batch_max_size
+        if self.compression is not CompressionType.NONE:
+            # Records are staged uncompressed until the batch closes: keep them within
+            # MAX_STAGING_BYTES, the bound a compressed batch of batch.size already has.
+            ratio = builder.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
+            bound = min(bound, max(self.batch_size, int(MAX_STAGING_BYTES * ratio)))
+        if limit >= bound:
+            return False
+        target = max(limit * 2, limit + needed)
+        if target > bound:
+            if limit + needed > bound:
+                return False
+            target = bound
+        keep_free = self._growth_keep_free if target > self.batch_size else 0
+        if not self.free.try_grow(target - limit, keep_free):
+            return False
+        batch.grown += target - limit
+        builder.grow_write_limit(target)
+        return True
 
     def _append_new_batch(
         self,
@@ -708,7 +786,7 @@ class RecordAccumulator:
         if result is not None:
             return result
         tp = TopicPartition(topic, partition)
-        batch = ProducerBatch(tp, self._builder(buffer, magic, topic), now_ms, buffer=buffer)
+        batch = self._new_batch(tp, buffer, magic, now_ms)
         future = batch.try_append(timestamp, key, value, headers, callback, now_ms)
         if future is None:  # pragma: no cover - the first record always fits
             raise IllegalStateError(f"a new batch for {tp} refused its first record")
@@ -1037,6 +1115,10 @@ class RecordAccumulator:
             # The estimate was too optimistic: start again from the observed ratio.
             self._ratio_estimator.update_estimation(topic, self.compression, big_batch.compression_rate())
         magic = big_batch.magic
+        if big_batch.capacity > self.batch_size:
+            # The broker's message.max.bytes (or the topic's max.message.bytes) is below what the
+            # batch grew to: this topic's batches stay within batch.size from now on.
+            self._growth_capped.add(topic)
 
         def factory(buf: bytearray) -> MemoryRecordsBuilder:
             return self._builder(buf, magic, topic)
@@ -1062,7 +1144,7 @@ class RecordAccumulator:
                 return
             batch.deallocated = True
         if not batch.is_split_batch and batch.buffer is not None:
-            self.free.deallocate(batch.buffer, batch.initial_capacity)
+            self.free.deallocate(batch.buffer, batch.capacity)
 
     def reset_producer_state_of_queued_batches(self) -> None:
         """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""

@@ -146,7 +146,11 @@ class ProducerBatch:
 
     Appends happen on caller threads under the partition deque's lock; the
     Sender thread drains, closes and completes it. ``buffer`` is the pool buffer
-    the builder writes into; ``initial_capacity`` is what goes back to the pool.
+    the builder writes into; ``capacity`` (``initial_capacity`` plus what the
+    batch grew by, KIP-782) is what it is charged in ``buffer.memory`` and gives
+    back to the pool. ``ready_size`` is ``batch.size``: a batch that reached it is
+    sendable, even though it may keep taking records up to its (grown) limit until
+    the Sender drains it.
     """
 
     __slots__ = (
@@ -163,6 +167,8 @@ class ProducerBatch:
         "is_split_batch",
         "buffer",
         "initial_capacity",
+        "grown",
+        "ready_size",
         "deallocated",
         "retry_backoff_ms",
         "_retry",
@@ -193,6 +199,8 @@ class ProducerBatch:
         self.is_split_batch = is_split_batch
         self.buffer = buffer
         self.initial_capacity = len(buffer) if buffer is not None else 0
+        self.grown = 0
+        self.ready_size = self.initial_capacity or builder.write_limit
         self.deallocated = False
         # Set by the accumulator on reenqueue: this retry's backoff (exponential, with jitter, drawn once).
         self.retry_backoff_ms = 0
@@ -486,7 +494,7 @@ class ProducerBatch:
         """
         with _bytes_lock(self):
             if not self._writable and not self.builder.is_closed:
-                self.builder.close_for_record_appends(self.initial_capacity or None)
+                self.builder.close_for_record_appends(self.capacity or None)
 
     def abort_record_appends(self) -> None:
         self._writable = False
@@ -497,7 +505,7 @@ class ProducerBatch:
         if self.builder.is_closed:
             return
         with _bytes_lock(self):
-            self.builder.close(self.initial_capacity or None)
+            self.builder.close(self.capacity or None)
 
     @property
     def is_closed(self) -> bool:
@@ -511,8 +519,15 @@ class ProducerBatch:
         """The finished batch bytes (closes the builder if needed)."""
         return self.builder.buffer()
 
+    @property
+    def capacity(self) -> int:
+        """Bytes of ``buffer.memory`` this batch holds: its pool buffer and what it grew by."""
+        return self.initial_capacity + self.grown
+
     def is_full(self) -> bool:
-        return not self._writable or self.builder.is_full()
+        """Closed for appends, out of room, or at ``batch.size``: sendable (it may still grow until drained)."""
+        builder = self.builder
+        return not self._writable or builder.is_full() or builder.estimated_size_in_bytes() >= self.ready_size
 
     def estimated_size_in_bytes(self) -> int:
         return self.builder.estimated_size_in_bytes()

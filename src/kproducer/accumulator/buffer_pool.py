@@ -202,6 +202,30 @@ class BufferPool:
                     if self._waiters:
                         self._waiters[0].notify()
 
+    # ------------------------------------------------------------------ growth (KIP-782)
+    def try_grow(self, size: int, keep_free: int = 0) -> bool:
+        """Charge ``size`` more bytes to a batch that already holds memory, only if that needs no wait.
+
+        KIP-782's expandable batches: an open batch's buffer grows as records keep
+        arriving while its partition is hot. Growth is an optimisation, so it must
+        never make anyone wait: it is refused while a caller is queued for memory,
+        or when it would leave less than ``keep_free`` bytes available (the
+        accumulator keeps half of ``buffer.memory`` for new batches, so that growth
+        stops well before ``allocate`` would have to block). The bytes come back
+        with the batch's buffer, through :meth:`deallocate` with the batch's whole
+        charged size.
+        """
+        if size <= 0:
+            return size == 0
+        with self._lock:
+            if self._closed or self._waiters:
+                return False
+            if self._available_memory_locked() - size < keep_free:
+                return False
+            self._free_up(size)
+            self._non_pooled_available_memory -= size
+            return True
+
     # ------------------------------------------------------------------ deallocate
     def deallocate(self, buffer: bytearray, size: int | None = None) -> None:
         """Give back ``size`` bytes (``len(buffer)`` when omitted) and wake the first waiter.

@@ -42,6 +42,7 @@ __all__ = [
     "MemoryRecordsBuilder",
     "CompressionRatioEstimator",
     "MAX_STAGING_BYTES",
+    "COMPRESSION_RATE_ESTIMATION_FACTOR",
     "estimate_size_upper_bound",
     "RECORD_BATCH_OVERHEAD",
     "NO_TIMESTAMP",
@@ -850,6 +851,17 @@ class MemoryRecordsBuilder:
     @property
     def write_limit(self) -> int:
         return self._write_limit
+
+    def grow_write_limit(self, write_limit: int) -> None:
+        """Raise the limit of an open batch whose memory was just grown (KIP-782 expandable batches).
+
+        The buffer itself grows as records are written (the C encoder by doubling); only
+        the room changes here. Never lowers it: what was appended stays within the limit.
+        """
+        if self._closed or self._sealed:
+            raise IllegalStateError("cannot grow a closed MemoryRecordsBuilder")
+        if write_limit > self._write_limit:
+            self._write_limit = write_limit
 
     @property
     def is_closed(self) -> bool:

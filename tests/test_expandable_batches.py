@@ -1,0 +1,266 @@
+"""Expandable batches (KIP-782): a hot partition's open batch grows past batch.size, charged to buffer.memory.
+
+The growth rules: a batch that ran out of room while still undrained doubles its
+limit, up to ``batch.max.size`` (bounded by ``max.request.size``); every step is
+charged to the BufferPool first and never waits (refused while a caller is
+queued, or when it would leave less than half of ``buffer.memory`` free); a
+topic whose broker refused a batch as too large stops growing; a cold
+partition's batch keeps ``batch.size``. The C send lane appends into a grown
+batch like the Python path (the integration test runs in both passes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kproducer.accumulator.accumulator import ReadyCheckResult, RecordAccumulator
+from kproducer.accumulator.buffer_pool import BufferPool
+from kproducer.config import ProducerConfig
+from kproducer.errors import BufferExhaustedError
+from kproducer.producer import Producer
+from kproducer.record.reader import read_batches
+from tests.support.readback import create_topic, read_topic
+from tests.test_accumulator import Clock, append, complete_all, make_acc, make_cluster
+
+BATCH = 1024
+VALUE = b"v" * 100  # ~110 bytes a record
+
+
+def _queued(acc: RecordAccumulator, partition: int, topic: str = "t") -> list[Any]:
+    dq = acc._topic(topic).batches.get(partition)
+    return [] if dq is None else list(dq.batches)
+
+
+def test_hot_partition_batch_grows_past_batch_size_and_is_charged() -> None:
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
+    cluster = make_cluster()
+    for _ in range(50):  # ~5.5 KB into one partition, nothing drained meanwhile
+        append(acc, 0, clock)
+    (batch,) = _queued(acc, 0)
+    assert batch.capacity == 8 * BATCH and batch.grown == 7 * BATCH
+    assert acc.free.available_memory() == acc.free.total_memory - batch.capacity
+    assert batch.is_full()  # past batch.size: sendable now, though it still takes records
+    assert 0 in acc.ready(cluster, clock.now).ready_nodes
+    drained = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert drained == [batch]
+    assert sum(len(list(b.records())) for b in read_batches(bytes(batch.records_buffer()))) == 50
+    batch.done(0, -1, None)
+    acc.deallocate(batch)
+    assert acc.free.available_memory() == acc.free.total_memory
+
+
+def test_growth_stops_at_batch_max_size() -> None:
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=4 * BATCH, memory=64 * BATCH)
+    for _ in range(120):
+        append(acc, 1, clock)
+    batches = _queued(acc, 1)
+    assert len(batches) > 2
+    assert all(b.capacity == 4 * BATCH for b in batches[:-1])
+    assert all(b.estimated_size_in_bytes() <= 4 * BATCH for b in batches)
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_cold_partitions_keep_batch_size() -> None:
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
+    for p in range(4):
+        append(acc, p, clock)
+    for p in range(4):
+        (batch,) = _queued(acc, p)
+        assert batch.capacity == BATCH and batch.grown == 0 and not batch.is_full()
+    assert acc.free.available_memory() == acc.free.total_memory - 4 * BATCH
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_growth_leaves_half_of_buffer_memory_and_never_blocks() -> None:
+    """With 8 KiB in all, growth past batch.size stops at 4 KiB free; appends never wait (max.block.ms=0)."""
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
+    for _ in range(60):  # max_time_to_block_ms is 0: any wait would raise BufferExhaustedError
+        append(acc, 0, clock)
+    batches = _queued(acc, 0)
+    assert batches[0].capacity == 4 * BATCH  # 1 -> 2 -> 4 KiB; 8 KiB would leave nothing free
+    assert all(b.capacity <= 4 * BATCH for b in batches)
+    assert acc.free.available_memory() >= 0
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_growth_refused_while_a_caller_waits_for_memory() -> None:
+    pool = BufferPool(4 * BATCH, BATCH)
+    held = [pool.allocate(BATCH, 0) for _ in range(4)]
+    got: list[bytearray] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.allocate(BATCH, 10_000)))
+    waiter.start()
+    try:
+        for _ in range(1000):
+            if pool.queued():
+                break
+            threading.Event().wait(0.005)
+        assert pool.queued() == 1
+        assert pool.try_grow(1) is False  # the queued caller comes first
+    finally:
+        pool.deallocate(held.pop())
+        waiter.join(10)
+    assert got and pool.try_grow(0) is True
+    with pytest.raises(BufferExhaustedError):
+        pool.allocate(2 * BATCH, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["alloc", "grow", "free"]), st.integers(1, 3 * BATCH)), max_size=40))
+def test_pool_growth_keeps_the_memory_invariant(ops: list[tuple[str, int]]) -> None:
+    """Whatever the order: free + charged == total, and try_grow never leaves less than keep_free."""
+    total = 16 * BATCH
+    pool = BufferPool(total, BATCH)
+    charged: list[tuple[bytearray, int]] = []
+    for op, size in ops:
+        if op == "alloc":
+            try:
+                charged.append((pool.allocate(size, 0), size))
+            except BufferExhaustedError:
+                assert pool.available_memory() < size
+        elif op == "grow" and charged:
+            buf, have = charged.pop()
+            before = pool.available_memory()
+            keep = total // 2
+            if pool.try_grow(size, keep):
+                assert before - size >= keep
+                have += size
+            else:
+                assert before - size < keep
+            charged.append((buf, have))
+        elif op == "free" and charged:
+            buf, have = charged.pop(0)
+            pool.deallocate(buf, have)
+        assert pool.available_memory() + sum(h for _, h in charged) == total
+    for buf, have in charged:
+        pool.deallocate(buf, have)
+    assert pool.available_memory() == total
+
+
+def test_max_request_size_bounds_growth() -> None:
+    cfg = ProducerConfig({"bootstrap.servers": "127.0.0.1:9092", "max.request.size": 65536})
+    acc = RecordAccumulator.from_config(cfg, buffer_pool=BufferPool(cfg.buffer_memory, cfg.batch_size))
+    assert (acc.batch_size, acc.batch_max_size) == (16384, 65536)
+    cfg = ProducerConfig({"bootstrap.servers": "127.0.0.1:9092"})
+    acc = RecordAccumulator.from_config(cfg, buffer_pool=BufferPool(cfg.buffer_memory, cfg.batch_size))
+    assert acc.batch_max_size == 262144
+    cfg = ProducerConfig({"bootstrap.servers": "127.0.0.1:9092", "batch.max.size": 0})
+    acc = RecordAccumulator.from_config(cfg, buffer_pool=BufferPool(cfg.buffer_memory, cfg.batch_size))
+    assert acc.batch_max_size == acc.batch_size  # growth off
+
+
+def test_a_batch_too_large_for_the_broker_stops_growth_for_its_topic() -> None:
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
+    cluster = make_cluster()
+    for _ in range(50):
+        append(acc, 0, clock)
+    (big,) = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert big.capacity == 8 * BATCH
+    parts = acc.split_and_reenqueue(big)  # as the Sender does on MESSAGE_TOO_LARGE
+    assert parts > 1
+    acc.deallocate(big)
+    for _ in range(30):
+        append(acc, 0, clock)
+    assert all(b.capacity <= BATCH for b in _queued(acc, 0) if not b.is_split_batch)
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_batch_initial_size_starts_small_and_grows() -> None:
+    clock = Clock()
+    acc = make_acc(clock, batch_max_size=4 * BATCH, batch_initial_size=256, memory=64 * BATCH)
+    append(acc, 2, clock)
+    (batch,) = _queued(acc, 2)
+    assert batch.capacity == 256 and not batch.is_full()
+    for _ in range(30):
+        append(acc, 2, clock)
+    batches = _queued(acc, 2)
+    assert batches[0].capacity == 4 * BATCH and batches[0].is_full()
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_send_into_grown_batches_end_to_end(tansu: Any, topic_name: str) -> None:
+    """While the Sender may not drain, send() (the C lane natively) fills batches past batch.size."""
+    create_topic(tansu.bootstrap, topic_name, 1)
+    n = 6000
+    values = [f"{i:08d}".encode() * 12 for i in range(n)]  # 96 B
+    with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 2}) as p:
+        p.send(topic_name, b"warm").result(30)  # metadata known, the lane registered
+        acc = p._accumulator
+        gate = threading.Event()
+        real_ready = acc.ready
+        acc.ready = lambda cluster, now: real_ready(cluster, now) if gate.is_set() else ReadyCheckResult(set(), 5, set())  # type: ignore[method-assign]
+        futures = [p.send(topic_name, v) for v in values]
+        sizes = [b.estimated_size_in_bytes() for b in _queued(acc, 0, topic_name)]
+        gate.set()
+        p.flush(30)
+        metrics = p.metrics()
+    assert [f.result(0).offset for f in futures] == list(range(1, n + 1))
+    assert max(sizes) > 16384 * 2, sizes  # grown past batch.size while undrained
+    assert max(sizes) <= 262144
+    assert metrics["batch-size-max"] > 16384 * 2
+    got = read_topic(tansu.bootstrap, topic_name, n + 1)
+    assert [r.value for r in got] == [b"warm", *values]
+
+
+_RSS_CHILD = textwrap.dedent(
+    """
+    import resource, sys
+    from kproducer.producer import Producer
+    bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    payload = bytes(1000)
+    with Producer({"bootstrap.servers": bootstrap}) as p:
+        p.send(topic, payload).result(60)
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        send = p.send
+        for _ in range(n):
+            send(topic, payload)
+        p.flush(120)
+        errors = p.metrics().get("record-error-total", 0.0)
+    print(base // 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, int(errors))
+    """
+)
+
+
+def test_many_partitions_keyless_peak_rss_within_buffer_memory_plus_64_mb(tansu: Any, topic_name: str) -> None:
+    """1,000 partitions, keyless sticky sends at the defaults: peak RSS <= buffer.memory (32 MiB) + 64 MiB."""
+    create_topic(tansu.bootstrap, topic_name, 1000)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, tansu.bootstrap, topic_name, "80000"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    base_mb, peak_mb, errors = (int(x) for x in proc.stdout.split())
+    assert errors == 0
+    print(f"peak RSS {peak_mb} MB, after start-up {base_mb} MB")
+    assert peak_mb <= 32 + 64, f"peak RSS {peak_mb} MB (after start-up {base_mb} MB)"
+
+
+def test_compressed_growth_keeps_staged_records_within_the_staging_bound() -> None:
+    """A compressed batch stages its records uncompressed until it closes: growth keeps that <= 256 KiB."""
+    from kproducer.record.builder import MAX_STAGING_BYTES
+
+    clock = Clock()
+    acc = make_acc(clock, batch_size=16384, batch_max_size=262144, memory=8 * 1024 * 1024, compression_type="lz4")
+    for _ in range(6000):  # 600 KB of very compressible records into one partition
+        append(acc, 0, clock, value=bytes(100))
+    batches = _queued(acc, 0)
+    assert any(b.capacity > 16384 for b in batches)  # it did grow
+    for b in batches:
+        assert b.builder.uncompressed_size <= MAX_STAGING_BYTES + 200
+    complete_all(acc, make_cluster(), clock)
