@@ -14,14 +14,17 @@ so Kafka may hold them twice; nothing acknowledged is lost.
 
 from __future__ import annotations
 
-import os
-import tempfile
+import logging
+import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from kproducer.spark.commit import TaskCommit, WriteSummary, aggregate, read_summaries
 from kproducer.spark.contract import SinkSchemaError
-from kproducer.spark.datasource import SOURCE_NAME, KafkaDataSource
+from kproducer.spark.datasource import SOURCE_NAME, SUMMARY_SOURCE_NAME, KafkaDataSource, KafkaSummarySource
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "KafkaDataSource",
@@ -37,11 +40,46 @@ __all__ = [
 ]
 
 _CACHE_CONF = "spark.kafka.producer.cache.timeout"
+_SOURCES = (KafkaDataSource, KafkaSummarySource)
+
+# Spark Connect sessions this process registered the sources with, by session id:
+# a Connect client cannot ask the server which Python sources it knows.
+_registered_connect: set[str] = set()
+_registered_lock = threading.Lock()
+
+
+def _jvm_source_manager(spark: Any) -> Any:
+    """The session's DataSourceManager on a classic (JVM-backed) session; None under Spark Connect."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return None
+    try:
+        return jsession.sessionState().dataSourceManager()
+    except Exception:  # an older or different JVM side: fall back to registering
+        return None
 
 
 def register(spark: Any) -> None:
-    """Register the ``kproducer`` data source with a SparkSession (idempotent)."""
-    spark.dataSource.register(KafkaDataSource)
+    """Register the ``kproducer`` data source (and its summary source) with a session, once.
+
+    Registering again would make Spark log "data source kproducer replaced a
+    previously registered data source" on every write, so this checks first:
+    in the session's own registry on a classic session, by session id under
+    Spark Connect.
+    """
+    manager = _jvm_source_manager(spark)
+    if manager is not None:
+        for source in _SOURCES:
+            if not manager.dataSourceExists(source.name()):
+                spark.dataSource.register(source)
+        return
+    session_id = str(getattr(spark, "session_id", "") or id(spark))
+    with _registered_lock:
+        if session_id in _registered_connect:
+            return
+        for source in _SOURCES:
+            spark.dataSource.register(source)
+        _registered_connect.add(session_id)
 
 
 def _activate_on_this_thread(spark: Any) -> None:
@@ -81,29 +119,45 @@ def write_to_kafka(
     *,
     writer: str = "arrow",
     config: Mapping[str, Any] | None = None,
+    options: Mapping[str, str] | None = None,
     **producer_config: Any,
 ) -> WriteSummary:
     """Write a DataFrame to Kafka and return the driver's aggregate of the tasks' commit messages.
 
-    Registers the source if needed, and passes the session's
-    ``spark.kafka.producer.cache.timeout`` to the writers (they cannot read Spark conf).
+    Registers the sources if needed, and passes the session's
+    ``spark.kafka.producer.cache.timeout`` to the writers (they cannot read
+    Spark conf). ``options`` are sink options as they are
+    (``{"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "app"}``).
+
+    The summary comes back from the driver as the result of a small query (see
+    :class:`~kproducer.spark.datasource.KafkaSummarySource`), never through a
+    file of the caller's, so this works on Spark Connect. If it cannot be had
+    once the data is written, the write still counts as done: the summary
+    returned has ``available=False`` and says why (a WARNING is logged), so
+    that nobody retries a write that succeeded.
     """
     spark = df.sparkSession
     register(spark)
     _activate_on_this_thread(spark)
     opts = sink_options(topic, config, **producer_config)
+    opts.update(options or {})
     opts["writer"] = writer
     cache_timeout = spark.conf.get(_CACHE_CONF, None)
     if cache_timeout:
         opts[_CACHE_CONF] = cache_timeout
-    fd, path = tempfile.mkstemp(prefix="kproducer-summary-", suffix=".jsonl")
-    os.close(fd)
+    token = uuid.uuid4().hex
+    opts["summary.token"] = token
+    df.write.format(SOURCE_NAME).options(**opts).mode("append").save()
+    # From here on the data is committed: nothing below may raise.
     try:
-        opts["summary.path"] = path
-        df.write.format(SOURCE_NAME).options(**opts).mode("append").save()
-        summaries = read_summaries(path)
-    finally:
-        os.unlink(path)
+        rows = spark.read.format(SUMMARY_SOURCE_NAME).option("token", token).load().collect()
+        summaries = [WriteSummary.from_json(row[0]) for row in rows]
+    except Exception as e:
+        note = f"fetching the summary from the driver failed: {type(e).__name__}: {e}"
+        logger.warning("kproducer sink: the write committed, but %s", note)
+        return WriteSummary(available=False, note=note)
     if not summaries:
-        raise RuntimeError(f"the kproducer sink's commit left no summary in {path}")
+        note = "the driver kept no summary for this write (its temporary directory was not writable?)"
+        logger.warning("kproducer sink: the write committed, but %s", note)
+        return WriteSummary(available=False, note=note)
     return summaries[-1]

@@ -4,9 +4,19 @@ A task counts acknowledgements in the delivery callback (on the producer's
 I/O thread) and returns, after its flush, a :class:`TaskCommit`: records,
 bytes, per-partition offset ranges and the producer-metric deltas of the task.
 The driver's ``commit()`` folds them into a :class:`WriteSummary`, logs one
-line and, when the ``summary.path`` option is set, appends it as a JSON line:
-``commit()`` runs in a separate Python worker, so a file is how the summary
-reaches the caller's process.
+line and hands the summary on:
+
+- with the ``summary.token`` option (set by ``write_to_kafka``), into the
+  driver's own temporary directory under that token, where the
+  ``kproducer_summary`` read source picks it up. Its ``partitions()`` runs on
+  the driver too, so the summary travels back to the caller as a query result:
+  that works on a Spark Connect server that shares no filesystem with the
+  client, and on any cluster manager;
+- with the ``summary.path`` option, appended to that file as a JSON line (a
+  path on the driver's filesystem, for streaming queries and local use).
+
+``commit()`` runs in a separate Python worker, which is why the summary needs
+one of these roads at all.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ import json
 import logging
 import math
 import os
+import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -33,6 +45,8 @@ __all__ = [
     "append_summary",
     "metrics_delta",
     "read_summaries",
+    "store_summary",
+    "take_summary",
 ]
 
 # Offsets of one partition: [first, last, count].
@@ -201,6 +215,10 @@ class WriteSummary:
     batch_id: int | None = None
     aborted: bool = False
     missing_tasks: int = 0
+    # False when the write succeeded but its summary could not be fetched from the driver;
+    # then the counts above are not known (zero) and ``note`` says why.
+    available: bool = True
+    note: str = ""
 
     @property
     def elapsed(self) -> float:
@@ -215,6 +233,8 @@ class WriteSummary:
 
     def line(self) -> str:
         """The one summary line the driver logs."""
+        if not self.available:
+            return f"kproducer sink committed; no summary: {self.note}"
         topics = ", ".join(f"{t}={n}" for t, n in sorted(self.topic_counts().items()))
         where = f"batch {self.batch_id}: " if self.batch_id is not None else ""
         state = "aborted" if self.aborted else "committed"
@@ -293,3 +313,57 @@ def read_summaries(path: str) -> list[WriteSummary]:
         return []
     with open(path, encoding="utf-8") as fh:
         return [WriteSummary.from_json(line) for line in fh if line.strip()]
+
+
+# Summaries handed from the driver's commit() to the summary read source, by token.
+_TOKEN = re.compile(r"^[0-9a-f]{16,64}$")
+# A summary nobody fetched (the caller went away) is removed after this long.
+SUMMARY_MAX_AGE_S = 3600.0
+TAKEN_MAX_AGE_S = 60.0
+
+
+def summary_dir() -> str:
+    """The driver-local directory of fetched-once summaries (both workers run on the driver)."""
+    return os.path.join(tempfile.gettempdir(), f"kproducer-summaries-{os.getuid()}")
+
+
+def _token_path(token: str) -> str:
+    if not _TOKEN.match(token):
+        raise ValueError(f"summary token {token!r} is not 16-64 lower-case hex digits")
+    return os.path.join(summary_dir(), f"{token}.jsonl")
+
+
+def store_summary(token: str, summary: WriteSummary) -> None:
+    """Append the summary under ``token`` (driver side), and drop old ones.
+
+    One not yet fetched is kept for an hour; one already fetched for a minute
+    (Spark may plan the fetching read more than once).
+    """
+    append_summary(_token_path(token), summary)
+    now = time.time()
+    try:
+        with os.scandir(summary_dir()) as entries:
+            for e in entries:
+                limit = TAKEN_MAX_AGE_S if e.name.endswith(".taken") else SUMMARY_MAX_AGE_S
+                try:
+                    if now - e.stat().st_mtime > limit:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+
+
+def take_summary(token: str) -> list[str]:
+    """The JSON lines stored under ``token`` (driver side); marks them fetched."""
+    path = _token_path(token)
+    taken = path + ".taken"
+    try:
+        os.replace(path, taken)
+    except FileNotFoundError:
+        pass
+    try:
+        with open(taken, encoding="utf-8") as fh:
+            return [line.strip() for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []

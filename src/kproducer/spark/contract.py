@@ -20,7 +20,9 @@ from kproducer.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "DEFAULT_CACHE_TIMEOUT_MS",
+    "EXACTLY_ONCE",
     "SinkOptions",
     "SinkSchema",
     "SinkSchemaError",
@@ -35,6 +37,17 @@ DEFAULT_CACHE_TIMEOUT_MS = 10 * 60 * 1000
 
 KAFKA_PREFIX = "kafka."
 WRITER_MODES = ("arrow", "row")
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE = "exactly_once"
+DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+# The broker's transaction.max.timeout.ms default (15 min): the longest transaction a
+# stock broker accepts, and the exactly-once sink's default transaction.timeout.ms,
+# so that a slow task or a slow commit does not see its transaction expire (the
+# producer's own default, 60 s, is meant for short transactions).
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
+# A transactional id is a Kafka string (at most 32767 bytes); the sink appends
+# a batch token, the partition and the attempt to the prefix, so keep it short.
+MAX_PREFIX_LEN = 200
 
 # Options the sink reads itself (lower case: Spark hands options over case-insensitively).
 _OWN_OPTIONS = {
@@ -44,6 +57,9 @@ _OWN_OPTIONS = {
     "producer.cache.timeout": "alias of spark.kafka.producer.cache.timeout",
     "flush.timeout.ms": "bound on each task's final flush (default: none, delivery.timeout.ms bounds it)",
     "summary.path": "driver-side file the commit writes its summary to (JSON lines)",
+    "summary.token": "set by write_to_kafka: the key under which the driver keeps the summary for it",
+    "deliveryguarantee": "at_least_once (default) or exactly_once",
+    "transactionalidprefix": "exactly_once: prefix of the tasks' transactional ids, unique per application",
 }
 # Options Spark itself may put into the map; accepted and ignored.
 _SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
@@ -69,6 +85,13 @@ class SinkOptions:
     cache_timeout_ms: int
     flush_timeout_s: float | None
     summary_path: str | None
+    summary_token: str | None = None
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     @property
     def producer_config_dict(self) -> dict[str, str]:
@@ -162,6 +185,7 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
         if flush_ms < 0:
             raise ConfigError(f"option 'flush.timeout.ms' is {flush_ms}; allowed: an integer >= 0")
         flush_timeout_s = flush_ms / 1000.0
+    guarantee, prefix = _parse_guarantee(own, producer)
     return SinkOptions(
         producer_config=tuple(sorted(producer.items())),
         topic=topic.strip() if topic is not None else None,
@@ -169,7 +193,57 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
         cache_timeout_ms=cache_timeout_ms,
         flush_timeout_s=flush_timeout_s,
         summary_path=own.get("summary.path"),
+        summary_token=own.get("summary.token"),
+        delivery_guarantee=guarantee,
+        transactional_id_prefix=prefix,
     )
+
+
+def _parse_guarantee(own: Mapping[str, str], producer: dict[str, str]) -> tuple[str, str | None]:
+    """``deliveryGuarantee`` and ``transactionalIdPrefix`` (Flink's KafkaSink names), checked together.
+
+    Exactly-once gives each task attempt a transactional producer of its own,
+    so the producer settings that contradict one are refused here, by name,
+    and ``transaction.timeout.ms`` gets the sink's longer default.
+    """
+    raw = own.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower().replace("-", "_")
+    if raw not in DELIVERY_GUARANTEES:
+        raise ConfigError(
+            f"option 'deliveryGuarantee' is {own.get('deliveryguarantee')!r}; allowed: {', '.join(DELIVERY_GUARANTEES)}"
+        )
+    prefix = own.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix or len(prefix) > MAX_PREFIX_LEN:
+            raise ConfigError(
+                f"option 'transactionalIdPrefix' is {prefix!r}; allowed: 1 to {MAX_PREFIX_LEN} characters, "
+                "unique per application (e.g. the application's name)"
+            )
+    if raw != EXACTLY_ONCE:
+        return raw, prefix
+    if prefix is None:
+        raise ConfigError(
+            "deliveryGuarantee=exactly_once needs the option 'transactionalIdPrefix': a prefix for the "
+            "tasks' transactional ids, unique per application (two applications sharing one would fence "
+            "each other's transactions)"
+        )
+    if "transactional.id" in producer:
+        raise ConfigError(
+            "option 'kafka.transactional.id' cannot be set with deliveryGuarantee=exactly_once: the sink "
+            "derives one transactional id per task attempt from 'transactionalIdPrefix'"
+        )
+    if producer.get("enable.idempotence", "true").strip().lower() == "false":
+        raise ConfigError(
+            "option 'kafka.enable.idempotence' is false, but deliveryGuarantee=exactly_once needs the "
+            "idempotent producer (transactions are built on it); remove the option"
+        )
+    acks = producer.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise ConfigError(
+            f"option 'kafka.acks' is {acks!r}, but deliveryGuarantee=exactly_once needs acks=all; remove the option"
+        )
+    producer.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS))
+    return raw, prefix
 
 
 def validate_producer_config(config: Mapping[str, str]) -> None:

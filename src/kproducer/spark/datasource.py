@@ -31,14 +31,16 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
+    DataSourceReader,
     DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
-from kproducer.errors import KafkaTimeoutError
+from kproducer.errors import ConfigError, KafkaTimeoutError
 from kproducer.spark.cache import ProducerCache, default_cache
 from kproducer.spark.commit import (
     DeliveryTracker,
@@ -47,6 +49,8 @@ from kproducer.spark.commit import (
     aggregate,
     append_summary,
     metrics_delta,
+    store_summary,
+    take_summary,
 )
 from kproducer.spark.contract import (
     SinkOptions,
@@ -65,10 +69,13 @@ __all__ = [
     "KafkaRowWriter",
     "KafkaStreamArrowWriter",
     "KafkaStreamRowWriter",
+    "KafkaSummarySource",
     "SOURCE_NAME",
+    "SUMMARY_SOURCE_NAME",
 ]
 
 SOURCE_NAME = "kproducer"
+SUMMARY_SOURCE_NAME = "kproducer_summary"
 
 # Tests swap this for a cache with an injected producer factory.
 _cache_provider: Callable[[], ProducerCache] = default_cache
@@ -216,8 +223,17 @@ class _SinkWriterBase:
             logger.warning("%s (records already acknowledged stay in Kafka)", summary.line())
         else:
             logger.info("%s", summary.line())
+        # The data is committed at this point: a summary that cannot be kept is logged, never raised.
         if self.sink_options.summary_path:
-            append_summary(self.sink_options.summary_path, summary)
+            try:
+                append_summary(self.sink_options.summary_path, summary)
+            except OSError as e:
+                logger.warning("could not append the summary to %s: %s", self.sink_options.summary_path, e)
+        if self.sink_options.summary_token:
+            try:
+                store_summary(self.sink_options.summary_token, summary)
+            except (OSError, ValueError) as e:
+                logger.warning("could not keep the summary for write_to_kafka: %s", e)
         return summary
 
 
@@ -276,6 +292,11 @@ class KafkaStreamRowWriter(_SinkWriterBase, DataSourceStreamWriter):
 def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
     """The planning-time checks: options, columns, then the producer's own config table."""
     opts = parse_options(options)
+    if opts.exactly_once:
+        raise ConfigError(
+            "deliveryGuarantee=exactly_once needs the transactional producer, which this version of "
+            "kproducer does not have yet; use deliveryGuarantee=at_least_once (the default)"
+        )
     cols = validate_schema(schema, opts.topic)
     validate_producer_config(opts.producer_config_dict)
     return opts, cols
@@ -299,3 +320,46 @@ class KafkaDataSource(DataSource):
         if opts.writer == "row":
             return KafkaStreamRowWriter(opts, cols)
         return KafkaStreamArrowWriter(opts, cols)
+
+
+class _SummaryPartition(InputPartition):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines)
+        self.lines = lines
+
+
+class _SummaryReader(DataSourceReader):
+    """Fetches on the driver (in ``partitions()``) what the driver's commit kept under a token."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def partitions(self) -> list[InputPartition]:
+        return [_SummaryPartition(take_summary(self.token))]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[str]]:
+        for line in getattr(partition, "lines", []):
+            yield (line,)
+
+
+class KafkaSummarySource(DataSource):
+    """``spark.read.format("kproducer_summary").option("token", t)``: how ``write_to_kafka`` gets its summary.
+
+    The sink's ``commit()`` and this source's ``partitions()`` both run in
+    Python workers on the driver, so the summary never touches the caller's
+    filesystem: it comes back as the rows of a query, which also works through
+    Spark Connect.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return SUMMARY_SOURCE_NAME
+
+    def schema(self) -> str:
+        return "summary string"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        token = self.options.get("token")
+        if not token:
+            raise ConfigError("the kproducer_summary source needs the option 'token'")
+        return _SummaryReader(str(token))
