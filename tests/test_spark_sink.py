@@ -78,6 +78,35 @@ def test_missing_bootstrap_fails_at_planning_time(spark: Any) -> None:
         df.write.format("kproducer").option("topic", "t").mode("append").save()
 
 
+def test_register_is_once_per_session(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registering again would log Spark's "replaced a previously registered data source" on every write."""
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    calls: list[str] = []
+    real = DataSourceRegistration.register
+    monkeypatch.setattr(
+        DataSourceRegistration, "register", lambda self, src: (calls.append(src.name()), real(self, src))[1]
+    )
+    register(spark)
+    register(spark)
+    assert calls == [], "the fixture registered the sources already"
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    assert manager.dataSourceExists("kproducer") and manager.dataSourceExists("kproducer_summary")
+    # A new session of the same context: registering in it neither fails nor warns, and the
+    # source is found there (the planning error below comes from the sink itself).
+    fresh = spark.newSession()
+    try:
+        register(fresh)
+        register(fresh)
+        with pytest.raises(Exception, match="kafka.bootstrap.servers"):
+            fresh.range(1).selectExpr("cast(id as string) as value").write.format("kproducer").option(
+                "topic", "t"
+            ).mode("append").save()
+    finally:
+        register(spark)  # makes the shared session the thread's active one again
+    assert sorted(calls) == ["kproducer", "kproducer_summary"]
+
+
 # ---------------------------------------------------------------- batch write, verified independently
 
 

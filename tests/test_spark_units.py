@@ -696,3 +696,147 @@ def test_cache_is_thread_safe_under_concurrent_tasks() -> None:
     for t in threads:
         t.join(10)
     assert len(seen) == 800 and len(set(seen)) == 1
+
+
+# ---------------------------------------------------------------- delivery guarantee options
+
+
+def test_delivery_guarantee_options() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    o = parse_options(base)
+    assert (o.delivery_guarantee, o.exactly_once, o.transactional_id_prefix) == ("at_least_once", False, None)
+    # Spark hands option keys over lower-cased; values are matched case-insensitively.
+    o = parse_options({**base, "deliveryguarantee": "EXACTLY_ONCE", "transactionalidprefix": " app-1 "})
+    assert (o.delivery_guarantee, o.exactly_once, o.transactional_id_prefix) == ("exactly_once", True, "app-1")
+    # A transaction must outlive a slow task: the broker's default maximum, not the producer's 60 s.
+    assert o.producer_config_dict["transaction.timeout.ms"] == "900000"
+    o = parse_options(
+        {**base, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "a", "kafka.transaction.timeout.ms": "120000"}
+    )
+    assert o.producer_config_dict["transaction.timeout.ms"] == "120000"
+    assert pickle.loads(pickle.dumps(o)) == o
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"deliveryGuarantee": "at_most_once"}, r"'deliveryGuarantee' is 'at_most_once'; allowed: at_least_once, exactly_once"),
+        ({"deliveryGuarantee": "exactly_once"}, r"needs the option 'transactionalIdPrefix'"),
+        ({"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "  "}, r"'transactionalIdPrefix' is ''"),
+        ({"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "x" * 201}, r"1 to 200 characters"),
+        (
+            {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a", "kafka.transactional.id": "t"},
+            r"'kafka.transactional.id' cannot be set",
+        ),
+        (
+            {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a", "kafka.enable.idempotence": "false"},
+            r"'kafka.enable.idempotence' is false",
+        ),
+        ({"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a", "kafka.acks": "1"}, r"'kafka.acks' is '1'"),
+        ({"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a", "transactionalIdPrefx": "b"}, r"did you mean"),
+    ],
+)
+def test_delivery_guarantee_bad_input_names_the_option(extra: dict[str, str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_options({"kafka.bootstrap.servers": "h:1", "topic": "t", **extra})
+
+
+# ---------------------------------------------------------------- the summary's road back to write_to_kafka
+
+
+def test_summary_kept_on_the_driver_by_token(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproducer.spark import commit
+
+    monkeypatch.setattr(commit, "summary_dir", lambda: str(tmp_path))
+    token = "ab" * 16
+    assert commit.take_summary(token) == []
+    commit.store_summary(token, WriteSummary(records=5, tasks=1))
+    lines = commit.take_summary(token)
+    assert [WriteSummary.from_json(x).records for x in lines] == [5]
+    # Spark may plan the fetching read twice: a second take sees the same summary.
+    assert commit.take_summary(token) == lines
+    for bad in ("../../etc/passwd", "AB" * 16, "ab"):
+        with pytest.raises(ValueError, match="summary token"):
+            commit.store_summary(bad, WriteSummary())
+
+
+def test_stream_writer_commit_keeps_summary_for_the_token(
+    tmp_path: Any, fake_cache: ProducerCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kproducer.spark import commit
+
+    monkeypatch.setattr(commit, "summary_dir", lambda: str(tmp_path))
+    token = "cd" * 16
+    opts = parse_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "summary.token": token})
+    w = ds.KafkaArrowWriter(opts, _schema())
+    w.commit([w.write(iter([pa.record_batch({"value": ["x", "y", "z"]})]))])
+    reader = ds.KafkaSummarySource({"token": token}).reader(None)  # type: ignore[arg-type]
+    rows = [row for part in reader.partitions() for row in reader.read(part)]
+    assert [WriteSummary.from_json(r[0]).records for r in rows] == [3]
+
+
+class _FakeChain:
+    """Stands for df.write... and spark.read...: records the calls; ``collect`` as given."""
+
+    def __init__(self, log: list[Any], collect: Any) -> None:
+        self.log, self._collect = log, collect
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.log.append((name, args, kwargs))
+            if name == "collect":
+                return self._collect()
+            return self
+
+        return call
+
+
+class _FakeSession:
+    """A Spark Connect-like session (no JVM): registration is tracked by session id."""
+
+    def __init__(self, collect: Any) -> None:
+        import uuid
+
+        self.session_id = uuid.uuid4().hex
+        self.log: list[Any] = []
+        self.read = _FakeChain(self.log, collect)
+        self.conf = type("Conf", (), {"get": staticmethod(lambda key, default=None: default)})()
+        self.dataSource = type("Reg", (), {"register": staticmethod(lambda src: self.log.append(("register", src)))})()
+
+
+def _fake_df(session: _FakeSession) -> Any:
+    return type("DF", (), {"sparkSession": session, "write": _FakeChain(session.log, lambda: None)})()
+
+
+def test_write_to_kafka_never_raises_once_the_data_is_written(caplog: pytest.LogCaptureFixture) -> None:
+    """A user who retries on an exception after a committed write would write everything twice."""
+    from kproducer.spark import write_to_kafka
+
+    def broken() -> Any:
+        raise RuntimeError("server went away")
+
+    session = _FakeSession(broken)
+    with caplog.at_level("WARNING"):
+        summary = write_to_kafka(_fake_df(session), "t", bootstrap_servers="h:1")
+    assert not summary.available and "server went away" in summary.note
+    assert "the write committed" in caplog.text
+    assert any(entry[0] == "save" for entry in session.log), "the write itself ran"
+    empty = write_to_kafka(_fake_df(_FakeSession(lambda: [])), "t", bootstrap_servers="h:1")
+    assert not empty.available and "no summary" in empty.note
+    assert "no summary" in empty.line()
+
+
+def test_write_to_kafka_returns_the_drivers_summary_and_registers_once() -> None:
+    from kproducer.spark import write_to_kafka
+
+    stored = WriteSummary(records=7, tasks=2)
+    session = _FakeSession(lambda: [(stored.to_json(),)])
+    first = write_to_kafka(_fake_df(session), "t", bootstrap_servers="h:1")
+    second = write_to_kafka(_fake_df(session), "t", bootstrap_servers="h:1")
+    assert first.records == 7 and second.available
+    # Both sources registered once for the session, not once per write.
+    assert [e[1].name() for e in session.log if e[0] == "register"] == ["kproducer", "kproducer_summary"]
+    # Each write has its own token, passed to the sink and to the summary read.
+    saves = [e for e in session.log if e[0] == "options"]
+    tokens = [e[2]["summary.token"] for e in saves]
+    assert len(set(tokens)) == 2

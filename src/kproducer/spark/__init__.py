@@ -69,6 +69,9 @@ def register(spark: Any) -> None:
     """
     manager = _jvm_source_manager(spark)
     if manager is not None:
+        # Registration goes to the thread's active session: make it this one (with another
+        # session active, e.g. after newSession(), Spark would refuse the name as taken).
+        _activate_on_this_thread(spark)
         for source in _SOURCES:
             if not manager.dataSourceExists(source.name()):
                 spark.dataSource.register(source)
