@@ -26,9 +26,13 @@ java:
 	  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null; }
 
 # The whole suite twice: with the C speedups, then on the pure-Python fallback they must agree with.
+# The pure pass skips tests/test_spark_deploy.py (said so below): its jobs run Spark in other
+# processes to check deployment (local-cluster, Spark Connect), not the C speedups' twin, and
+# they are the suite's slowest tests.
 test: install java
 	$(PY) -m pytest -q
-	KPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -q
+	@echo "pure-Python pass: deselecting tests/test_spark_deploy.py (Spark deployment, covered by the native pass)"
+	KPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -q --deselect tests/test_spark_deploy.py
 
 run: install java
 	$(PY) examples/flights_pipeline.py
