@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c 2>/dev/null | sha1sum | cut -c1-12)
-.PHONY: run run-stream test lint typecheck bench install java clean
+.PHONY: run run-stream test lint typecheck bench install java stunnel clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +25,18 @@ java:
 	  echo "java not found: installing openjdk-17-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null; }
 
+# The TLS tests terminate TLS in front of the test broker with Debian's stunnel4; install it only
+# when no stunnel is on PATH.
+stunnel:
+	@command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1 || { \
+	  echo "stunnel not found: installing stunnel4"; \
+	  (apt-get update -qq && apt-get install -y -qq stunnel4) >/dev/null; }
+
 # The whole suite twice: with the C speedups, then on the pure-Python fallback they must agree with.
 # The pure pass skips tests/test_spark_deploy.py (said so below): its jobs run Spark in other
 # processes to check deployment (local-cluster, Spark Connect), not the C speedups' twin, and
 # they are the suite's slowest tests.
-test: install java
+test: install java stunnel
 	$(PY) -m pytest -q
 	@echo "pure-Python pass: deselecting tests/test_spark_deploy.py (Spark deployment, covered by the native pass)"
 	KPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -q --deselect tests/test_spark_deploy.py

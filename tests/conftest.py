@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,11 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """This run's test certificates (CA, server, client, expired...; see tests/support/tls.py)."""
+    from tests.support.tls import make_certificates
+
+    return make_certificates(tmp_path_factory.mktemp("certs"))

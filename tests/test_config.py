@@ -221,7 +221,11 @@ def test_unknown_key_suggests_close_matches() -> None:
         ("compression.type", "brotli", "compression.type must be one of none, gzip, snappy, lz4, zstd"),
         ("enable.idempotence", "yes", "enable.idempotence must be a boolean (true or false), got 'yes'"),
         ("enable.idempotence", 1, "enable.idempotence must be a boolean (true or false), got 1"),
-        ("security.protocol", "SSL", "security.protocol must be one of PLAINTEXT, SASL_PLAINTEXT, got 'SSL'"),
+        (
+                "security.protocol",
+                "TLS",
+                "security.protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'",
+            ),
         ("client.dns.lookup", "default", "client.dns.lookup must be one of use_all_dns_ips"),
         ("metrics.recording.level", "TRACEX", "metrics.recording.level must be one of INFO, DEBUG"),
         ("retries", -1, "retries must be an integer between 0 and 2147483647, got -1"),
@@ -254,7 +258,7 @@ def test_password_never_appears_in_errors_or_reprs(caplog: pytest.LogCaptureFixt
 
 
 def test_sasl_plaintext_needs_credentials() -> None:
-    with pytest.raises(ConfigError, match="SASL_PLAINTEXT needs sasl.username and sasl.password"):
+    with pytest.raises(ConfigError, match="SASL_PLAINTEXT with sasl.mechanism PLAIN needs sasl.username and sasl.password"):
         make(security_protocol="SASL_PLAINTEXT")
     with pytest.raises(ConfigError, match="needs sasl.password"):
         make(security_protocol="sasl_plaintext", sasl_username="u")

@@ -130,7 +130,7 @@ def test_failed_authentication_surfaces_the_broker_message() -> None:
     assert body.auth_bytes == b"\x00alice\x00wrong"
     broker_message = "Authentication failed: Invalid username or password"
     failed = _authenticate_response(version, SASL_AUTHENTICATION_FAILED, broker_message)
-    expected = r"SASL authentication failed with SASL_AUTHENTICATION_FAILED \(error 58\): " + broker_message
+    expected = r"SASL PLAIN authentication failed: " + broker_message + r" \(error 58 SASL_AUTHENTICATION_FAILED\)"
     with pytest.raises(ProtocolError, match=expected) as ei:
         conn.receive_data(frame_response(ApiKey.SASL_AUTHENTICATE, version, cid, failed), 140)
     assert "node 7" in str(ei.value)
@@ -149,8 +149,8 @@ def test_broker_without_sasl_apis_fails_before_authenticating() -> None:
     assert conn.state is ConnectionState.DISCONNECTED
 
 
-def test_only_plain_is_accepted_as_a_mechanism() -> None:
-    with pytest.raises(ValueError, match="'SCRAM-SHA-256'.*only PLAIN"):
+def test_other_mechanisms_need_an_authenticator() -> None:
+    with pytest.raises(ValueError, match="'SCRAM-SHA-256' needs an authenticator_factory"):
         KafkaConnection(1, None, sasl_mechanism="SCRAM-SHA-256")
 
 
@@ -168,6 +168,6 @@ def test_handshake_error_other_than_unsupported_mechanism_is_named() -> None:
     """ILLEGAL_SASL_STATE (34) is not a refused mechanism: the error says which error it is."""
     conn, cid = _authenticating()
     answer = _handshake_response(34, ("PLAIN",))
-    with pytest.raises(ProtocolError, match=r"SaslHandshake for PLAIN failed with ILLEGAL_SASL_STATE \(error 34\)"):
+    with pytest.raises(ProtocolError, match=r"SaslHandshake for PLAIN failed \(error 34 ILLEGAL_SASL_STATE\)"):
         conn.receive_data(frame_response(ApiKey.SASL_HANDSHAKE, 1, cid, answer), 130)
     assert conn.state is ConnectionState.DISCONNECTED

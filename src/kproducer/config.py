@@ -50,6 +50,11 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: circuit breaker implementation unvalidated (seed 002).
 CIRCUIT_BREAKER_PREFIX = "producer.circuit.breaker."
 
+#: security.protocol values, with Java's names.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The SASL mechanisms kproducer speaks.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
 #: Java allows at most this many in-flight requests per connection with idempotence.
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
 
@@ -236,26 +241,237 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         Type.STRING,
         "PLAINTEXT",
         _M,
-        "The protocol spoken to brokers. TLS is not supported by this version of kproducer.",
-        OneOf(("PLAINTEXT", "SASL_PLAINTEXT"), case_insensitive=True),
+        "The protocol spoken to brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT (SASL over TCP) or "
+        "SASL_SSL (SASL over TLS). See docs/security.md.",
+        OneOf(SECURITY_PROTOCOLS, case_insensitive=True),
     ),
+    # ------------------------------------------------------------------ SASL
     ConfigKey(
         "sasl.mechanism",
         Type.STRING,
         "PLAIN",
         _M,
-        "The SASL mechanism used when security.protocol is SASL_PLAINTEXT.",
-        OneOf(("PLAIN",), case_insensitive=True),
+        "The SASL mechanism used with SASL_PLAINTEXT and SASL_SSL: PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512 or OAUTHBEARER. Left unset with an OAuthBearerLoginModule in "
+        "sasl.jaas.config, OAUTHBEARER is used. (Java's default, GSSAPI, is Kerberos, which "
+        "kproducer does not speak, so kafka-python's default PLAIN is kept instead).",
+        OneOf(SASL_MECHANISMS, case_insensitive=True),
     ),
     ConfigKey(
-        "sasl.username", Type.STRING, None, _M, "The user name for SASL/PLAIN; required with SASL_PLAINTEXT."
+        "sasl.jaas.config",
+        Type.PASSWORD,
+        None,
+        _M,
+        "Java's JAAS line, e.g. org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="..."; accepted so that Java and Spark settings work as they '
+        "are. PlainLoginModule, ScramLoginModule and OAuthBearerLoginModule are understood; "
+        "username/password (and clientId/clientSecret/scope for OAUTHBEARER) are taken from it. "
+        "Never shown in logs or errors.",
+    ),
+    ConfigKey(
+        "sasl.username",
+        Type.STRING,
+        None,
+        _M,
+        "The user name for PLAIN and SCRAM (librdkafka's name; Java puts it in sasl.jaas.config).",
     ),
     ConfigKey(
         "sasl.password",
         Type.PASSWORD,
         None,
         _M,
-        "The password for SASL/PLAIN; required with SASL_PLAINTEXT. Never shown in logs or errors.",
+        "The password for PLAIN and SCRAM. Never shown in logs or errors.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.token.provider",
+        Type.CLASS,
+        None,
+        _M,
+        "For OAUTHBEARER: a callable (or an object with a token() method, or a 'module:Name' "
+        "path) returning the token and its expiry, as (token, expiry_seconds_since_epoch), a dict "
+        "with token/expires_at (or access_token/expires_in), or an object with those attributes. "
+        "It is called on the producer's I/O thread for each new connection and again before the "
+        "cached token expires. confluent-kafka's oauth_cb is accepted under its name.",
+        aliases=("oauth_cb",),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.token.endpoint.url",
+        Type.STRING,
+        None,
+        _M,
+        "For OAUTHBEARER without a token provider: the OAuth 2 token endpoint of the OIDC "
+        "client-credentials flow (RFC 6749 section 4.4).",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.client.id",
+        Type.STRING,
+        None,
+        _M,
+        "The client id for the client-credentials flow.",
+        aliases=("sasl.oauthbearer.client.credentials.client.id",),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.client.secret",
+        Type.PASSWORD,
+        None,
+        _M,
+        "The client secret for the client-credentials flow. Never shown in logs or errors.",
+        aliases=("sasl.oauthbearer.client.credentials.client.secret",),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.scope",
+        Type.STRING,
+        None,
+        _L,
+        "The scope asked for in the client-credentials flow (none: the endpoint's default).",
+    ),
+    ConfigKey(
+        "sasl.login.refresh.buffer.seconds",
+        Type.INT,
+        300,
+        _L,
+        "A token is fetched again this long before it expires (Java's name and default; at most "
+        "a fifth of the token's lifetime is cut, so short-lived tokens stay usable).",
+        Range(min=0, max=3600),
+    ),
+    # ------------------------------------------------------------------ TLS
+    ConfigKey(
+        "ssl.protocol",
+        Type.STRING,
+        "TLSv1.3",
+        _L,
+        "Java's SSLContext protocol; accepted so that Java settings work. As in Java, the versions "
+        "actually offered are those of ssl.enabled.protocols.",
+        OneOf(("TLSv1.3", "TLSv1.2", "TLS"), case_insensitive=True),
+    ),
+    ConfigKey(
+        "ssl.enabled.protocols",
+        Type.LIST,
+        None,
+        _M,
+        "The TLS versions the client may use (TLSv1.2, TLSv1.3); the lowest and highest listed "
+        "bound the handshake. None: TLSv1.2 and TLSv1.3, as Java's default.",
+        note="Older versions are refused: Python's ssl module and current OpenSSL disable them.",
+    ),
+    ConfigKey(
+        "ssl.cipher.suites",
+        Type.LIST,
+        None,
+        _L,
+        "The TLS 1.2 cipher suites allowed, in OpenSSL names (ECDHE-RSA-AES128-GCM-SHA256) or as "
+        "an OpenSSL cipher string; None keeps Python's secure defaults. TLS 1.3 suites are "
+        "always OpenSSL's defaults.",
+    ),
+    ConfigKey(
+        "ssl.endpoint.identification.algorithm",
+        Type.STRING,
+        "https",
+        _M,
+        "https checks that the broker's certificate names the host connected to (its DNS name "
+        "or IP address); an empty string turns that check off (the certificate chain is still "
+        "verified).",
+        OneOf(("https", ""), case_insensitive=True),
+    ),
+    ConfigKey(
+        "enable.ssl.certificate.verification",
+        Type.BOOLEAN,
+        True,
+        _L,
+        "librdkafka's switch: false accepts any broker certificate (no chain or host name "
+        "check). For tests only; it makes TLS open to a man in the middle.",
+    ),
+    ConfigKey(
+        "ssl.truststore.location",
+        Type.STRING,
+        None,
+        _S,
+        "A file with the CA certificates that sign the brokers' certificates: PEM, or PKCS12 "
+        "with ssl.truststore.type=PKCS12. A JKS file must be converted first (the error says "
+        "how). None (and no ssl.truststore.certificates): the system's default CAs.",
+        aliases=("ssl.ca.location",),
+    ),
+    ConfigKey(
+        "ssl.truststore.type",
+        Type.STRING,
+        "PEM",
+        _L,
+        "The format of ssl.truststore.location: PEM or PKCS12 (JKS is refused with the "
+        "keytool command that converts it). Java's default is JKS; kproducer's is PEM.",
+        OneOf(("PEM", "PKCS12", "JKS"), case_insensitive=True),
+    ),
+    ConfigKey(
+        "ssl.truststore.password",
+        Type.PASSWORD,
+        None,
+        _L,
+        "The password of a PKCS12 truststore (often none). Never shown in logs or errors.",
+    ),
+    ConfigKey(
+        "ssl.truststore.certificates",
+        Type.PASSWORD,
+        None,
+        _L,
+        "CA certificates given inline as PEM text, instead of a truststore file (handy in "
+        "Spark, where files must be shipped to executors).",
+        aliases=("ssl.ca.pem",),
+    ),
+    ConfigKey(
+        "ssl.keystore.location",
+        Type.STRING,
+        None,
+        _M,
+        "The client's certificate for mutual TLS: a PEM file with the certificate chain (and "
+        "the key, unless ssl.key.location is set), or a PKCS12 file with "
+        "ssl.keystore.type=PKCS12.",
+        aliases=("ssl.certificate.location",),
+    ),
+    ConfigKey(
+        "ssl.key.location",
+        Type.STRING,
+        None,
+        _M,
+        "librdkafka's separate private key file (PEM) for the certificate in "
+        "ssl.keystore.location / ssl.certificate.location.",
+    ),
+    ConfigKey(
+        "ssl.keystore.type",
+        Type.STRING,
+        "PEM",
+        _L,
+        "The format of ssl.keystore.location: PEM or PKCS12 (JKS is refused with the keytool "
+        "command that converts it).",
+        OneOf(("PEM", "PKCS12", "JKS"), case_insensitive=True),
+    ),
+    ConfigKey(
+        "ssl.keystore.password",
+        Type.PASSWORD,
+        None,
+        _M,
+        "The password of a PKCS12 keystore. Never shown in logs or errors.",
+    ),
+    ConfigKey(
+        "ssl.key.password",
+        Type.PASSWORD,
+        None,
+        _M,
+        "The password of an encrypted private key (PEM). Never shown in logs or errors.",
+    ),
+    ConfigKey(
+        "ssl.keystore.certificate.chain",
+        Type.STRING,
+        None,
+        _L,
+        "The client certificate chain given inline as PEM text (with ssl.keystore.key).",
+        aliases=("ssl.certificate.pem",),
+    ),
+    ConfigKey(
+        "ssl.keystore.key",
+        Type.PASSWORD,
+        None,
+        _L,
+        "The client's private key given inline as PEM text (with ssl.keystore.certificate.chain); "
+        "encrypted keys use ssl.key.password. Never shown in logs or errors.",
+        aliases=("ssl.key.pem",),
     ),
     ConfigKey(
         "reconnect.backoff.ms",
@@ -705,6 +921,14 @@ def _dotted(name: str) -> str:
     return name if "." in name else name.replace("_", ".")
 
 
+def _declared_spelling(raw_name: str, key: ConfigKey) -> str:
+    """Which declared spelling (the Java name or an alias) ``raw_name`` is, in dotted form."""
+    for spelling in key.aliases:
+        if raw_name in (spelling, spelling.replace(".", "_")):
+            return spelling
+    return key.name
+
+
 def _unknown(name: str) -> NoReturn:
     dotted = name.replace("_", ".")
     close = difflib.get_close_matches(dotted, _SUGGESTIONS, n=3, cutoff=0.6)
@@ -924,8 +1148,31 @@ class ProducerConfig:
     client_dns_lookup: str
     security_protocol: str
     sasl_mechanism: str
+    sasl_jaas_config: Password | None
     sasl_username: str | None
     sasl_password: Password | None
+    sasl_oauthbearer_token_provider: Any
+    sasl_oauthbearer_token_endpoint_url: str | None
+    sasl_oauthbearer_client_id: str | None
+    sasl_oauthbearer_client_secret: Password | None
+    sasl_oauthbearer_scope: str | None
+    sasl_login_refresh_buffer_seconds: int
+    ssl_protocol: str
+    ssl_enabled_protocols: tuple[str, ...] | None
+    ssl_cipher_suites: tuple[str, ...] | None
+    ssl_endpoint_identification_algorithm: str
+    enable_ssl_certificate_verification: bool
+    ssl_truststore_location: str | None
+    ssl_truststore_type: str
+    ssl_truststore_password: Password | None
+    ssl_truststore_certificates: Password | None
+    ssl_keystore_location: str | None
+    ssl_key_location: str | None
+    ssl_keystore_type: str
+    ssl_keystore_password: Password | None
+    ssl_key_password: Password | None
+    ssl_keystore_certificate_chain: str | None
+    ssl_keystore_key: Password | None
     reconnect_backoff_ms: int
     reconnect_backoff_max_ms: int
     socket_connection_setup_timeout_ms: int
@@ -998,12 +1245,19 @@ class ProducerConfig:
                     _unknown(raw_name)
                 if key.type is Type.PASSWORD and isinstance(value, str):
                     value = Password(value)  # keep secrets out of originals' reprs too
+                spelling = _declared_spelling(raw_name, key)
+                if key.name in seen_here and seen_here[key.name] != spelling:
+                    # ssl.ca.location and ssl.truststore.location both given: which one was meant?
+                    raise ConfigError(
+                        f"{key.name} given twice, as {seen_here[key.name]!r} and {spelling!r} "
+                        f"(the same setting under two names); keep one"
+                    )
                 if key.name in seen_here and originals[key.name] != value:
                     raise ConfigError(
                         f"{key.name} given twice with different values (as {seen_here[key.name]!r} "
                         f"and {raw_name!r})"
                     )
-                seen_here[key.name] = raw_name
+                seen_here[key.name] = spelling
                 originals[key.name] = value
 
         values: dict[str, Any] = {}
@@ -1092,18 +1346,7 @@ class ProducerConfig:
                 "the max applies"
             )
 
-        if values["security.protocol"] == "SASL_PLAINTEXT":
-            missing = [k for k in ("sasl.username", "sasl.password") if not values[k]]
-            if missing:
-                raise ConfigError(
-                    f"security.protocol SASL_PLAINTEXT needs {' and '.join(missing)} "
-                    f"(sasl.mechanism {values['sasl.mechanism']})"
-                )
-        elif values["sasl.username"] is not None or values["sasl.password"] is not None:
-            logger.warning(
-                "sasl.username/sasl.password are ignored: security.protocol is %s",
-                values["security.protocol"],
-            )
+        _validate_security(values, originals)
 
     # ------------------------------------------------------------------ access
 
@@ -1189,6 +1432,34 @@ class ProducerConfig:
 
     def __reduce__(self) -> tuple[object, ...]:
         return (ProducerConfig, (self.originals,))
+
+
+def _validate_security(values: dict[str, Any], originals: Mapping[str, Any]) -> None:
+    """The SASL and TLS rules that span keys; the SSLContext itself is built (and its files read)
+    by the network layer, once per producer."""
+    from kproducer.network.sasl import resolve_sasl_settings
+
+    protocol = values["security.protocol"]
+    if protocol.startswith("SASL_"):
+        # Raises ConfigError naming the missing or conflicting setting.
+        resolve_sasl_settings(values, mechanism_explicit="sasl.mechanism" in originals)
+    else:
+        stray = sorted(k for k in originals if k.startswith("sasl.") and originals[k] is not None)
+        if stray:
+            logger.warning("%s ignored: security.protocol is %s", ", ".join(stray), protocol)
+    if not protocol.endswith("SSL"):
+        stray = sorted(
+            k for k in originals if (k.startswith("ssl.") or k.startswith("enable.ssl")) and originals[k] is not None
+        )
+        if stray:
+            logger.warning("%s ignored: security.protocol is %s (no TLS)", ", ".join(stray), protocol)
+    enabled = values["ssl.enabled.protocols"]
+    if enabled is not None:
+        bad = [p for p in enabled if p not in ("TLSv1.2", "TLSv1.3")]
+        if bad or not enabled:
+            raise ConfigError(
+                f"ssl.enabled.protocols must list TLSv1.2 and/or TLSv1.3, got {', '.join(enabled) or 'nothing'}"
+            )
 
 
 def _hashable(v: Any) -> bool:

@@ -20,6 +20,8 @@ __all__ = [
     "BrokerResponseError",
     "ConfigError",
     "KafkaTimeoutError",
+    "AuthenticationError",
+    "SslAuthenticationError",
     "BufferExhaustedError",
     "SerializationError",
     "ProducerClosedError",
@@ -105,6 +107,21 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key or value is invalid; the message names the key and what is allowed."""
 
     name = "CONFIG_ERROR"
+
+
+class AuthenticationError(FatalError):
+    """The client could not authenticate to a broker (TLS handshake or SASL): retrying the same
+    settings cannot help, so records waiting for that cluster fail with it (Java's
+    AuthenticationException). The message names the broker and the cause."""
+
+    name = "AUTHENTICATION_FAILED"
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: untrusted or expired certificate, host name mismatch, a
+    plaintext listener, or a refused client certificate (Java's SslAuthenticationException)."""
+
+    name = "SSL_HANDSHAKE_FAILED"
 
 
 class KafkaTimeoutError(RetriableError, TimeoutError):
@@ -286,11 +303,11 @@ class InvalidTimestampError(BrokerResponseError):
     code = 32
     name = "INVALID_TIMESTAMP"
 
-class UnsupportedSaslMechanismError(FatalError):
+class UnsupportedSaslMechanismError(AuthenticationError):
     code = 33
     name = "UNSUPPORTED_SASL_MECHANISM"
 
-class IllegalSaslStateError(FatalError):
+class IllegalSaslStateError(AuthenticationError):
     code = 34
     name = "ILLEGAL_SASL_STATE"
 
@@ -382,7 +399,7 @@ class LogDirNotFoundError(BrokerResponseError):
     code = 57
     name = "LOG_DIR_NOT_FOUND"
 
-class SaslAuthenticationFailedError(FatalError):
+class SaslAuthenticationFailedError(AuthenticationError):
     code = 58
     name = "SASL_AUTHENTICATION_FAILED"
 

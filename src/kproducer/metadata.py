@@ -555,6 +555,9 @@ class Metadata:
         self.bootstrap_nodes: tuple[Node, ...] = ()
         self.tried_addresses: dict[str, str] = {}
         self.last_error: Exception | None = None
+        # The last TLS or SASL failure (Java's Metadata.fatalException for AuthenticationException):
+        # callers waiting for metadata end with it instead of waiting out max.block.ms.
+        self.authentication_error: Exception | None = None
 
     # ------------------------------------------------------------- wiring
     def set_buffered_records_check(self, fn: Callable[[str], bool]) -> None:
@@ -895,6 +898,14 @@ class Metadata:
             self._dirty = True
             if error is not None:
                 self.last_error = error
+            self._cond.notify_all()
+
+    def record_authentication_failure(self, error: Exception | None) -> None:
+        """A broker refused the TLS handshake or the SASL credentials (None: one accepted them)."""
+        with self._cond:
+            if error is None and self.authentication_error is None:
+                return
+            self.authentication_error = error
             self._cond.notify_all()
 
     def record_connection_failure(self, address: str, reason: str) -> None:

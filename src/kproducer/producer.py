@@ -13,6 +13,7 @@ are bound once in ``__init__``.
 from __future__ import annotations
 
 import atexit
+import copy
 import itertools
 import logging
 import math
@@ -214,9 +215,8 @@ class Producer:
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock_ms=self._clock, metrics=self._metrics)
         self._tm = TransactionManager() if self._idempotent else None
 
-        from kproducer.network.client import NetworkClient
+        from kproducer.network.client import NetworkClient, security_options
 
-        password = cfg.sasl_password
         self._client = NetworkClient(
             bootstrap_servers=cfg.bootstrap_servers,
             client_id=self.client_id,
@@ -231,11 +231,9 @@ class Producer:
             send_buffer_bytes=cfg.send_buffer_bytes,
             receive_buffer_bytes=cfg.receive_buffer_bytes,
             client_dns_lookup=cfg.client_dns_lookup,
-            sasl_mechanism=cfg.sasl_mechanism if cfg.security_protocol == "SASL_PLAINTEXT" else None,
-            sasl_username=cfg.sasl_username,
-            sasl_password=password.value if password is not None else None,
             clock_ms=self._clock,
             bootstrap_warning_ms=cfg.max_block_ms,
+            **security_options(cfg),
         )
 
         self._breaker, self._breaker_manager = _resolve_breaker(cfg, self._metadata, self._clock, self._metrics)
@@ -568,6 +566,10 @@ class Producer:
             err = cluster.topic_errors.get(topic)
             if err in (17, 29):  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED: final
                 raise error_for_code(err, topic=topic)
+            auth_error = md.authentication_error
+            if auth_error is not None:
+                # TLS or SASL refused: the same settings cannot succeed, so do not wait out max.block.ms.
+                raise copy.copy(auth_error)
             now = self._clock()
             if now >= deadline:
                 if count is not None and partition is not None:

@@ -34,12 +34,14 @@ def read_topic(
     expected: int,
     partitions: int | None = None,
     timeout: float = 30.0,
+    security: dict[str, Any] | None = None,
 ) -> list[ConsumedRecord]:
     """Consume from offset 0 of every partition until ``expected`` records arrived.
 
     Uses assign() (no consumer group), so it does not depend on the broker's
     group coordinator. Raises AssertionError, naming what was missing, on timeout.
-    Returns records sorted by (partition, offset).
+    Returns records sorted by (partition, offset). ``security`` adds librdkafka settings
+    (security.protocol, ssl.ca.location, sasl.*) to read through the same TLS/SASL path.
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -51,6 +53,7 @@ def read_topic(
             "fetch.wait.max.ms": 50,
             # Verify every batch's CRC on the consumer side too: a corrupt batch is an error, not data.
             "check.crcs": True,
+            **(security or {}),
         }
     )
     transient = {KafkaError._PARTITION_EOF, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}

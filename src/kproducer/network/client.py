@@ -12,16 +12,24 @@ import logging
 import math
 import random
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kproducer.errors import ConfigError, IllegalStateError, KafkaTimeoutError, NetworkError
+from kproducer.errors import (
+    AuthenticationError,
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    NetworkError,
+    SslAuthenticationError,
+)
 from kproducer.metadata import Metadata
 from kproducer.network import protocol
-from kproducer.network.connection import ConnectionState, KafkaConnection, ProtocolError
+from kproducer.network.connection import AuthenticationFailed, ConnectionState, KafkaConnection, ProtocolError
 from kproducer.network.protocol import ApiKey
 from kproducer.network.selector import Selector
 from kproducer.structs import Node
@@ -32,6 +40,7 @@ __all__ = [
     "ClientResponse",
     "ExponentialBackoff",
     "parse_bootstrap_servers",
+    "security_options",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,6 +104,22 @@ def _describe_node(st: _NodeState) -> str:
         name = f"{st.host}:{st.port}" if st.host else address
         return f"bootstrap server {name}" + (f" ({address})" if address != name else "")
     return f"broker {st.node_id} ({address})"
+
+
+def security_options(cfg: Any) -> dict[str, Any]:
+    """NetworkClient keywords for a ProducerConfig's security.protocol: the SSLContext (built once,
+    reading every certificate and key file now) and the SASL settings."""
+    protocol_name = cfg.security_protocol
+    out: dict[str, Any] = {}
+    if protocol_name in ("SSL", "SASL_SSL"):
+        from kproducer.network.tls import build_ssl_context
+
+        out["ssl_context"] = build_ssl_context(cfg)
+    if protocol_name in ("SASL_PLAINTEXT", "SASL_SSL"):
+        from kproducer.network.sasl import resolve_sasl_settings
+
+        out["sasl"] = resolve_sasl_settings(cfg.as_dict(), mechanism_explicit=cfg.explicitly_set("sasl.mechanism"))
+    return out
 
 
 def _address(host: str, port: int) -> str:
@@ -204,10 +229,15 @@ class NetworkClient:
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        sasl: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
         bootstrap_warning_ms: int | None = None,
     ) -> None:
+        """``ssl_context`` turns on TLS (security.protocol SSL / SASL_SSL); ``sasl`` is a
+        ``sasl.SaslSettings`` (any mechanism), or ``sasl_mechanism``/``sasl_username``/
+        ``sasl_password`` give PLAIN credentials directly."""
         if client_dns_lookup not in ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"):
             raise ConfigError(
                 f"client.dns.lookup {client_dns_lookup!r} is not one of use_all_dns_ips, "
@@ -223,6 +253,9 @@ class NetworkClient:
         self.max_receive_size = max_receive_size
         self.client_dns_lookup = client_dns_lookup
         self._sasl = (sasl_mechanism, sasl_username, sasl_password)
+        self._sasl_settings = sasl
+        self._ssl_context = ssl_context
+        self._rng = rng
         self._clock = clock_ms
         self._reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, 0.2, rng)
         self._setup_timeout = ExponentialBackoff(
@@ -374,7 +407,7 @@ class NetworkClient:
     def can_send_more(self, node_id: int) -> bool:
         """Java's InFlightRequests.canSendMore: room in the window and the last send fully written."""
         st = self._nodes.get(node_id)
-        if st is None or st.conn is None:
+        if st is None or st.conn is None or st.conn.reauthenticating:
             return False
         n = len(self._in_flight.get(node_id, ()))
         return n == 0 or (n < self.max_in_flight and self._selector.pending_bytes(node_id) == 0)
@@ -452,13 +485,16 @@ class NetworkClient:
         family, addr = chosen
         st.current_address = f"{addr[0]}:{addr[1]}"
         sasl_mechanism, user, password = self._sasl
+        settings = self._sasl_settings
         st.conn = KafkaConnection(
             node_id,
             self.client_id,
             max_receive_size=self.max_receive_size,
-            sasl_mechanism=sasl_mechanism,
+            sasl_mechanism=settings.mechanism if settings is not None else sasl_mechanism,
             sasl_username=user,
             sasl_password=password,
+            authenticator_factory=settings.make if settings is not None else None,
+            rng=self._rng,
         )
         st.conn.start_connect(now)
         st.state = ConnectionState.CONNECTING
@@ -466,14 +502,34 @@ class NetworkClient:
         st.setup_timeout_ms = self._setup_timeout.backoff(st.failed_attempts)
         logger.debug("connecting to node %s at %s", node_id, st.current_address)
         try:
-            self._selector.connect(node_id, addr[0], addr[1], family)
+            if self._ssl_context is None:
+                self._selector.connect(node_id, addr[0], addr[1], family)
+            else:
+                self._selector.connect(
+                    node_id, addr[0], addr[1], family, ssl_context=self._ssl_context, server_hostname=node.host
+                )
         except OSError as e:
             self._connect_failed(st, now, str(e))
 
     def _connect_failed(self, st: _NodeState, now: int, reason: str) -> None:
         self._disconnected(st, now, reason)
 
-    def _disconnected(self, st: _NodeState, now: int, reason: str, *, timed_out: bool = False) -> None:
+    def _authentication_failed(self, st: _NodeState, now: int, error: AuthenticationError) -> None:
+        """A TLS handshake or SASL exchange failed: waiting callers end with ``error`` (Java's
+        AuthenticationException); it is logged at WARNING with the broker and the cause, once until
+        the broker accepts the client (see ``_disconnected``)."""
+        self.metadata.record_authentication_failure(error)
+        self._disconnected(st, now, error.message, error=error)
+
+    def _disconnected(
+        self,
+        st: _NodeState,
+        now: int,
+        reason: str,
+        *,
+        timed_out: bool = False,
+        error: Exception | None = None,
+    ) -> None:
         """Close a node's connection, fail its in-flight requests and schedule the reconnect backoff."""
         was_ready = st.state is ConnectionState.READY
         if st.state in (
@@ -497,8 +553,9 @@ class NetworkClient:
             if st.unreachable_since_ms < 0:
                 st.unreachable_since_ms = now
                 logger.warning(
-                    "%s is unreachable: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
+                    "%s %s: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
                     _describe_node(st),
+                    "refused this client" if isinstance(error, AuthenticationError) else "is unreachable",
                     reason,
                     self._reconnect.max_ms,
                 )
@@ -510,7 +567,9 @@ class NetworkClient:
         self._unwritten.pop(st.node_id, None)
         for req in pending.values():
             err: Exception
-            if timed_out:
+            if error is not None:
+                err = error
+            elif timed_out:
                 err = KafkaTimeoutError(f"request to node {st.node_id} timed out: {reason}")
             else:
                 err = NetworkError(f"connection to node {st.node_id} lost: {reason}")
@@ -527,7 +586,7 @@ class NetworkClient:
             )
         if self._metadata_in_flight is not None and self._metadata_in_flight[0] == st.node_id:
             self._metadata_in_flight = None
-            self.metadata.handle_failure(now, NetworkError(reason))
+            self.metadata.handle_failure(now, error if error is not None else NetworkError(reason))
 
     def disconnect(self, node_id: int, now: int | None = None) -> None:
         st = self._nodes.get(node_id)
@@ -688,6 +747,12 @@ class NetworkClient:
                 continue
             try:
                 responses = st.conn.receive_data(data, now)
+            except AuthenticationFailed as e:
+                err = e.error
+                self._authentication_failed(
+                    st, now, err if isinstance(err, AuthenticationError) else AuthenticationError(str(err))
+                )
+                continue
             except ProtocolError as e:
                 logger.error("node %s: %s", node_id, e)
                 self._disconnected(st, now, str(e))
@@ -702,6 +767,7 @@ class NetworkClient:
             if st.state is not ConnectionState.READY and st.conn.state is ConnectionState.READY:
                 st.state = ConnectionState.READY
                 self._states_version += 1
+                self.metadata.record_authentication_failure(None)
                 logger.debug("node %s ready; versions %s", node_id, st.conn.api_versions)
                 if st.unreachable_since_ms >= 0:
                     logger.warning(
@@ -732,7 +798,16 @@ class NetworkClient:
         for node_id, reason in result.disconnected:
             st = self._nodes.get(node_id)
             if st is not None and st.state is not ConnectionState.DISCONNECTED:
-                self._disconnected(st, now, reason)
+                if st.state is ConnectionState.CHECKING_API_VERSIONS and self._ssl_context is None:
+                    reason += (
+                        " before it answered ApiVersions (if this is a TLS listener, set "
+                        "security.protocol to SSL or SASL_SSL)"
+                    )
+                if node_id in result.handshake_failed:
+                    self._authentication_failed(st, now, SslAuthenticationError(reason))
+                else:
+                    self._disconnected(st, now, reason)
+        self._maybe_reauthenticate(now)
         self._handle_timeouts(now)
         if not self._ever_ready and self._bootstrap_warning_ms is not None and self._first_attempt_ms >= 0:
             self._maybe_warn_no_bootstrap(now)
@@ -755,6 +830,15 @@ class NetworkClient:
                 self.metadata.describe_reachability(),
             )
             self._bootstrap_warning_ms = None  # once
+
+    def _maybe_reauthenticate(self, now: int) -> None:
+        """KIP-368: renew the SASL session of every ready connection whose renewal time has come."""
+        if self._sasl_settings is None and self._sasl[0] is None:
+            return
+        for node_id, st in self._nodes.items():
+            conn = st.conn
+            if st.state is ConnectionState.READY and conn is not None and conn.maybe_begin_reauthentication(now):
+                self._selector.send(node_id, conn.data_to_send())
 
     def _complete_written(self, bytes_written: dict[int, int], now: int) -> None:
         """Complete the acks=0 requests whose bytes are all on the socket now, in send order."""
@@ -779,6 +863,8 @@ class NetworkClient:
         for st in self._nodes.values():
             if st.state is not ConnectionState.DISCONNECTED and st.state is not ConnectionState.READY:
                 best = min(best, st.last_attempt_ms + st.setup_timeout_ms - now)
+            elif st.conn is not None and st.conn.reauthenticate_at_ms >= 0:
+                best = min(best, st.conn.reauthenticate_at_ms - now)
         return max(0, best)
 
     def _handle_timeouts(self, now: int) -> None:
@@ -786,7 +872,30 @@ class NetworkClient:
             if st.state is ConnectionState.DISCONNECTED:
                 continue
             if st.state is not ConnectionState.READY and now - st.last_attempt_ms >= st.setup_timeout_ms:
+                if self._selector.is_handshaking(st.node_id):
+                    # A plaintext listener never answers a ClientHello (a Kafka broker closes, some
+                    # brokers just wait): name that likely cause instead of a bare timeout.
+                    address = st.current_address or f"{st.host}:{st.port}"
+                    self._authentication_failed(
+                        st,
+                        now,
+                        SslAuthenticationError(
+                            f"TLS handshake with {st.host} ({address}) did not finish within "
+                            f"{st.setup_timeout_ms} ms (socket.connection.setup.timeout.ms): the broker "
+                            "sent no TLS answer; is this a plaintext listener? (security.protocol is SSL "
+                            "or SASL_SSL)"
+                        ),
+                    )
+                    continue
                 self._disconnected(st, now, f"connection setup timed out after {st.setup_timeout_ms} ms")
+                continue
+            conn = st.conn
+            if (
+                conn is not None
+                and conn.reauthenticating
+                and now - conn.reauth_started_ms >= self.request_timeout_ms
+            ):
+                self._disconnected(st, now, "SASL re-authentication timed out; closing the connection")
                 continue
             reqs = self._in_flight.get(st.node_id)
             if reqs and any(

@@ -3,7 +3,8 @@
 It frames requests (int32 size prefix), hands out correlation ids, matches
 responses to in-flight requests in order, negotiates API versions
 (ApiVersions first, then the highest version both sides support) and runs the
-SASL/PLAIN exchange. The I/O layer (``selector``) only moves bytes; the
+SASL exchange (any mechanism of ``sasl``, and KIP-368 re-authentication before the
+session the broker granted ends). The I/O layer (``selector``) only moves bytes; the
 NetworkClient decides when to connect, time out and back off.
 """
 
@@ -11,17 +12,25 @@ from __future__ import annotations
 
 import enum
 import logging
+import random
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kproducer.errors import error_for_code
+from kproducer.errors import AuthenticationError, KafkaError, SslAuthenticationError, error_for_code
 from kproducer.network import protocol
 from kproducer.network.protocol import ApiKey, Buffer, ProtocolError
 
-__all__ = ["ConnectionState", "KafkaConnection", "InFlightRequest", "Response", "ProtocolError"]
+__all__ = [
+    "AuthenticationFailed",
+    "ConnectionState",
+    "KafkaConnection",
+    "InFlightRequest",
+    "Response",
+    "ProtocolError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +39,15 @@ DEFAULT_MAX_RECEIVE_SIZE = 100 * 1024 * 1024
 # so that a broker answering them anyway (Tansu does) is not reported as unknown ids.
 NO_RESPONSE_IDS_REMEMBERED = 1024
 _I32 = struct.Struct(">i")
+
+
+class AuthenticationFailed(ProtocolError):
+    """The broker refused this client's credentials or mechanism: ``error`` is the KafkaError
+    (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM...) that waiting records end with."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class ConnectionState(enum.Enum):
@@ -76,16 +94,36 @@ class KafkaConnection:
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        authenticator_factory: Callable[[], Any] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
-        if sasl_mechanism is not None and sasl_mechanism != "PLAIN":
-            raise ValueError(f"unsupported SASL mechanism {sasl_mechanism!r} (only PLAIN)")
+        if authenticator_factory is None and sasl_mechanism is not None:
+            if sasl_mechanism != "PLAIN":
+                raise ValueError(
+                    f"SASL mechanism {sasl_mechanism!r} needs an authenticator_factory "
+                    "(only PLAIN is built from a user name and password here)"
+                )
+            from kproducer.network.sasl import PlainAuthenticator
+
+            user, password = sasl_username or "", sasl_password or ""
+            authenticator_factory = lambda: PlainAuthenticator(user, password)  # noqa: E731
         self.node_id = node_id
         self.client_id = client_id
         self.max_receive_size = max_receive_size
         self.client_versions = client_versions
-        self.sasl_mechanism = sasl_mechanism
-        self._sasl_user = sasl_username or ""
-        self._sasl_password = sasl_password or ""
+        self._authenticator_factory = authenticator_factory
+        self._authenticator: Any = None
+        self.sasl_mechanism = (
+            sasl_mechanism if sasl_mechanism is not None or authenticator_factory is None
+            else authenticator_factory().mechanism
+        )
+        self._rng = rng or random.Random()
+        # KIP-368: when the current SASL session must be renewed (-1: never), and whether it is.
+        self.session_expires_ms = -1
+        self.reauthenticate_at_ms = -1
+        self.reauthenticating = False
+        self.reauth_started_ms = -1
+        self.reauthentications = 0
         self.state = ConnectionState.DISCONNECTED
         self.api_versions: dict[int, int] = {}
         self.broker_api_versions: dict[int, tuple[int, int]] = {}
@@ -127,10 +165,35 @@ class KafkaConnection:
         self._inbound = bytearray()
         self.api_versions = {}
         self.broker_api_versions = {}
+        self._authenticator = None
+        self.session_expires_ms = -1
+        self.reauthenticate_at_ms = -1
+        self.reauthenticating = False
 
     @property
     def is_ready(self) -> bool:
-        return self.state is ConnectionState.READY
+        """Ready for requests from outside: connected, authenticated, and not re-authenticating."""
+        return self.state is ConnectionState.READY and not self.reauthenticating
+
+    def maybe_begin_reauthentication(self, now: int) -> bool:
+        """KIP-368: start a new SASL exchange on this connection when its session is due.
+
+        Requests already in flight are answered first (a connection's answers come in order), and
+        nothing new is sent until the exchange ends, so no batch is lost or reordered by it.
+        """
+        if (
+            self.state is not ConnectionState.READY
+            or self.reauthenticating
+            or self.reauthenticate_at_ms < 0
+            or now < self.reauthenticate_at_ms
+        ):
+            return False
+        logger.debug("node %s: re-authenticating (KIP-368) before the session ends", self.node_id)
+        self.reauthenticating = True
+        self.reauth_started_ms = now
+        self.reauthenticate_at_ms = -1
+        self._send_sasl_handshake(now)
+        return True
 
     # ------------------------------------------------------------- sending
     def _correlation_id(self) -> int:
@@ -152,9 +215,11 @@ class KafkaConnection:
             int(body.api_key) if isinstance(body, protocol.ProduceRequestData) else int(body.__api_key__)
         )
         version = protocol.body_version(api_key, body)
-        if not internal and self.state is not ConnectionState.READY:
+        if not internal and (self.state is not ConnectionState.READY or self.reauthenticating):
             raise ProtocolError(
-                f"node {self.node_id} is {self.state.value}, not ready to send {ApiKey(api_key).name}"
+                f"node {self.node_id} is "
+                f"{'re-authenticating' if self.reauthenticating else self.state.value}, "
+                f"not ready to send {ApiKey(api_key).name}"
             )
         cid = self._correlation_id()
         self._outbound.extend(protocol.encode_request(api_key, version, cid, self.client_id, body))
@@ -206,6 +271,14 @@ class KafkaConnection:
             while len(buf) - pos >= 4:
                 (size,) = _I32.unpack_from(buf, pos)
                 if size < 4 or size > self.max_receive_size:
+                    if buf[pos] in (0x15, 0x16) and buf[pos + 1] == 0x03:
+                        # A TLS record (alert or handshake) where a Kafka frame should be.
+                        raise AuthenticationFailed(
+                            SslAuthenticationError(
+                                f"node {self.node_id} answered with TLS: its listener expects TLS, but "
+                                "security.protocol is PLAINTEXT or SASL_PLAINTEXT (use SSL or SASL_SSL)"
+                            )
+                        )
                     raise ProtocolError(
                         f"invalid frame size {size} from node {self.node_id} "
                         f"(must be 4..{self.max_receive_size}); closing the connection"
@@ -293,7 +366,7 @@ class KafkaConnection:
             self.broker_api_versions = broker
             self.api_versions = protocol.negotiate(broker, self.client_versions)
             logger.debug("node %s: negotiated %s", self.node_id, self.api_versions)
-            if self.sasl_mechanism is None:
+            if self._authenticator_factory is None:
                 self.state = ConnectionState.READY
                 return
             if (
@@ -304,30 +377,74 @@ class KafkaConnection:
                     f"node {self.node_id} does not support SaslHandshake v1 / SaslAuthenticate"
                 )
             self.state = ConnectionState.AUTHENTICATING
-            hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)
-            self.send_request(hs, now, internal=True)
+            self._send_sasl_handshake(now)
         elif head.api_key == ApiKey.SASL_HANDSHAKE:
             code = int(body.error_code)
             if code == 33:  # UNSUPPORTED_SASL_MECHANISM
-                raise ProtocolError(
-                    f"node {self.node_id} rejected SASL mechanism {self.sasl_mechanism} "
-                    f"(UNSUPPORTED_SASL_MECHANISM, error 33; enabled: {list(body.mechanisms)})"
+                raise AuthenticationFailed(
+                    error_for_code(
+                        code,
+                        f"node {self.node_id} rejected SASL mechanism {self.sasl_mechanism}; "
+                        f"the broker enables {', '.join(body.mechanisms) or 'none'}",
+                    )
                 )
             if code != 0:
-                raise ProtocolError(
-                    f"node {self.node_id}: SaslHandshake for {self.sasl_mechanism} failed with "
-                    f"{error_for_code(code).name} (error {code})"
+                raise AuthenticationFailed(
+                    error_for_code(
+                        code,
+                        f"node {self.node_id}: SaslHandshake for {self.sasl_mechanism} failed",
+                    )
                 )
-            token = b"\x00" + self._sasl_user.encode() + b"\x00" + self._sasl_password.encode()
-            v = self.api_versions[ApiKey.SASL_AUTHENTICATE]
-            self.send_request(
-                protocol.request_class(ApiKey.SASL_AUTHENTICATE, v)(auth_bytes=token), now, internal=True
-            )
+            try:
+                self._authenticator = self._authenticator_factory()  # type: ignore[misc]
+                token = self._authenticator.first_message()
+            except AuthenticationError as e:
+                raise AuthenticationFailed(
+                    type(e)(f"node {self.node_id}: {self.sasl_mechanism}: {e.message}")
+                ) from e
+            self._send_sasl_authenticate(token, now)
         elif head.api_key == ApiKey.SASL_AUTHENTICATE:
-            if int(body.error_code) != 0:
-                code = int(body.error_code)
-                raise ProtocolError(
-                    f"node {self.node_id}: SASL authentication failed with {error_for_code(code).name} "
-                    f"(error {code}): {body.error_message}"
+            code = int(body.error_code)
+            auth = self._authenticator
+            if code != 0:
+                detail = auth.failure_detail() if auth is not None else ""
+                raise AuthenticationFailed(
+                    error_for_code(
+                        code,
+                        f"node {self.node_id}: SASL {self.sasl_mechanism} authentication failed: "
+                        f"{body.error_message or 'no message from the broker'}"
+                        + (f" (broker said: {detail})" if detail else ""),
+                    )
                 )
+            try:
+                reply = auth.evaluate(bytes(body.auth_bytes or b""))
+            except AuthenticationError as e:
+                raise AuthenticationFailed(type(e)(f"node {self.node_id}: {e.message}")) from e
+            if reply is not None:
+                self._send_sasl_authenticate(reply, now)
+                return
+            lifetime = getattr(body, "session_lifetime", None)
+            lifetime_ms = int(lifetime.total_seconds() * 1000) if lifetime is not None else 0
+            if lifetime_ms > 0:
+                # As Java's client: renew at a random point in 85-95% of the session, so that many
+                # clients do not all come back at once.
+                self.session_expires_ms = now + lifetime_ms
+                self.reauthenticate_at_ms = now + int(lifetime_ms * self._rng.uniform(0.85, 0.95))
+            else:
+                self.session_expires_ms = self.reauthenticate_at_ms = -1
+            if self.reauthenticating:
+                self.reauthenticating = False
+                self.reauthentications += 1
+                logger.debug("node %s: re-authenticated; next session ends in %d ms", self.node_id, lifetime_ms)
+            self._authenticator = None
             self.state = ConnectionState.READY
+
+    def _send_sasl_handshake(self, now: int) -> None:
+        hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)
+        self.send_request(hs, now, internal=True)
+
+    def _send_sasl_authenticate(self, token: bytes, now: int) -> None:
+        v = self.api_versions[ApiKey.SASL_AUTHENTICATE]
+        self.send_request(
+            protocol.request_class(ApiKey.SASL_AUTHENTICATE, v)(auth_bytes=token), now, internal=True
+        )

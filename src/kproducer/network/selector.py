@@ -4,6 +4,13 @@
 ``wakeup()`` a blocked ``poll``. Sends are lists of buffers written with
 ``socket.sendmsg`` so that record batches are never joined into one blob.
 Only the Sender thread calls anything here except ``wakeup()``.
+
+TLS lives here and nowhere else: a connection given an ``ssl.SSLContext`` is wrapped once its TCP
+connect completes (``do_handshake_on_connect=False``) and the handshake is driven by readiness like
+any other I/O, so it never blocks the Sender. The connection is reported connected only after the
+handshake, which keeps it under the client's connection-setup timeout. ``SSLSocket`` has no
+``sendmsg``: small buffers are joined (up to 64 KiB) into one TLS write instead, and a write that
+OpenSSL asked to retry is retried with the very same buffer, as it requires.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import itertools
 import logging
 import selectors
 import socket
+import ssl
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -24,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 _IOV_MAX = 512
 _RECV_CHUNK = 256 * 1024
+# Small buffers (request headers, small batches) are joined up to this size into one TLS write.
+_TLS_JOIN = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -34,15 +44,36 @@ class PollResult:
     sends_completed: list[int] = field(default_factory=list)
     # Per connection written to in this poll: its running total of bytes written (see bytes_sent).
     bytes_written: dict[int, int] = field(default_factory=dict)
+    # Connections in ``disconnected`` whose TLS handshake failed (an authentication failure).
+    handshake_failed: set[int] = field(default_factory=set)
 
 
 class _Channel:
-    __slots__ = ("conn_id", "sock", "connecting", "pending", "pending_bytes", "written_bytes", "address")
+    __slots__ = (
+        "conn_id",
+        "sock",
+        "connecting",
+        "pending",
+        "pending_bytes",
+        "written_bytes",
+        "address",
+        "tls_context",
+        "server_hostname",
+        "handshaking",
+        "tls",
+        "tls_retry",
+    )
 
     def __init__(self, conn_id: int, sock: socket.socket, address: tuple[str, int]) -> None:
         self.conn_id = conn_id
-        self.sock = sock
+        self.sock: socket.socket = sock
         self.connecting = True
+        self.tls_context: ssl.SSLContext | None = None
+        self.server_hostname: str | None = None
+        self.handshaking = False
+        self.tls = False
+        # OpenSSL asked to retry a write: the head buffer must not change until it succeeds.
+        self.tls_retry = False
         self.pending: deque[memoryview] = deque()
         self.pending_bytes = 0
         self.written_bytes = 0
@@ -65,8 +96,19 @@ class Selector:
         self._closed = False
 
     # ------------------------------------------------------------- connections
-    def connect(self, conn_id: int, host: str, port: int, family: int = socket.AF_INET) -> None:
-        """Start a non-blocking connect; completion is reported by ``poll``."""
+    def connect(
+        self,
+        conn_id: int,
+        host: str,
+        port: int,
+        family: int = socket.AF_INET,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> None:
+        """Start a non-blocking connect; completion (after the TLS handshake, with a context) is
+        reported by ``poll``. ``server_hostname`` is the name the certificate must match and the
+        SNI sent (the broker's advertised host, not the address it resolved to)."""
         if conn_id in self._channels:
             raise ValueError(f"connection {conn_id} already exists")
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -78,6 +120,8 @@ class Selector:
         if self._receive_buffer_bytes != -1:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
         ch = _Channel(conn_id, sock, (host, port))
+        ch.tls_context = ssl_context
+        ch.server_hostname = server_hostname or host
         rc = sock.connect_ex((host, port))
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
             sock.close()
@@ -94,6 +138,11 @@ class Selector:
         except (KeyError, ValueError):
             pass
         ch.sock.close()
+
+    def is_handshaking(self, conn_id: int) -> bool:
+        """Whether the connection's TCP connect is done but its TLS handshake is not."""
+        ch = self._channels.get(conn_id)
+        return ch is not None and ch.handshaking
 
     def is_connected(self, conn_id: int) -> bool:
         ch = self._channels.get(conn_id)
@@ -146,7 +195,7 @@ class Selector:
         # Try writing first: most sends complete without waiting for the selector.
         for ch in list(self._channels.values()):
             if not ch.connecting and ch.pending:
-                self._write(ch, result)
+                self._write_tls(ch, result) if ch.tls else self._write(ch, result)
         events = self._sel.select(max(0.0, timeout_s))
         for key, mask in events:
             ch = key.data
@@ -164,6 +213,9 @@ class Selector:
                 continue
             if ch.conn_id not in self._channels:
                 continue
+            if ch.handshaking:
+                self._handshake(ch, result)
+                continue
             if ch.connecting:
                 if mask & selectors.EVENT_WRITE:
                     err = ch.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -176,6 +228,9 @@ class Selector:
                             )
                         )
                         continue
+                    if ch.tls_context is not None:
+                        self._start_tls(ch, result)
+                        continue
                     ch.connecting = False
                     result.connected.append(ch.conn_id)
                     self._update_interest(ch)
@@ -185,15 +240,115 @@ class Selector:
                 if ch.conn_id not in self._channels:
                     continue
             if mask & selectors.EVENT_WRITE and ch.pending:
-                self._write(ch, result)
+                self._write_tls(ch, result) if ch.tls else self._write(ch, result)
         return result
+
+    # ------------------------------------------------------------- TLS
+    def _start_tls(self, ch: _Channel, result: PollResult) -> None:
+        assert ch.tls_context is not None
+        self._sel.unregister(ch.sock)
+        try:
+            ch.sock = ch.tls_context.wrap_socket(
+                ch.sock, server_side=False, do_handshake_on_connect=False, server_hostname=ch.server_hostname
+            )
+        except (ssl.SSLError, OSError, ValueError) as e:
+            ch.sock.close()
+            self._channels.pop(ch.conn_id, None)
+            result.disconnected.append((ch.conn_id, f"TLS set-up for {ch.address[0]}:{ch.address[1]} failed: {e}"))
+            result.handshake_failed.add(ch.conn_id)
+            return
+        ch.tls = True
+        ch.handshaking = True
+        self._sel.register(ch.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, ch)
+        self._handshake(ch, result)
+
+    def _handshake(self, ch: _Channel, result: PollResult) -> None:
+        sock = ch.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._set_events(ch, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_events(ch, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLError, OSError) as e:
+            from kproducer.network.tls import describe_tls_error
+
+            self.close(ch.conn_id)
+            address = f"{ch.server_hostname} ({ch.address[0]}:{ch.address[1]})"
+            result.disconnected.append((ch.conn_id, describe_tls_error(e, address)))
+            result.handshake_failed.add(ch.conn_id)
+            return
+        ch.handshaking = False
+        ch.connecting = False
+        logger.debug(
+            "connection %s: TLS established (%s, %s)", ch.conn_id, sock.version(), (sock.cipher() or ("?",))[0]
+        )
+        result.connected.append(ch.conn_id)
+        self._update_interest(ch)
+
+    def _set_events(self, ch: _Channel, events: int) -> None:
+        try:
+            self._sel.modify(ch.sock, events, ch)
+        except (KeyError, ValueError):
+            pass
+
+    def _write_tls(self, ch: _Channel, result: PollResult) -> None:
+        pending = ch.pending
+        sock = ch.sock
+        while pending:
+            head = pending[0]
+            if not ch.tls_retry and head.nbytes < _TLS_JOIN and len(pending) > 1:
+                parts = [pending.popleft()]
+                size = head.nbytes
+                while pending and size + pending[0].nbytes <= _TLS_JOIN:
+                    nxt = pending.popleft()
+                    parts.append(nxt)
+                    size += nxt.nbytes
+                head = memoryview(b"".join(parts))
+                pending.appendleft(head)
+            try:
+                sent = sock.send(head)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+                ch.tls_retry = True
+                break
+            except OSError as e:
+                self.close(ch.conn_id)
+                result.disconnected.append((ch.conn_id, f"write failed: {e}"))
+                return
+            ch.tls_retry = False
+            ch.pending_bytes -= sent
+            ch.written_bytes += sent
+            result.bytes_written[ch.conn_id] = ch.written_bytes
+            if sent >= head.nbytes:
+                pending.popleft()
+            else:
+                pending[0] = head[sent:]
+        if not pending:
+            result.sends_completed.append(ch.conn_id)
+        self._update_interest(ch)
 
     def _read(self, ch: _Channel, result: PollResult) -> None:
         chunks: list[bytes] = []
+        tls = ch.tls
         while True:
             try:
                 data = ch.sock.recv(_RECV_CHUNK)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except ssl.SSLZeroReturnError:
+                data = b""
+            except ssl.SSLError as e:
+                # With TLS 1.3 a broker refuses a client certificate after the client's side of the
+                # handshake ended: the alert arrives here, and is as much a handshake failure.
+                from kproducer.network.tls import describe_tls_error
+
+                self.close(ch.conn_id)
+                address = f"{ch.server_hostname} ({ch.address[0]}:{ch.address[1]})"
+                result.disconnected.append((ch.conn_id, describe_tls_error(e, address)))
+                result.handshake_failed.add(ch.conn_id)
                 break
             except OSError as e:
                 self.close(ch.conn_id)
@@ -206,7 +361,8 @@ class Selector:
                 result.disconnected.append((ch.conn_id, "connection closed by the broker"))
                 return
             chunks.append(data)
-            if len(data) < _RECV_CHUNK:
+            # A TLS socket can hold decrypted bytes the selector does not see: read until it says so.
+            if len(data) < _RECV_CHUNK and not tls:
                 break
         if chunks:
             result.received.append((ch.conn_id, b"".join(chunks)))

@@ -1,0 +1,459 @@
+"""SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) over plaintext and TLS, against a real SASL server side.
+
+The SASL front (tests/support/sasl_front.py) authenticates with an independent implementation
+(scramp's server for SCRAM, a token table for OAUTHBEARER) and relays to Tansu; stunnel in front of
+it gives SASL_SSL. The front is first checked with confluent-kafka and kafka-python as clients.
+Records are read back by confluent-kafka through the same TLS/SASL path and compared exactly.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kproducer import Producer
+from kproducer.config import ProducerConfig
+from kproducer.errors import (
+    AuthenticationError,
+    ConfigError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from kproducer.network.sasl import parse_jaas_config
+from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
+from tests.support.readback import read_topic
+from tests.support.sasl_front import SaslFront
+from tests.support.tls import Certificates, Stunnel
+
+USER, PASSWORD = "alice", "alice-s3cret"
+TOKEN = "token-for-alice"
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+class SaslBroker:
+    """Tansu behind the SASL front (and stunnel when ``tls``), advertising the outermost port."""
+
+    def __init__(
+        self,
+        certificates: Certificates | None = None,
+        *,
+        mechanisms: tuple[str, ...] = MECHANISMS,
+        session_lifetime_ms: int = 0,
+    ) -> None:
+        outer = free_port()
+        self.tls = certificates is not None
+        self.broker: EmbeddedBroker = start_embedded_broker(advertised_port=outer, cluster_id="kproducer-sasl")
+        self.stunnel: Stunnel | None = None
+        try:
+            self.front = SaslFront(
+                self.broker.port,
+                mechanisms=mechanisms,
+                users={USER: PASSWORD},
+                session_lifetime_ms=session_lifetime_ms,
+                port=0 if self.tls else outer,
+            )
+            self.front.issue_token(TOKEN, USER, 3600)
+            if certificates is not None:
+                self.stunnel = Stunnel(self.front.port, certificates.server, port=outer)
+        except BaseException:
+            self.stop()
+            raise
+        self.bootstrap = f"127.0.0.1:{outer}"
+        self.certificates = certificates
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+
+    def librdkafka(self, mechanism: str) -> dict[str, Any]:
+        """confluent-kafka settings for the same path (the independent reader)."""
+        conf: dict[str, Any] = {"security.protocol": self.protocol, "sasl.mechanism": mechanism}
+        if mechanism == "OAUTHBEARER":
+            conf["oauth_cb"] = lambda _cfg: (TOKEN, time.time() + 3600)
+        else:
+            conf.update({"sasl.username": USER, "sasl.password": PASSWORD})
+        if self.certificates is not None:
+            conf["ssl.ca.location"] = str(self.certificates.ca)
+        return conf
+
+    def kproducer(self, mechanism: str, **extra: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.protocol,
+            "sasl.mechanism": mechanism,
+            "max.block.ms": 20000,
+        }
+        if mechanism == "OAUTHBEARER":
+            conf["sasl.oauthbearer.token.provider"] = lambda: (TOKEN, time.time() + 3600)
+        else:
+            conf.update({"sasl.username": USER, "sasl.password": PASSWORD})
+        if self.certificates is not None:
+            conf["ssl.truststore.location"] = str(self.certificates.ca)
+        conf.update(extra)
+        return conf
+
+    def stop(self) -> None:
+        if self.stunnel is not None:
+            self.stunnel.stop()
+        if getattr(self, "front", None) is not None:
+            self.front.close()
+        self.broker.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_plaintext() -> Iterator[SaslBroker]:
+    b = SaslBroker()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(certificates: Certificates) -> Iterator[SaslBroker]:
+    b = SaslBroker(certificates)
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(params=["SASL_PLAINTEXT", "SASL_SSL"])
+def sasl_broker(request: pytest.FixtureRequest) -> SaslBroker:
+    return request.getfixturevalue("sasl_plaintext" if request.param == "SASL_PLAINTEXT" else "sasl_ssl")
+
+
+def _produce(config: dict[str, Any], topic: str, n: int) -> list[Any]:
+    with Producer(config) as p:
+        futures = [
+            p.send(topic, f"value-{i}".encode(), key=f"key-{i % 5}".encode(), headers=[("n", str(i).encode())])
+            for i in range(n)
+        ]
+        p.flush(30)
+        return [f.result(30) for f in futures]
+
+
+def _assert_read_back(metas: list[Any], back: list[Any]) -> None:
+    expected = sorted(
+        (m.partition, m.offset, f"key-{i % 5}".encode(), f"value-{i}".encode(), [("n", str(i).encode())])
+        for i, m in enumerate(metas)
+    )
+    assert [(r.partition, r.offset, r.key, r.value, r.headers) for r in back] == expected
+
+
+# ------------------------------------------------------------------ the front itself, with peers
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_front_accepts_confluent_kafka(mechanism: str, sasl_broker: SaslBroker, topic_name: str) -> None:
+    from confluent_kafka import Producer as CProducer
+
+    p = CProducer({"bootstrap.servers": sasl_broker.bootstrap, **sasl_broker.librdkafka(mechanism)})
+    results: list[Any] = []
+    p.produce(topic_name, b"from-librdkafka", on_delivery=lambda err, msg: results.append(err))
+    p.flush(30)
+    assert results == [None]
+    assert (mechanism, USER) in sasl_broker.front.stats.authentications
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_front_accepts_kafka_python(mechanism: str, sasl_plaintext: SaslBroker, topic_name: str) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(
+        bootstrap_servers=sasl_plaintext.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=USER,
+        sasl_plain_password=PASSWORD,
+    )
+    try:
+        assert p.send(topic_name, b"from-kafka-python").get(30).offset >= 0
+    finally:
+        p.close()
+
+
+def test_front_refuses_a_wrong_scram_password_from_confluent_kafka(sasl_plaintext: SaslBroker, topic_name: str) -> None:
+    from confluent_kafka import Producer as CProducer
+
+    before = len(sasl_plaintext.front.stats.failures)
+    conf = dict(sasl_plaintext.librdkafka("SCRAM-SHA-256"), **{"sasl.password": "wrong"})
+    p = CProducer({"bootstrap.servers": sasl_plaintext.bootstrap, "message.timeout.ms": 1500, **conf})
+    results: list[Any] = []
+    p.produce(topic_name, b"x", on_delivery=lambda err, msg: results.append(err))
+    p.flush(30)
+    assert results and results[0] is not None
+    assert any("invalid-proof" in f for f in sasl_plaintext.front.stats.failures[before:])
+
+
+# ------------------------------------------------------------------ kproducer: mechanism x protocol
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kproducer_mechanism_over_protocol_reads_back_exactly(
+    mechanism: str, sasl_broker: SaslBroker, topic_name: str
+) -> None:
+    metas = _produce(sasl_broker.kproducer(mechanism), topic_name, 60)
+    back = read_topic(sasl_broker.bootstrap, topic_name, 60, security=sasl_broker.librdkafka(mechanism))
+    _assert_read_back(metas, back)
+    assert (mechanism, USER) in sasl_broker.front.stats.authentications
+
+
+@pytest.mark.parametrize(
+    "mechanism, jaas",
+    [
+        ("PLAIN", f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{USER}" password="{PASSWORD}";'),
+        (
+            "SCRAM-SHA-512",
+            f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" password="{PASSWORD}";',
+        ),
+    ],
+)
+def test_credentials_from_jaas_config(mechanism: str, jaas: str, sasl_plaintext: SaslBroker, topic_name: str) -> None:
+    conf = sasl_plaintext.kproducer(mechanism)
+    del conf["sasl.username"], conf["sasl.password"]
+    conf["sasl.jaas.config"] = jaas
+    assert len(_produce(conf, topic_name, 3)) == 3
+
+
+class TokenEndpoint:
+    """An OAuth 2 token endpoint (client-credentials grant) on loopback, issuing tokens to the front."""
+
+    def __init__(self, front: SaslFront, client_id: str, secret: str, lifetime_s: int = 3600) -> None:
+        self.requests: list[dict[str, str]] = []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                import base64
+                import urllib.parse
+
+                length = int(self.headers.get("Content-Length", 0))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                endpoint.requests.append(form)
+                auth = self.headers.get("Authorization", "")
+                expected = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+                if auth != expected or form.get("grant_type") != "client_credentials":
+                    self.send_response(401)
+                    self.end_headers()
+                    self.wfile.write(b'{"error":"invalid_client"}')
+                    return
+                token = f"oidc-token-{len(endpoint.requests)}"
+                front.issue_token(token, client_id, lifetime_s)
+                body = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": lifetime_s}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_oidc_client_credentials_flow(sasl_plaintext: SaslBroker, topic_name: str) -> None:
+    endpoint = TokenEndpoint(sasl_plaintext.front, "kproducer-app", "app-secret")
+    try:
+        conf = sasl_plaintext.kproducer("OAUTHBEARER")
+        del conf["sasl.oauthbearer.token.provider"]
+        conf.update(
+            {
+                "sasl.oauthbearer.token.endpoint.url": endpoint.url,
+                "sasl.oauthbearer.client.id": "kproducer-app",
+                "sasl.oauthbearer.client.secret": "app-secret",
+                "sasl.oauthbearer.scope": "kafka",
+            }
+        )
+        assert len(_produce(conf, topic_name, 3)) == 3
+        assert endpoint.requests and endpoint.requests[0] == {"grant_type": "client_credentials", "scope": "kafka"}
+        # The same through Java's JAAS line, as Spark users write it.
+        conf2 = sasl_plaintext.kproducer("OAUTHBEARER")
+        del conf2["sasl.oauthbearer.token.provider"], conf2["sasl.mechanism"]
+        conf2["sasl.oauthbearer.token.endpoint.url"] = endpoint.url
+        conf2["sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'clientId="kproducer-app" clientSecret="app-secret" scope="kafka";'
+        )
+        assert len(_produce(conf2, topic_name, 2)) == 2
+        # A refused client secret: the endpoint's answer is in the error.
+        conf3 = dict(conf, **{"sasl.oauthbearer.client.secret": "wrong-secret"})
+        err = _failure(conf3)
+        assert isinstance(err, AuthenticationError) and "HTTP 401" in str(err) and "invalid_client" in str(err)
+        assert "wrong-secret" not in str(err)
+    finally:
+        endpoint.close()
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _failure(config: dict[str, Any]) -> BaseException:
+    with Producer(config) as p:
+        err = p.send("never-written", b"v").exception(60)
+    assert err is not None
+    return err
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_wrong_password_fails_the_record(
+    mechanism: str, sasl_broker: SaslBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kproducer")
+    err = _failure(sasl_broker.kproducer(mechanism, **{"sasl.password": "not-the-password"}))
+    assert isinstance(err, SaslAuthenticationFailedError), repr(err)
+    assert f"SASL {mechanism} authentication failed" in str(err) and "SASL_AUTHENTICATION_FAILED" in str(err)
+    assert ("Invalid username or password" if mechanism == "PLAIN" else "invalid-proof") in str(err)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
+    assert warnings and sasl_broker.bootstrap in warnings[0]
+    assert all("not-the-password" not in r.getMessage() for r in caplog.records)
+
+
+def test_mechanism_the_broker_does_not_enable(topic_name: str) -> None:
+    broker = SaslBroker(mechanisms=("PLAIN", "OAUTHBEARER"))
+    try:
+        err = _failure(broker.kproducer("SCRAM-SHA-512"))
+        assert isinstance(err, UnsupportedSaslMechanismError)
+        assert "rejected SASL mechanism SCRAM-SHA-512; the broker enables PLAIN, OAUTHBEARER" in str(err)
+    finally:
+        broker.stop()
+
+
+def test_token_provider_that_raises(sasl_plaintext: SaslBroker) -> None:
+    def provider() -> Any:
+        raise RuntimeError("identity service unreachable")
+
+    err = _failure(sasl_plaintext.kproducer("OAUTHBEARER", **{"sasl.oauthbearer.token.provider": provider}))
+    assert isinstance(err, AuthenticationError)
+    assert "token provider raised RuntimeError: identity service unreachable" in str(err)
+
+
+def test_token_the_broker_refuses(sasl_plaintext: SaslBroker) -> None:
+    conf = sasl_plaintext.kproducer(
+        "OAUTHBEARER", **{"sasl.oauthbearer.token.provider": lambda: ("forged-token", time.time() + 600)}
+    )
+    err = _failure(conf)
+    assert isinstance(err, SaslAuthenticationFailedError)
+    assert "invalid token" in str(err) and '"status":"invalid_token"' in str(err)
+    assert "forged-token" not in str(err)
+
+
+@pytest.mark.parametrize(
+    "settings, words",
+    [
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256"}, "needs sasl.username and sasl.password"),
+        ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}, "needs sasl.oauthbearer.token.provider"),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+            "needs sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret",
+        ),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"b\";"},
+            "does not match sasl.mechanism PLAIN (set sasl.mechanism to SCRAM-SHA-256 or SCRAM-SHA-512)",
+        ),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": "com.example.Kerberos required;"},
+            "sasl.jaas.config names login module 'com.example.Kerberos'",
+        ),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2"'},
+            "must end with ';'",
+        ),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism must be one of PLAIN, SCRAM-SHA-256"),
+    ],
+)
+def test_bad_sasl_settings_fail_at_construction(settings: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig({"bootstrap.servers": "127.0.0.1:9", **settings})
+    assert words in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+def test_jaas_parser() -> None:
+    j = parse_jaas_config(
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="$ConnectionString" '
+        'password="Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=a\\"b=";'
+    )
+    assert j.kind == "PLAIN"
+    assert j.options == {
+        "username": "$ConnectionString",
+        "password": 'Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=a"b=',
+    }
+    assert "SharedAccessKey" not in repr(j)
+
+
+def test_sasl_secrets_never_show(caplog: pytest.LogCaptureFixture) -> None:
+    cfg = ProducerConfig(
+        {
+            "bootstrap.servers": "127.0.0.1:9",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="pw-jaas";',
+            "sasl.oauthbearer.client.secret": "pw-client",
+        }
+    )
+    text = repr(cfg) + str(cfg.as_dict()) + repr(cfg.originals)
+    assert "pw-jaas" not in text and "pw-client" not in text
+
+
+# ------------------------------------------------------------------ KIP-368 re-authentication
+
+
+def test_reauthentication_keeps_every_batch_in_order(topic_name: str) -> None:
+    """Sessions of 1.2 s while records flow for ~4 s: the connection re-authenticates before each
+    session ends (the front closes a connection used after its session), nothing is lost,
+    duplicated or reordered, and the token provider is asked again before its token expires."""
+    broker = SaslBroker(session_lifetime_ms=1200)
+    calls: list[float] = []
+
+    def provider() -> tuple[str, float]:
+        calls.append(time.time())
+        token = f"short-token-{len(calls)}"
+        broker.front.issue_token(token, USER, 2)
+        return token, time.time() + 2
+
+    try:
+        for mechanism, extra in (
+            ("SCRAM-SHA-256", {}),
+            ("OAUTHBEARER", {"sasl.oauthbearer.token.provider": provider}),
+        ):
+            topic = f"{topic_name}-{mechanism}"
+            conf = broker.kproducer(mechanism, **{"linger.ms": 5, "max.in.flight.requests.per.connection": 5}, **extra)
+            before = broker.front.stats.reauthentications
+            metas = []
+            with Producer(conf) as p:
+                futures = []
+                for i in range(80):  # ~4 s at 50 ms a step
+                    futures += [
+                        p.send(topic, f"value-{j}".encode(), key=f"key-{j % 5}".encode(), headers=[("n", str(j).encode())])
+                        for j in range(i * 10, i * 10 + 10)
+                    ]
+                    time.sleep(0.05)
+                p.flush(30)
+                metas = [f.result(30) for f in futures]
+            assert broker.front.stats.expired_requests == 0
+            assert broker.front.stats.reauthentications - before >= 2, broker.front.stats
+            back = read_topic(broker.bootstrap, topic, 800, security=broker.librdkafka("PLAIN"))
+            _assert_read_back(metas, back)
+            by_partition: dict[int, list[int]] = {}
+            for m, i in zip(metas, range(800), strict=True):
+                by_partition.setdefault(m.partition, []).append(i)
+            for p_, order in by_partition.items():
+                offsets = [metas[i].offset for i in order]
+                assert offsets == sorted(offsets), f"partition {p_} reordered"
+        assert len(calls) >= 2, "the token provider must be called again before its token expires"
+    finally:
+        broker.stop()
