@@ -27,84 +27,10 @@ from kproducer.errors import (
     UnsupportedSaslMechanismError,
 )
 from kproducer.network.sasl import parse_jaas_config
-from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
 from tests.support.readback import read_topic
 from tests.support.sasl_front import SaslFront
-from tests.support.tls import Certificates, Stunnel
-
-USER, PASSWORD = "alice", "alice-s3cret"
-TOKEN = "token-for-alice"
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
-class SaslBroker:
-    """Tansu behind the SASL front (and stunnel when ``tls``), advertising the outermost port."""
-
-    def __init__(
-        self,
-        certificates: Certificates | None = None,
-        *,
-        mechanisms: tuple[str, ...] = MECHANISMS,
-        session_lifetime_ms: int = 0,
-    ) -> None:
-        outer = free_port()
-        self.tls = certificates is not None
-        self.broker: EmbeddedBroker = start_embedded_broker(advertised_port=outer, cluster_id="kproducer-sasl")
-        self.stunnel: Stunnel | None = None
-        try:
-            self.front = SaslFront(
-                self.broker.port,
-                mechanisms=mechanisms,
-                users={USER: PASSWORD},
-                session_lifetime_ms=session_lifetime_ms,
-                port=0 if self.tls else outer,
-            )
-            self.front.issue_token(TOKEN, USER, 3600)
-            if certificates is not None:
-                self.stunnel = Stunnel(self.front.port, certificates.server, port=outer)
-        except BaseException:
-            self.stop()
-            raise
-        self.bootstrap = f"127.0.0.1:{outer}"
-        self.certificates = certificates
-
-    @property
-    def protocol(self) -> str:
-        return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
-
-    def librdkafka(self, mechanism: str) -> dict[str, Any]:
-        """confluent-kafka settings for the same path (the independent reader)."""
-        conf: dict[str, Any] = {"security.protocol": self.protocol, "sasl.mechanism": mechanism}
-        if mechanism == "OAUTHBEARER":
-            conf["oauth_cb"] = lambda _cfg: (TOKEN, time.time() + 3600)
-        else:
-            conf.update({"sasl.username": USER, "sasl.password": PASSWORD})
-        if self.certificates is not None:
-            conf["ssl.ca.location"] = str(self.certificates.ca)
-        return conf
-
-    def kproducer(self, mechanism: str, **extra: Any) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": self.protocol,
-            "sasl.mechanism": mechanism,
-            "max.block.ms": 20000,
-        }
-        if mechanism == "OAUTHBEARER":
-            conf["sasl.oauthbearer.token.provider"] = lambda: (TOKEN, time.time() + 3600)
-        else:
-            conf.update({"sasl.username": USER, "sasl.password": PASSWORD})
-        if self.certificates is not None:
-            conf["ssl.truststore.location"] = str(self.certificates.ca)
-        conf.update(extra)
-        return conf
-
-    def stop(self) -> None:
-        if self.stunnel is not None:
-            self.stunnel.stop()
-        if getattr(self, "front", None) is not None:
-            self.front.close()
-        self.broker.stop()
+from tests.support.secured import MECHANISMS, PASSWORD, USER, SaslBroker
+from tests.support.tls import Certificates
 
 
 @pytest.fixture(scope="module")

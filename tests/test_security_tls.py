@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,30 +16,10 @@ import pytest
 from kproducer import Producer
 from kproducer.config import ProducerConfig
 from kproducer.errors import ConfigError, SslAuthenticationError
-from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
+from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import read_topic
+from tests.support.secured import TlsBroker
 from tests.support.tls import KEY_PASSWORD, STORE_PASSWORD, Certificates, Stunnel
-
-
-class TlsBroker:
-    """Tansu behind stunnel, advertising the stunnel port."""
-
-    def __init__(self, server_pem: Path, client_ca: Path | None = None) -> None:
-        port = free_port()
-        self.broker: EmbeddedBroker = start_embedded_broker(advertised_port=port, cluster_id="kproducer-tls")
-        try:
-            self.stunnel = Stunnel(self.broker.port, server_pem, port=port, client_ca=client_ca)
-        except BaseException:
-            self.broker.stop()
-            raise
-
-    @property
-    def bootstrap(self) -> str:
-        return self.stunnel.bootstrap
-
-    def stop(self) -> None:
-        self.stunnel.stop()
-        self.broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,9 @@ def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
     Exits 1 when a topic asked for with --topic does not exist (its error is shown).
     """
     parser.add_argument(
-        "--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="brokers to ask for metadata"
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="brokers to ask for metadata (or bootstrap.servers in --command-config)",
     )
     parser.add_argument(
         "--topic",
@@ -140,12 +142,19 @@ def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
     )
 
     def run(args: argparse.Namespace) -> int:
-        from kproducer.network.client import NetworkClient
+        from kproducer.config import ProducerConfig
+        from kproducer.network.client import NetworkClient, security_options
+        from kproducer.properties import client_properties
 
+        props = client_properties(args)
+        if args.bootstrap_servers:
+            props["bootstrap.servers"] = args.bootstrap_servers
+        cfg = ProducerConfig(props)  # the same keys, checks and security settings as a producer
         client = NetworkClient(
-            bootstrap_servers=args.bootstrap_servers,
+            bootstrap_servers=cfg.bootstrap_servers,
             client_id="kproducer-cli",
             request_timeout_ms=int(args.timeout * 1000),
+            **security_options(cfg),
         )
         try:
             client.metadata.allow_auto_topic_creation = False
@@ -185,14 +194,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="the command to run")
     handlers: dict[str, Handler] = {}
+    from kproducer.properties import add_client_arguments
+
     for name, setup in SUBCOMMANDS.items():
         doc = inspect.cleandoc(setup.__doc__ or "")
         summary = doc.splitlines()[0] if doc else None
-        handlers[name] = setup(
-            sub.add_parser(
-                name, help=summary, description=doc or None, formatter_class=argparse.RawDescriptionHelpFormatter
-            )
+        sub_parser = sub.add_parser(
+            name, help=summary, description=doc or None, formatter_class=argparse.RawDescriptionHelpFormatter
         )
+        handlers[name] = setup(sub_parser)
+        add_client_arguments(sub_parser)  # --command-config and --producer-property, on every subcommand
     return parser, handlers
 
 

@@ -49,9 +49,9 @@ def parse_key_values(items: Sequence[str], option: str) -> list[tuple[str, str]]
 
 def main(args: argparse.Namespace) -> int:
     from kproducer.producer import Producer
+    from kproducer.properties import client_properties
 
-    props: dict[str, Any] = {"bootstrap.servers": args.bootstrap_servers}
-    props.update(parse_key_values(args.producer_property, "--producer-property"))
+    props: dict[str, Any] = {**client_properties(args), "bootstrap.servers": args.bootstrap_servers}
     headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header")]
 
     delivered = 0

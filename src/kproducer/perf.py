@@ -230,8 +230,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from kproducer.cli import UsageError
+    from kproducer.properties import client_properties
 
-    props: dict[str, Any] = _parse_props(args.producer_props)
+    props: dict[str, Any] = {**client_properties(args), **_parse_props(args.producer_props)}
     if args.bootstrap_servers:
         props["bootstrap.servers"] = args.bootstrap_servers
     if args.num_records <= 0 or args.record_size <= 0:

@@ -969,6 +969,9 @@ class NetworkClient:
         deadline = now + timeout_ms
         while self.metadata.version <= version:
             now = self._clock()
+            auth_error = self.metadata.authentication_error
+            if auth_error is not None:
+                raise auth_error
             if now >= deadline:
                 tried = ", ".join(f"{a} ({r})" for a, r in self.metadata.tried_addresses.items())
                 boot = ", ".join(n.address for n in self._bootstrap)
