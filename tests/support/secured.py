@@ -6,6 +6,9 @@ leader) takes the secured path.
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_emb
 from tests.support.sasl_front import SaslFront
 from tests.support.tls import Certificates, Stunnel
 
-__all__ = ["MECHANISMS", "PASSWORD", "SaslBroker", "TOKEN", "TlsBroker", "USER"]
+__all__ = ["MECHANISMS", "PASSWORD", "SaslBroker", "TOKEN", "TlsBroker", "TokenEndpoint", "USER"]
 
 USER, PASSWORD = "alice", "alice-s3cret"
 TOKEN = "token-for-alice"
@@ -110,3 +113,45 @@ class SaslBroker:
         if getattr(self, "front", None) is not None:
             self.front.close()
         self.broker.stop()
+
+
+class TokenEndpoint:
+    """An OAuth 2 token endpoint (client-credentials grant) on loopback, issuing tokens to the front."""
+
+    def __init__(self, front: SaslFront, client_id: str, secret: str, lifetime_s: int = 3600) -> None:
+        self.requests: list[dict[str, str]] = []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                import base64
+                import urllib.parse
+
+                length = int(self.headers.get("Content-Length", 0))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                endpoint.requests.append(form)
+                auth = self.headers.get("Authorization", "")
+                expected = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+                if auth != expected or form.get("grant_type") != "client_credentials":
+                    self.send_response(401)
+                    self.end_headers()
+                    self.wfile.write(b'{"error":"invalid_client"}')
+                    return
+                token = f"oidc-token-{len(endpoint.requests)}"
+                front.issue_token(token, client_id, lifetime_s)
+                body = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": lifetime_s}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -121,7 +121,10 @@ class OAuthToken:
         extensions: Mapping[str, str] | None = None,
     ) -> None:
         self.value = value
-        self.expires_at = float(expires_at)
+        expires_at = float(expires_at)
+        # Milliseconds since the epoch (the MSK IAM signer's, Java's) are recognised: no date in
+        # seconds is that large before the year 5000.
+        self.expires_at = expires_at / 1000 if expires_at > 1e11 else expires_at
         self.principal = principal
         self.extensions = dict(extensions or {})
 
@@ -147,7 +150,8 @@ def _as_token(raw: Any, now_s: float) -> OAuthToken:
             if "expires_in" in raw:
                 return OAuthToken(tok, now_s + float(raw["expires_in"]), raw.get("principal"))
     value = getattr(raw, "token", None) or getattr(raw, "value", None)
-    expiry = getattr(raw, "expires_at", None) or getattr(raw, "expiry", None)
+    # azure.identity's AccessToken has expires_on; others expires_at / expiry (a datetime or seconds).
+    expiry = getattr(raw, "expires_at", None) or getattr(raw, "expires_on", None) or getattr(raw, "expiry", None)
     if isinstance(value, str) and expiry is not None:
         if hasattr(expiry, "timestamp"):
             expiry = expiry.timestamp()

@@ -10,6 +10,8 @@ no task has used for the timeout is closed; one in use is never closed.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,10 +26,49 @@ __all__ = ["CachedProducer", "ProducerCache", "default_cache"]
 ConfigKey = tuple[tuple[str, str], ...]
 
 
+# Producer keys naming files: on an executor a relative name is also looked up among the files Spark
+# shipped with --files / spark.files (SparkFiles), since local mode keeps them outside the task's cwd.
+_FILE_KEYS = (
+    "ssl.truststore.location",
+    "ssl.ca.location",
+    "ssl.keystore.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+)
+
+
+def _shipped_files(config: Mapping[str, str]) -> dict[str, str]:
+    out = dict(config)
+    for key in _FILE_KEYS:
+        path = out.get(key)
+        if not path or os.path.isabs(path) or os.path.exists(path):
+            continue
+        try:
+            from pyspark import SparkFiles
+
+            shipped = SparkFiles.get(path)
+        except Exception:  # no Spark context here (a plain Python worker, or tests)
+            continue
+        if os.path.exists(shipped):
+            out[key] = shipped
+    return out
+
+
 def _default_factory(config: Mapping[str, str]) -> Any:
+    from kproducer.errors import ConfigError
     from kproducer.producer import Producer
 
-    return Producer(dict(config))
+    try:
+        return Producer(_shipped_files(config))
+    except ConfigError as e:
+        if "cannot be read" in e.message:
+            raise ConfigError(
+                f"{e.message} on executor host {socket.gethostname()}: a certificate or key file must exist "
+                "on every executor; ship it with spark-submit --files (or spark.files) and give its file name, "
+                "or give the PEM inline (kafka.ssl.truststore.certificates, kafka.ssl.keystore.certificate.chain "
+                "and kafka.ssl.keystore.key)"
+            ) from e
+        raise
 
 
 def _monotonic_ms() -> int:

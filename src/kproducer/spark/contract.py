@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kproducer.config import Password
 from kproducer.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,21 @@ class SinkOptions:
     @property
     def producer_config_dict(self) -> dict[str, str]:
         return dict(self.producer_config)
+
+    def __repr__(self) -> str:
+        # Spark may print the writer (plans, logs): secrets show as [hidden], as in ProducerConfig.
+        shown = {k: (Password.HIDDEN if _is_secret(k) else v) for k, v in self.producer_config}
+        return (
+            f"SinkOptions(producer_config={shown!r}, topic={self.topic!r}, writer={self.writer!r}, "
+            f"cache_timeout_ms={self.cache_timeout_ms}, flush_timeout_s={self.flush_timeout_s}, "
+            f"summary_path={self.summary_path!r})"
+        )
+
+
+def _is_secret(key: str) -> bool:
+    from kproducer.config import CONFIG_KEYS, Type
+
+    return any(k.type is Type.PASSWORD and key in (k.name, *k.aliases) for k in CONFIG_KEYS)
 
 
 @dataclass(slots=True, frozen=True)
