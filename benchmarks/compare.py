@@ -61,6 +61,9 @@ MATRIX_WORKLOADS = [(1_000_000, 100), (200_000, 1024)]
 MATRIX_ACKS = ["1", "all"]
 MATRIX_COMPRESSION = ["none", "lz4", "zstd"]
 BULK_CHUNK = 10_000
+# Settings every client gets on top of its own (security.protocol, ssl.ca.location: kproducer and
+# librdkafka share these names); set by benchmarks/tls_bench.py for ``--tls``, empty otherwise.
+SECURITY: dict[str, str] = json.loads(os.environ.get("KPRODUCER_BENCH_SECURITY", "{}"))
 
 
 # ---------------------------------------------------------------- the workload, as every client sees it
@@ -124,6 +127,7 @@ def kproducer_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
     if cell.batch_size is not None:
         conf["batch.size"] = cell.batch_size
     conf.update(cell.kproducer_extra)
+    conf.update(SECURITY)
     return conf
 
 
@@ -200,6 +204,7 @@ def confluent_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
     }
     if cell.batch_size is not None:
         conf["batch.size"] = cell.batch_size
+    conf.update(SECURITY)
     return conf
 
 
@@ -392,7 +397,7 @@ def count_on_topic(bootstrap: str, topic: str, partitions: int, expected: int, t
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 50})  # fmt: skip
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 50, **SECURITY})  # fmt: skip
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         count, eof = 0, set[int]()
@@ -476,6 +481,12 @@ def main() -> int:
     ap.add_argument("--markdown", type=Path, help="append the table to this Markdown file")
     ap.add_argument("--png", type=Path, help="write a bar chart of records/s here")
     ap.add_argument("--bootstrap", help="use this broker instead of starting Tansu")
+    ap.add_argument(
+        "--tls",
+        action="store_true",
+        help="kproducer and confluent-kafka over TLS (stunnel in front of Tansu) beside plaintext, "
+        "1M x 100 B and 200k x 1 KB unless --workloads is given (benchmarks/tls_bench.py)",
+    )
     ap.add_argument("--child")
     ap.add_argument("--topic")
     ap.add_argument("--count", metavar="TOPIC", help=argparse.SUPPRESS)
@@ -487,6 +498,11 @@ def main() -> int:
     def cell_for(n: int, size: int, acks: str, comp: str) -> Cell:
         return Cell(n, size, acks, comp, args.partitions, args.batch_size, _parse_kv(args.kproducer_config),
                     args.sample_every)  # fmt: skip
+
+    if args.tls:
+        from benchmarks.tls_bench import run_tls_comparison
+
+        return run_tls_comparison(args, cell_for)
 
     if args.child:
         print(json.dumps(_child(args.child, args.bootstrap, args.topic,
