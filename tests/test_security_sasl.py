@@ -337,3 +337,16 @@ def test_reauthentication_keeps_every_batch_in_order(topic_name: str) -> None:
         assert len(calls) >= 2, "the token provider must be called again before its token expires"
     finally:
         broker.stop()
+
+
+def test_bulk_sends_end_with_the_authentication_error(sasl_plaintext: SaslBroker) -> None:
+    """send_batch and send_arrow take the same metadata wait: every record of the call ends with the error."""
+    import pyarrow as pa
+
+    with Producer(sasl_plaintext.kproducer("SCRAM-SHA-512", **{"sasl.password": "nope"})) as p:
+        batch = p.send_batch("never-written", [b"a", b"b", b"c"])
+        arrow = p.send_arrow(pa.table({"value": pa.array([b"x", b"y"], type=pa.binary())}), "never-written")
+        for fut, n in ((batch, 3), (arrow, 2)):
+            errors = fut.exceptions(60)
+            assert len(errors) == n
+            assert all(isinstance(e, SaslAuthenticationFailedError) for e in errors), errors
