@@ -170,7 +170,7 @@ def _kproducer(cell: Cell, bootstrap: str, topic: str, lat: Latency, mode: str) 
         send = p.send
         for i in range(n):
             if i % every == 0:
-                send(topic, payload, on_delivery=lat.callback())
+                send(topic, payload, callback=lat.callback())
             else:
                 send(topic, payload)
     else:

@@ -265,7 +265,7 @@ def _child(
         md.topics_for_request = counted  # type: ignore[method-assign]
 
         def send(topic: str, start: float | None) -> None:
-            p.send(topic, value=b"v" * 100, on_delivery=lambda m, e: done(topic, start, e))
+            p.send(topic, value=b"v" * 100, callback=lambda m, e: done(topic, start, e))
 
         def finish() -> None:
             p.flush(60)

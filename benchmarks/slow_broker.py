@@ -140,7 +140,7 @@ def _run_kproducer(mode: str, mc: MockCluster, topic: str, args: argparse.Namesp
                         if isinstance(exc, BufferExhaustedError):
                             rec.buffer_exhausted += 1
 
-            send(topic, VALUE, on_delivery=cb)
+            send(topic, VALUE, callback=cb)
     stop.set()
     sampler.join()
     p.close(5)

@@ -51,7 +51,7 @@ def test_send_batch_keyless_sticky_batches(tansu: Any, topic_name: str) -> None:
     values = [f"value-{i:05d}-".encode() * 8 for i in range(4000)]  # ~100 B each: many 16 KB batches
     delivered: list[tuple[RecordMetadata | None, BaseException | None]] = []
     with Producer(bootstrap_servers=tansu.bootstrap, linger_ms=5, batch_max_size=16384) as p:  # no KIP-782 growth
-        fut = p.send_batch(topic_name, values, on_delivery=lambda md, exc: delivered.append((md, exc)))
+        fut = p.send_batch(topic_name, values, callback=lambda md, exc: delivered.append((md, exc)))
         assert isinstance(fut, BulkFuture)
         md = fut.result(30)
         assert fut.done() and fut.exception() is None
@@ -83,7 +83,7 @@ def test_send_batch_keyed_headers_and_callback_order(tansu: Any, topic_name: str
     with Producer(bootstrap_servers=tansu.bootstrap) as p:
         fut = p.send_batch(
             topic_name, values, keys, headers=headers,
-            on_delivery=lambda md, exc: seen[md.partition].append(md.offset) if md is not None else None,
+            callback=lambda md, exc: seen[md.partition].append(md.offset) if md is not None else None,
         )
         md = fut.result(30)
     _check_against_broker(tansu.bootstrap, topic_name, md, keys, values, headers)
@@ -153,7 +153,7 @@ def test_bulk_bad_input_and_too_large(tansu: Any, topic_name: str) -> None:
             p.send_batch(topic_name, [b"a"], timestamp=1 << 63)
         with pytest.raises(ValueError, match="timestamp must be in 0..9223372036854775807"):
             p.send(topic_name, b"a", timestamp=1 << 63)
-        fut = p.send_batch(topic_name, [b"ok", b"x" * 5000], on_delivery=lambda md, exc: errors.append(exc))
+        fut = p.send_batch(topic_name, [b"ok", b"x" * 5000], callback=lambda md, exc: errors.append(exc))
         assert isinstance(fut.exception(10), RecordTooLargeError)
         with pytest.raises(RecordTooLargeError, match="max.request.size"):
             fut.result(10)

@@ -104,8 +104,8 @@ class Tracker:
             with self.lock:
                 self.outcomes.setdefault(idx, []).append((md, exc, time.monotonic()))
 
-        fut = self.producer.send(self.topic, VALUE, key, partition=partition, on_delivery=cb)
-        tp = fut._result.topic_partition
+        fut = self.producer.send(self.topic, VALUE, key, partition=partition, callback=cb)
+        tp = fut._batch_result.topic_partition
         self.partitions[idx] = tp
         if key is None and partition is None and tp in before and tp in manager.routing_muted:
             self.routed_to_muted.append(tp)
@@ -353,7 +353,7 @@ def test_explicit_muted_partition_fails_fast_without_buffer_memory(
     manager.mute(TopicPartition(topic_name, 3))
     seen: list[BaseException | None] = []
     available_before = p.metrics()["buffer-available-bytes"]
-    fut = p.send(topic_name, VALUE, partition=3, on_delivery=lambda md, exc: seen.append(exc))
+    fut = p.send(topic_name, VALUE, partition=3, callback=lambda md, exc: seen.append(exc))
     assert fut.done(), "the send must fail at once"
     err = fut.exception(0)
     assert isinstance(err, PartitionMutedError) and err.retriable, f"expected a retriable PartitionMutedError, got {err!r}"

@@ -157,11 +157,11 @@ class _FakeProducer:
     def __exit__(self, *exc: object) -> None:
         pass
 
-    def send(self, topic: str, value: bytes, on_delivery: Any = None) -> None:
+    def send(self, topic: str, value: bytes, callback: Any = None) -> None:
         i = len(self._pending)
-        self._pending.append(on_delivery)
+        self._pending.append(callback)
         if i % 2 == 0:
-            on_delivery(object(), None)
+            callback(object(), None)
 
     def flush(self) -> int:
         _FakeProducer.now[0] += 120.0  # delivery.timeout.ms passes for the failing half

@@ -130,7 +130,7 @@ def test_leader_change_refreshes_only_the_flagged_topic(mock_cluster: MockCluste
             got.append((meta, exc))
             done.set()
 
-        p.send(moved, value=b"after", on_delivery=cb)
+        p.send(moved, value=b"after", callback=cb)
         assert done.wait(10), "record to the moved partition was not delivered"
         assert got[0][1] is None, got
         leader = md.cluster.leader_for(TopicPartition(moved, 0))

@@ -244,7 +244,7 @@ def test_availability_timeout_keeps_partitioner_off_a_down_leader(mock_cluster: 
         stats = p._accumulator.node_latency_stats(down)
         assert stats is not None, "the Sender never reported the down leader's latency stats"
         assert stats.ready_time_ms - stats.drain_time_ms > 100
-        late_parts = [f._result.topic_partition.partition for f in late]
+        late_parts = [f._batch_result.topic_partition.partition for f in late]
         to_down = [x for x in late_parts if x in down_parts]
         assert late_parts and not to_down, (
             f"{len(to_down)} of {len(late_parts)} late records went to the down leader"

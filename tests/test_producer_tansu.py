@@ -103,7 +103,7 @@ def test_per_partition_order_and_callbacks_in_send_order(tansu: TansuBroker, top
     with _producer(tansu, **{"batch.size": 2048}) as p:
         for i in range(n):
             part = i % 4
-            p.send(topic_name, f"{part}:{i}".encode(), partition=part, on_delivery=cb(i, part))
+            p.send(topic_name, f"{part}:{i}".encode(), partition=part, callback=cb(i, part))
         assert p.flush(30) == 0
     assert count == n, "on_delivery must be called exactly once per record"
     for part in range(4):
@@ -157,7 +157,7 @@ def test_one_million_records_none_lost_none_duplicated(tansu: TansuBroker, topic
     with _producer(tansu, acks=1, **{"enable.idempotence": False, "linger.ms": 5}) as p:
         for i in range(n):
             p.send(
-                topic_name, payload, partition=i % parts, on_delivery=on_delivery if i % 1000 == 0 else None
+                topic_name, payload, partition=i % parts, callback=on_delivery if i % 1000 == 0 else None
             )
         assert p.flush(120) == 0
         m = p.metrics()
@@ -405,7 +405,7 @@ def test_record_too_large_lands_on_future_and_callback(tansu: TansuBroker, topic
     create_topic(tansu.bootstrap, topic_name, 1)
     got: list[BaseException | None] = []
     with _producer(tansu, **{"max.request.size": 10_000}) as p:
-        fut = p.send(topic_name, b"z" * 20_000, on_delivery=lambda md, exc: got.append(exc))
+        fut = p.send(topic_name, b"z" * 20_000, callback=lambda md, exc: got.append(exc))
         exc = fut.exception(5)
         assert isinstance(exc, RecordTooLargeError)
         assert "max.request.size" in str(exc) and "10000" in str(exc)
@@ -455,7 +455,7 @@ def test_close_from_delivery_callback_does_not_deadlock(tansu: TansuBroker, topi
         p.close()
         closed.set()
 
-    p.send(topic_name, b"first", on_delivery=cb)
+    p.send(topic_name, b"first", callback=cb)
     assert closed.wait(10), "close() inside the callback did not return"
     p._io_thread.join(10)
     assert not p._io_thread.is_alive(), "the I/O thread did not stop after close() from a callback"
@@ -513,7 +513,7 @@ def test_exception_in_callback_is_logged_and_delivery_goes_on(
 
     with caplog.at_level(logging.ERROR), _producer(tansu) as p:
         for i in range(20):
-            p.send(topic_name, f"e{i}".encode(), on_delivery=boom if i % 2 else good(i))
+            p.send(topic_name, f"e{i}".encode(), callback=boom if i % 2 else good(i))
         assert p.flush(10) == 0
         p.send(topic_name, b"after").result(10)
     assert ok == list(range(0, 20, 2))

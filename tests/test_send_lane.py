@@ -109,7 +109,7 @@ class TestLane:
         with _producer(tansu) as p:
             lane = _lane(p)
             for i in range(2000):
-                p.send(topic_name, b"v%d" % i, b"k%d" % (i % 7), on_delivery=cb(i))
+                p.send(topic_name, b"v%d" % i, b"k%d" % (i % 7), callback=cb(i))
             assert p.flush(15) == 0
             assert lane.fast_calls > 1500
         assert not errors

@@ -499,16 +499,16 @@ class FakeProducer:
         self.fail = fail
 
     def send(self, topic: str, value: Any = None, key: Any = None, partition: Any = None, timestamp: Any = None,
-             headers: Any = None, on_delivery: Any = None) -> None:  # fmt: skip
-        rec = (topic, key, value, partition, timestamp, headers, on_delivery)
+             headers: Any = None, callback: Any = None) -> None:  # fmt: skip
+        rec = (topic, key, value, partition, timestamp, headers, callback)
         self.calls["send"] += 1
         self.sent.append(rec[:-1])
         self._pending.append(rec)
 
     def send_arrow(self, data: Any, topic: str, *, value_column: str = "value", key_column: str | None = "key",
                    topic_column: str = "topic", partition: Any = None, timestamp: Any = None, headers: Any = None,
-                   on_delivery: Any = None) -> BulkFuture:  # fmt: skip
-        assert on_delivery is None, "the sink counts bulk calls from their futures, not per-record callbacks"
+                   callback: Any = None, on_delivery: Any = None) -> BulkFuture:  # fmt: skip
+        assert callback is None and on_delivery is None, "the sink counts bulk calls from their futures, not per-record callbacks"
         n = data.num_rows
         values = data.column(value_column).to_pylist()
         has_keys = key_column is not None and key_column in data.schema.names

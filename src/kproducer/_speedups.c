@@ -536,7 +536,7 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
 
 /* ------------------------------------------------------------------ the send() fast lane
  *
- * Producer.send() for the common call shape -- send(topic, value, key, on_delivery=...)
+ * Producer.send() for the common call shape -- send(topic, value, key, callback=... or on_delivery=...)
  * with bytes (or None) key and value, a topic whose metadata is known, the built-in
  * partitioner, and room in the partition's open batch -- done in one native call.
  * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
@@ -563,7 +563,7 @@ static const char *batch_slots[PB_NSLOTS] = {
 };
 enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
 static const char *future_slots[RF_NSLOTS] = {
-    "_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
+    "_batch_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
 };
 enum { DQ_LOCK, DQ_BATCHES, DQ_NSLOTS };
 static const char *deque_slots[DQ_NSLOTS] = {"lock", "batches"};
@@ -610,6 +610,10 @@ typedef struct {
     PyObject *current_cluster; /* the Cluster snapshot the topics were registered with (one, not one per topic) */
     PyObject *none_compression;
     PyObject *cluster_attr;  /* the Metadata attribute holding the current Cluster snapshot */
+    PyObject *check_callback; /* kproducer.delivery.check_callback(fn, keyword): raises TypeError for a wrong shape */
+    PyObject *report_type;   /* kproducer.delivery.DeliveryReport(fn, topic, key, value): on_delivery's (err, msg) */
+    PyObject *checked;       /* the last callable check_callback accepted (the same one is passed again and again) */
+    PyObject *checked_type;  /* a class whose every instance check_callback accepts (one callable object per record) */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
     Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
@@ -644,6 +648,10 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->breaker);
     Py_VISIT(self->topics);
     Py_VISIT(self->current_cluster);
+    Py_VISIT(self->check_callback);
+    Py_VISIT(self->report_type);
+    Py_VISIT(self->checked);
+    Py_VISIT(self->checked_type);
     return 0;
 }
 
@@ -655,6 +663,10 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->breaker);
     Py_CLEAR(self->topics);
     Py_CLEAR(self->current_cluster);
+    Py_CLEAR(self->check_callback);
+    Py_CLEAR(self->report_type);
+    Py_CLEAR(self->checked);
+    Py_CLEAR(self->checked_type);
     return 0;
 }
 
@@ -1043,13 +1055,31 @@ out:
     return 0;
 }
 
+/* A callback's shape is checked in Python once per distinct callable in a row (kept in `checked`). */
+static int lane_check_callback(SendLane *self, PyObject *fn, const char *keyword) {
+    if (fn == self->checked || (PyObject *)Py_TYPE(fn) == self->checked_type) return 0;
+    PyObject *kw = PyUnicode_FromString(keyword);
+    if (kw == NULL) return -1;
+    PyObject *r = PyObject_CallFunctionObjArgs(self->check_callback, fn, kw, NULL);
+    Py_DECREF(kw);
+    if (r == NULL) return -1;
+    if (r == Py_True) {
+        Py_INCREF(Py_TYPE(fn));
+        Py_XSETREF(self->checked_type, (PyObject *)Py_TYPE(fn));
+    }
+    Py_DECREF(r);
+    Py_INCREF(fn);
+    Py_XSETREF(self->checked, fn);
+    return 0;
+}
+
 static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     SendLane *self = (SendLane *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
     PyObject *value = nargs > 1 ? args[1] : Py_None;
     PyObject *key = nargs > 2 ? args[2] : Py_None;
-    PyObject *callback = Py_None;
+    PyObject *callback = Py_None, *on_delivery = Py_None;
     if (kwnames != NULL) {
         Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
         for (Py_ssize_t i = 0; i < nk; i++) {
@@ -1057,7 +1087,8 @@ static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size
             PyObject *arg = args[nargs + i];
             if (_PyUnicode_EqualToASCIIString(name, "value") && nargs < 2) value = arg;
             else if (_PyUnicode_EqualToASCIIString(name, "key") && nargs < 3) key = arg;
-            else if (_PyUnicode_EqualToASCIIString(name, "on_delivery")) callback = arg;
+            else if (_PyUnicode_EqualToASCIIString(name, "callback")) callback = arg;
+            else if (_PyUnicode_EqualToASCIIString(name, "on_delivery")) on_delivery = arg;
             else if (arg == Py_None && (_PyUnicode_EqualToASCIIString(name, "partition") ||
                                         _PyUnicode_EqualToASCIIString(name, "timestamp") ||
                                         _PyUnicode_EqualToASCIIString(name, "headers"))) continue;
@@ -1065,8 +1096,19 @@ static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size
         }
     }
     {
+        PyObject *report = NULL;  /* on_delivery's (err, msg) adapter: what the batch calls back */
+        if (on_delivery != Py_None) {
+            if (callback != Py_None) goto slow;  /* both: the Python path explains the error */
+            if (lane_check_callback(self, on_delivery, "on_delivery") < 0) return NULL;
+            report = PyObject_CallFunctionObjArgs(self->report_type, on_delivery, args[0], key, value, NULL);
+            if (report == NULL) return NULL;
+            callback = report;
+        } else if (callback != Py_None && lane_check_callback(self, callback, "callback") < 0) {
+            return NULL;
+        }
         PyObject *out = NULL;
         int rc = lane_try(self, args[0], value, key, callback, &out);
+        Py_XDECREF(report);
         if (rc == 0) return out;
         if (rc < 0) return NULL;
     }
@@ -1077,17 +1119,18 @@ slow:
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
-                             "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "breaker",
-                             NULL};
+                             "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
+                             "report_type", "breaker", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
+    PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnp|O", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|O", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
-                                     &ignore_keys, &breaker))
+                                     &ignore_keys, &check_callback, &report_type, &breaker))
         return NULL;
     if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "thunk_type must be a tuple subclass (a NamedTuple)");
@@ -1103,6 +1146,10 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(breaker); self->breaker = breaker;
     Py_INCREF(none_compression); self->none_compression = none_compression;
     Py_INCREF(cluster_attr); self->cluster_attr = cluster_attr;
+    Py_INCREF(check_callback); self->check_callback = check_callback;
+    Py_INCREF(report_type); self->report_type = report_type;
+    self->checked = NULL;
+    self->checked_type = NULL;
     Py_INCREF(bt); self->batch_type = bt;
     Py_INCREF(bu); self->builder_type = bu;
     Py_INCREF(ft); self->future_type = ft;

@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kproducer.accumulator.batch import BulkRange
+from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from kproducer.record import native
@@ -40,7 +40,6 @@ __all__ = ["BulkFuture", "DeliveredRange", "send_arrow", "send_batch"]
 
 log = logging.getLogger(__name__)
 
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
 _UNKNOWN_PARTITION = -1
 
 
@@ -397,13 +396,15 @@ def _send_each(
 ) -> BulkFuture:
     fut = BulkFuture(topic, len(rows))
     hdrs = list(headers) if headers else None
+    for_row = getattr(on_delivery, "for_row", None)  # per-row delivery reports (kproducer.delivery)
     for row, (key, value) in enumerate(rows):
-        rf = producer.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, on_delivery=on_delivery)
+        cb = on_delivery if for_row is None else for_row(row)
+        rf = producer.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
         fut._appended(1)
         rng = BulkRange(0, 1, fut, range(row, row + 1), None, NO_TIMESTAMP)
 
         def done(f: RecordFuture, rng: BulkRange = rng) -> None:
-            fut._finish(rng, f._result, [f])
+            fut._finish(rng, f._batch_result, [f])
 
         rf.add_done_callback(done)
     return fut
@@ -529,7 +530,10 @@ def send_arrow(
             m = batch.num_rows
             values = _arrow_column(batch.column(value_column), value_column)
             keys = _arrow_column(batch.column(key_column), key_column) if has_keys else None  # type: ignore[arg-type]
-            wake |= _produce(producer, topic, m, values, keys, True, partition, timestamp, headers, on_delivery, fut, row)
+            # Rows of a chunk are numbered from 0: per-row delivery reports look them up from the call's row.
+            at_offset = getattr(on_delivery, "at_offset", None)
+            chunk_cb = on_delivery if at_offset is None or not row else at_offset(row)
+            wake |= _produce(producer, topic, m, values, keys, True, partition, timestamp, headers, chunk_cb, fut, row)
             row += m
     except ProducerClosedError:
         raise
@@ -567,9 +571,13 @@ def _send_arrow_by_topic(
     for t in pc.unique(topics_col).to_pylist():
         rows = pc.indices_nonzero(pc.equal(topics_col, t))
         sub = table.take(rows)
+        for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
         inner = send_arrow(
             producer, sub, t, value_column=value_column, key_column=key_column, partition=partition,
-            timestamp=timestamp, headers=headers, on_delivery=on_delivery,
+            timestamp=timestamp, headers=headers,
+            on_delivery=on_delivery if for_columns is None else for_columns(
+                t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
+            ),
         )
         mapping = rows.to_pylist()
 

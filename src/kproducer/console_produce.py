@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
             if sep is not None and sep in line:
                 key, line = line.split(sep, 1)
             producer.send(
-                args.topic, line, key, partition=args.partition, headers=list(headers) or None, on_delivery=on_delivery
+                args.topic, line, key, partition=args.partition, headers=list(headers) or None, callback=on_delivery
             )
         producer.flush()
     print(f"{delivered} delivered, {failed} failed", file=sys.stderr)

@@ -131,7 +131,7 @@ def run_perf_test(
                     msg = str(exc)
                     errors[msg] = errors.get(msg, 0) + 1
 
-            send(topic, payload, on_delivery=on_delivery)
+            send(topic, payload, callback=on_delivery)
             if throughput > 0:
                 ahead = (i + 1) / throughput - (perf() - start)
                 if ahead > 0:

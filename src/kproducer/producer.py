@@ -33,6 +33,14 @@ from kproducer.circuit_breaker import (
     resolve_circuit_breaker,
 )
 from kproducer.config import ProducerConfig
+from kproducer.delivery import (
+    Callback,
+    DeliveryReport,
+    OnDelivery,
+    check_callback,
+    resolve_bulk_callback,
+    resolve_callback,
+)
 from kproducer.errors import (
     IllegalStateError,
     KafkaError,
@@ -59,9 +67,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "DeliveryCallback"]
+__all__ = ["Callback", "DeliveryCallback", "OnDelivery", "Producer"]
 
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+DeliveryCallback = Callback  # the name this module exported before callback=/on_delivery= were split
 
 _client_ids = itertools.count(1)
 _live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
@@ -336,6 +344,8 @@ class Producer:
                 max_record_size=min(self._max_request_size, self._buffer_memory),
                 sticky_batch_size=self._accumulator.batch_size,
                 ignore_keys=self._ignore_keys,
+                check_callback=check_callback,
+                report_type=DeliveryReport,
                 breaker=self._breaker_manager,
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
@@ -362,7 +372,8 @@ class Producer:
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Headers | Iterable[tuple[str, bytes | None]] | None = None,
-        on_delivery: DeliveryCallback | None = None,
+        callback: Callback | None = None,
+        on_delivery: OnDelivery | None = None,
     ) -> RecordFuture:
         """Queue one record; returns a future resolving to its RecordMetadata.
 
@@ -371,6 +382,10 @@ class Producer:
         timed out, it is too large, the buffer stayed full) complete the future
         and the callback, as in Java; a misuse (closed producer, bad argument,
         serialization failure) raises here.
+
+        ``callback(metadata, exception)`` is Java's order; ``on_delivery(err, msg)``
+        is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
+        cannot take two positional arguments raises TypeError here.
         """
         if not isinstance(topic, str):
             if isinstance(topic, ProducerRecord):
@@ -383,11 +398,13 @@ class Producer:
                 raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
         if self._closed or self._forked:
             self._raise_unusable()
+        if callback is not None or on_delivery is not None:
+            callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
         if self._interceptors:
             topic, value, key, partition, timestamp, headers = self._intercept_send(
                 topic, value, key, partition, timestamp, headers
             )
-            on_delivery = self._intercept_callback(on_delivery)
+            callback = self._intercept_callback(callback)
         if headers is not None and type(headers) is not list:
             headers = list(headers)
 
@@ -400,7 +417,7 @@ class Producer:
             try:
                 cluster, num_partitions = self._wait_on_metadata(topic, partition, start)
             except KafkaError as e:
-                return self._fail_now(topic, partition, e, on_delivery)
+                return self._fail_now(topic, partition, e, callback)
         else:
             self._metadata.touch(topic, self._clock())
 
@@ -434,7 +451,7 @@ class Producer:
                         topic=topic,
                         partition=partition,
                     ),
-                    on_delivery,
+                    callback,
                 )
         elif self._partitioner is not None:
             view = cluster if manager is None else manager.cluster_view(cluster)
@@ -465,7 +482,7 @@ class Producer:
                     topic=topic,
                     partition=partition if partition >= 0 else None,
                 ),
-                on_delivery,
+                callback,
             )
 
         # 5. append, and wake the Sender when a batch filled or a new one was created
@@ -477,12 +494,12 @@ class Producer:
         remaining = self._max_block_ms - (now - start) if start else self._max_block_ms
         try:
             result = self._append(
-                topic, partition, timestamp, key_bytes, value_bytes, headers, on_delivery, remaining, False, now, cluster
+                topic, partition, timestamp, key_bytes, value_bytes, headers, callback, remaining, False, now, cluster
             )
         except KafkaError as e:
             if isinstance(e, ProducerClosedError):
                 raise
-            return self._fail_now(topic, partition if partition >= 0 else None, e, on_delivery)
+            return self._fail_now(topic, partition if partition >= 0 else None, e, callback)
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
         lane = self._lane
@@ -502,17 +519,22 @@ class Producer:
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Iterable[tuple[str, bytes | None]] | None = None,
-        on_delivery: DeliveryCallback | None = None,
+        callback: Callback | None = None,
+        on_delivery: OnDelivery | None = None,
     ) -> BulkFuture:
         """Queue many records at once without a Python object per record (see :mod:`kproducer.bulk`).
 
         Returns one future resolving to the records' metadata in order; ``headers``
-        (one list) go on every record; ``on_delivery`` is called per record.
+        (one list) go on every record; ``callback`` or ``on_delivery`` (as for
+        :meth:`send`) is called per record.
         """
         from kproducer.bulk import send_batch
 
+        cb = None
+        if callback is not None or on_delivery is not None:
+            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
         return send_batch(
-            self, topic, values, keys, partition=partition, timestamp=timestamp, headers=headers, on_delivery=on_delivery  # type: ignore[arg-type]
+            self, topic, values, keys, partition=partition, timestamp=timestamp, headers=headers, on_delivery=cb  # type: ignore[arg-type]
         )
 
     def send_arrow(
@@ -526,10 +548,21 @@ class Producer:
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Iterable[tuple[str, bytes | None]] | None = None,
-        on_delivery: DeliveryCallback | None = None,
+        callback: Callback | None = None,
+        on_delivery: OnDelivery | None = None,
     ) -> BulkFuture:
-        """Queue the rows of a pyarrow Table/RecordBatch, encoded straight from the column buffers."""
+        """Queue the rows of a pyarrow Table/RecordBatch, encoded straight from the column buffers.
+
+        ``callback`` or ``on_delivery`` (as for :meth:`send`) is called per row.
+        """
         from kproducer.bulk import send_arrow
+
+        cb = None
+        if callback is not None or on_delivery is not None:
+            cb = resolve_bulk_callback(
+                callback, on_delivery, topic or "", _arrow_column_or_none(table_or_batch, key_column),
+                _arrow_column_or_none(table_or_batch, value_column),
+            )
 
         return send_arrow(
             self,
@@ -541,7 +574,7 @@ class Producer:
             partition=partition,
             timestamp=timestamp,
             headers=headers,  # type: ignore[arg-type]
-            on_delivery=on_delivery,
+            on_delivery=cb,
         )
 
     def _raise_unusable(self) -> None:
@@ -603,7 +636,7 @@ class Producer:
             md.await_update(version, min(deadline - now, 1000) / 1000.0)
 
     def _fail_now(
-        self, topic: str, partition: int | None, error: KafkaError, on_delivery: DeliveryCallback | None
+        self, topic: str, partition: int | None, error: KafkaError, on_delivery: Callback | None
     ) -> RecordFuture:
         """Java's FutureFailure: the error reaches the returned future and the callback, not the caller."""
         if error.topic is None:
@@ -633,10 +666,10 @@ class Producer:
                 log.exception("interceptor %r on_send raised; record passed on unchanged", ic)
         return record.topic, record.value, record.key, record.partition, record.timestamp, record.headers
 
-    def _intercept_callback(self, on_delivery: DeliveryCallback | None) -> DeliveryCallback:
+    def _intercept_callback(self, on_delivery: Callback | None) -> Callback:
         interceptors = self._interceptors
 
-        def callback(md: RecordMetadata | None, exc: BaseException | None) -> None:
+        def callback(md: RecordMetadata | None, exc: KafkaError | None) -> None:
             for ic in interceptors:
                 try:
                     ic.on_acknowledgement(md, exc)
@@ -793,6 +826,13 @@ class Producer:
 
 
 # ---------------------------------------------------------------------- helpers
+def _arrow_column_or_none(data: Any, name: str | None) -> Any:
+    """A pyarrow Table/RecordBatch column by name (None when absent): rows for on_delivery's reports."""
+    if name is None or name not in data.schema.names:
+        return None
+    return data.column(name)
+
+
 def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 

@@ -28,7 +28,8 @@ NO_SEQUENCE = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
+# (metadata, exception), Java's order: kproducer.delivery turns each public convention into this.
+DeliveryCallback = Callable[[RecordMetadata | None, Any], object]
 ErrorFn = Callable[[int], BaseException | None]
 RecordExceptions = ErrorFn | Mapping[int, BaseException] | Sequence[Any]
 
@@ -277,12 +278,14 @@ class ProducerBatch:
                 futures = [RecordFuture(result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
                 rng.sink._range_done(rng, result, futures)
                 if rng.callback is not None:
-                    for f in futures:
-                        out[f.relative_offset] = Thunk(rng.callback, f)
+                    for_row = getattr(rng.callback, "for_row", None)  # per-row delivery reports
+                    for j, f in enumerate(futures):
+                        cb = rng.callback if for_row is None else for_row(int(rng.rows[j]))
+                        out[f.relative_offset] = Thunk(cb, f)
                 continue
             thunk: Thunk = entry  # type: ignore[assignment]
             fut = thunk.future
-            while fut._result is not result:  # a record already moved once: find it in this batch
+            while fut._batch_result is not result:  # a record already moved once: find it in this batch
                 nxt = fut._forward()
                 if nxt is None:
                     raise IllegalStateError(f"a callback's future does not lead to {self.topic_partition}'s batch")
@@ -391,14 +394,17 @@ class ProducerBatch:
         callback = rng.callback
         assert callback is not None
         timestamp = log_append_time if log_append_time != NO_TIMESTAMP else rng.timestamp
+        for_row = getattr(callback, "for_row", None)  # confluent-style reports need each row's key and value
+        rows = rng.rows
         for j in range(rng.count):
             rel = rng.first + j
+            cb = callback if for_row is None else for_row(int(rows[j]))
             try:
                 if error_fn is None:
                     offset = NO_OFFSET if base_offset == NO_OFFSET else base_offset + rel
-                    callback(RecordMetadata(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
+                    cb(RecordMetadata(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
                 else:
-                    callback(None, error_fn(rel))
+                    cb(None, error_fn(rel))
             except Exception:
                 log.exception("error executing user-provided callback on message for topic-partition %s", tp)
 

@@ -8,15 +8,23 @@ Event per record, and the batch keeps no reference to it unless the record has
 a delivery callback. When a batch is split for MESSAGE_TOO_LARGE, the old result
 learns where each of its records went (``moved``), and a future follows its
 record there when it looks (``_forward``).
+
+A RecordFuture is a ``concurrent.futures.Future`` (it subclasses it without
+running its ``__init__``, so it carries no Condition), which is what the
+standard library checks: ``concurrent.futures.wait`` / ``as_completed`` and
+``asyncio.wrap_future`` take it as it is, and ``await future`` works inside a
+running event loop. The waiter list those functions use is made only for a
+future they actually wait on, and every such future shares one module lock.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import KafkaTimeoutError
 from kproducer.structs import RecordMetadata, TopicPartition
@@ -127,14 +135,52 @@ class ProduceRequestResult:
         return f"ProduceRequestResult({self.topic_partition}, {state}, base_offset={self.base_offset})"
 
 
-class RecordFuture:
-    """The future of one record, in the style of ``concurrent.futures.Future`` (seed 001 FutureRecordMetadata).
+# concurrent.futures.wait()/as_completed() take each future's ``_condition`` while they read its
+# ``_state`` and add a waiter. One re-entrant Condition serves every RecordFuture (wait() acquires
+# it once per future, in one thread): no future carries a lock, and the Sender thread takes this
+# one only for a future somebody waits on that way.
+_STDLIB_CONDITION = threading.Condition(threading.RLock())
+_PENDING = "PENDING"
+_FINISHED = "FINISHED"
 
-    It holds no synchronization of its own: ``result()`` waits on the batch's
-    latch. ``_next`` is set when the record moved to another batch (split).
+
+class _StdlibWaiters(list):
+    """The ``_waiters`` of a RecordFuture as concurrent.futures sees them, with the done flag they go by.
+
+    ``notified`` flips (under the shared condition) when the record completes, at
+    which point every waiter present hears about it once; ``_state`` reports
+    FINISHED only from then on, so a waiter added after that is never told twice.
     """
 
-    __slots__ = ("_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next")
+    __slots__ = ("notified",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notified = False
+
+
+class RecordFuture(concurrent.futures.Future[RecordMetadata]):
+    """The future of one record: a ``concurrent.futures.Future`` resolving to its RecordMetadata.
+
+    Java's FutureRecordMetadata: it holds no synchronization of its own and
+    ``result()`` waits on its batch's latch. It is accepted as it is by
+
+    - ``concurrent.futures.wait(fs)`` and ``as_completed(fs)`` (a waiter list is
+      made for the futures they wait on; the lock is one shared by all),
+    - ``asyncio.wrap_future(f)`` (one thread-safe loop wakeup when it completes),
+    - ``await f`` inside a running event loop (the same, through wrap_future).
+
+    ``cancel()`` returns False: a record handed to the producer is not taken back.
+    ``set_result``/``set_exception`` raise: only the producer completes it.
+    For many records awaited by asyncio code, ``kproducer.aio.AsyncProducer``
+    delivers completions to the loop in batches instead of one wakeup each.
+    ``_next`` is set when the record moved to another batch (split).
+    """
+
+    __slots__ = (
+        "_batch_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
+        "_stdlib_waiters",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -144,12 +190,13 @@ class RecordFuture:
         serialized_key_size: int,
         serialized_value_size: int,
     ) -> None:
-        self._result = result
+        self._batch_result = result
         self.relative_offset = relative_offset
         self.create_timestamp = create_timestamp
         self.serialized_key_size = serialized_key_size
         self.serialized_value_size = serialized_value_size
         self._next: RecordFuture | None = None
+        # _stdlib_waiters stays unset (no object) until concurrent.futures waits on this future.
 
     @classmethod
     def failed(cls, topic_partition: TopicPartition, error: BaseException) -> RecordFuture:
@@ -175,7 +222,7 @@ class RecordFuture:
         """The future of this record in the batch it was split into, or None (it was not moved)."""
         nxt = self._next
         if nxt is None:
-            moved = self._result.moved
+            moved = self._batch_result.moved
             if moved is not None:
                 result, relative_offset = moved[self.relative_offset]
                 nxt = self._next = RecordFuture(
@@ -185,7 +232,7 @@ class RecordFuture:
 
     # ------------------------------------------------------------------ state
     def done(self) -> bool:
-        if not self._result.completed:
+        if not self._batch_result.completed:
             return False
         nxt = self._forward()
         return True if nxt is None else nxt.done()
@@ -206,7 +253,7 @@ class RecordFuture:
         fut = self
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not fut._result.await_(remaining):
+            if not fut._batch_result.await_(remaining):
                 raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
             nxt = fut._forward()
             if nxt is None:
@@ -214,7 +261,7 @@ class RecordFuture:
             fut = nxt
 
     def _metadata(self) -> RecordMetadata:
-        r = self._result
+        r = self._batch_result
         offset = NO_OFFSET if r.base_offset == NO_OFFSET else r.base_offset + self.relative_offset
         timestamp = r.log_append_time if r.log_append_time != NO_TIMESTAMP else self.create_timestamp
         tp = r.topic_partition
@@ -234,12 +281,12 @@ class RecordFuture:
         nxt = self._forward()
         if nxt is not None:
             return nxt.record_error()
-        return self._result.error_at(self.relative_offset)
+        return self._batch_result.error_at(self.relative_offset)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata; raises the record's exception, or KafkaTimeoutError after ``timeout`` s."""
         fut = self._wait(timeout)
-        err = fut._result.error_at(fut.relative_offset)
+        err = fut._batch_result.error_at(fut.relative_offset)
         if err is not None:
             raise err
         return fut._metadata()
@@ -249,7 +296,7 @@ class RecordFuture:
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The record's exception (None on success); KafkaTimeoutError after ``timeout`` s."""
         fut = self._wait(timeout)
-        return fut._result.error_at(fut.relative_offset)
+        return fut._batch_result.error_at(fut.relative_offset)
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Call ``fn(self)`` once the record is complete (at once if it already is)."""
@@ -262,12 +309,67 @@ class RecordFuture:
             else:
                 fn(self)
 
-        if not self._result._add_callback(fire):
+        if not self._batch_result._add_callback(fire):
             try:
                 fire()
             except Exception:
-                log.exception("error in a future done-callback for %s", self._result.topic_partition)
+                log.exception("error in a future done-callback for %s", self._batch_result.topic_partition)
+
+    # ------------------------------------------------------------------ standard-library interop
+    def _stdlib_waiter_list(self) -> _StdlibWaiters:
+        """The waiter list concurrent.futures uses, made (and hooked to completion) on first use."""
+        with _STDLIB_CONDITION:
+            waiters: _StdlibWaiters | None = getattr(self, "_stdlib_waiters", None)
+            if waiters is not None:
+                return waiters
+            waiters = self._stdlib_waiters = _StdlibWaiters()
+
+        def notify(fut: RecordFuture) -> None:
+            failed = fut.record_error() is not None
+            with _STDLIB_CONDITION:
+                waiters.notified = True
+                for waiter in list(waiters):
+                    if failed:
+                        waiter.add_exception(fut)
+                    else:
+                        waiter.add_result(fut)
+                _STDLIB_CONDITION.notify_all()
+
+        self.add_done_callback(notify)
+        return waiters
+
+    if not TYPE_CHECKING:  # the base declares these as plain attributes; here they are computed
+
+        @property
+        def _condition(self) -> threading.Condition:
+            return _STDLIB_CONDITION
+
+        @property
+        def _state(self) -> str:
+            # FINISHED only once the waiters were told (see _StdlibWaiters); callers hold _condition.
+            return _FINISHED if self._stdlib_waiter_list().notified else _PENDING
+
+        @property
+        def _waiters(self) -> _StdlibWaiters:
+            return self._stdlib_waiter_list()
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return True
+
+    def set_result(self, result: Any) -> None:
+        raise TypeError("a RecordFuture is completed by its producer, not by set_result()")
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        raise TypeError("a RecordFuture is completed by its producer, not by set_exception()")
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        """``await future`` inside a running loop: one thread-safe wakeup when the record completes."""
+        if not self.done():
+            import asyncio
+
+            yield from asyncio.wrap_future(self).__await__()
+        return self.result()
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
-        return f"RecordFuture({self._result.topic_partition}, relative_offset={self.relative_offset}, {state})"
+        return f"RecordFuture({self._batch_result.topic_partition}, relative_offset={self.relative_offset}, {state})"

@@ -103,7 +103,7 @@ def _send_columns(producer: Any, cols: RecordColumns, cb: DeliveryTracker) -> No
     ):
         topic = cols.topic
         for k, v in zip(keys, values, strict=False):
-            send(topic, value=v, key=k, on_delivery=cb)
+            send(topic, value=v, key=k, callback=cb)
         return
     n = cols.num_rows
     topics: Any = cols.topics if cols.topics is not None else repeat(cols.topic, n)
@@ -113,7 +113,7 @@ def _send_columns(producer: Any, cols: RecordColumns, cb: DeliveryTracker) -> No
     for t, k, v, p, ts, h in zip(topics, keys, values, parts, stamps, heads, strict=False):
         if t is None:
             raise ValueError("a row has a null topic and no 'topic' option is set")
-        send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, on_delivery=cb)
+        send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, callback=cb)
 
 
 def _run_task(
@@ -208,7 +208,7 @@ class _SinkWriterBase:
             send = producer.send
             for row in iterator:
                 t, k, v, p, ts, h = row_to_record(row, schema, topic)
-                send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, on_delivery=tracker)
+                send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, callback=tracker)
                 sent += 1
                 nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             return sent, nbytes
