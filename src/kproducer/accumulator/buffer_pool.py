@@ -76,6 +76,10 @@ class BufferPool:
         self._waiters: deque[threading.Condition] = deque()
         self._non_pooled_available_memory = total_memory
         self._closed = False
+        # An event-loop facade waits for memory without a thread: it counts as a waiter for
+        # ready() (memory is exhausted: send without lingering) and is told when memory returns.
+        self._external_waiters = 0
+        self._free_listener: Callable[[], None] | None = None
         if clock_ms is None:
             self._now_ns: Callable[[], int] = time.monotonic_ns
         else:
@@ -243,6 +247,38 @@ class BufferPool:
                 self._non_pooled_available_memory += size
             if self._waiters:
                 self._waiters[0].notify()
+        listener = self._free_listener
+        if listener is not None:
+            listener()
+
+    # ------------------------------------------------------------------ waiting without a thread
+    def can_allocate_now(self, size: int) -> bool:
+        """Would ``allocate(size)`` return without waiting? (No thread queued first, and the memory is there.)
+
+        Called before every asyncio send: plenty of room (twice ``size``) is read
+        without the lock, since memory only grows behind a caller's back unless
+        other threads allocate too, which the margin covers.
+        """
+        if (
+            not self._waiters
+            and self._non_pooled_available_memory + len(self._free) * self._poolable_size >= 2 * size
+        ):
+            return True
+        with self._lock:
+            if self._closed or self._waiters:
+                return self._closed
+            if size == self._poolable_size and self._free:
+                return True
+            return self._available_memory_locked() >= size
+
+    def set_free_listener(self, listener: Callable[[], None] | None) -> None:
+        """Call ``listener()`` (on the thread that frees it) whenever memory returns, and on close."""
+        self._free_listener = listener
+
+    def add_external_waiter(self, delta: int) -> None:
+        """A waiter outside the pool's queue starts (+1) or stops (-1) waiting for memory."""
+        with self._lock:
+            self._external_waiters += delta
 
     # ------------------------------------------------------------------ introspection
     def _available_memory_locked(self) -> int:
@@ -264,9 +300,9 @@ class BufferPool:
             return len(self._free)
 
     def queued(self) -> int:
-        """Threads blocked waiting for memory (ready() treats > 0 as 'exhausted')."""
+        """Callers waiting for memory (ready() treats > 0 as 'exhausted'), threads or event-loop tasks."""
         with self._lock:
-            return len(self._waiters)
+            return len(self._waiters) + self._external_waiters
 
     @property
     def closed(self) -> bool:
@@ -278,6 +314,9 @@ class BufferPool:
             self._closed = True
             for waiter in self._waiters:
                 waiter.notify()
+        listener = self._free_listener
+        if listener is not None:
+            listener()
 
     def __repr__(self) -> str:
         return (

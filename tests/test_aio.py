@@ -1,0 +1,350 @@
+"""kproducer.aio.AsyncProducer under a running event loop, on Tansu, read back by confluent-kafka.
+
+The loop must never block: each test that waits (memory full, broker
+unreachable) runs a ticker coroutine beside it and checks that the ticker kept
+ticking while the send waited, which a blocked loop cannot do. No wall-clock
+upper bounds: waits are bounded by latches and counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kproducer.aio import AsyncProducer
+from kproducer.errors import (
+    BufferExhaustedError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+)
+from kproducer.partitioner import partition_for_key
+from kproducer.structs import RecordMetadata
+from tests.support.readback import create_topic, read_topic
+from tests.support.tansu import TansuBroker
+
+
+def _config(tansu: TansuBroker, **kw: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"bootstrap.servers": tansu.bootstrap, "linger.ms": 5, "max.block.ms": 10_000}
+    cfg.update({k.replace("_", "."): v for k, v in kw.items()})
+    return cfg
+
+
+class Ticker:
+    """A coroutine that sleeps 1 ms at a time and records its ticks and its worst gap."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.worst_gap = 0.0
+        self._stop = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._stop:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.worst_gap = max(self.worst_gap, now - last)
+            last = now
+            self.ticks += 1
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stop = True
+        assert self._task is not None
+        await self._task
+
+
+async def _take_all_memory(pool: Any) -> list[bytearray]:
+    """Hold every byte of the producer's buffer (as in-flight batches would); first let finished batches return theirs."""
+    for _ in range(10_000):
+        if pool.available_memory() == pool.total_memory:
+            break
+        await asyncio.sleep(0.001)
+    assert pool.available_memory() == pool.total_memory, "a batch kept its memory after its delivery"
+    return [pool.allocate(pool.poolable_size, 0) for _ in range(pool.total_memory // pool.poolable_size)]
+
+
+async def _ticks_while(ticker: Ticker, pending: asyncio.Future[Any], at_least: int) -> int:
+    """Wait until the ticker ticked ``at_least`` times while ``pending`` stays unfinished; the ticks seen."""
+    start = ticker.ticks
+    while ticker.ticks - start < at_least and not pending.done():
+        await asyncio.sleep(0.001)
+    return ticker.ticks - start
+
+
+def test_100k_sends_from_50_tasks_are_all_read_back(tansu: TansuBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 8)
+    tasks_n, per_task = 50, 2000
+
+    async def main() -> tuple[list[RecordMetadata], Ticker, int]:
+        ticker = Ticker()
+        ticker.start()
+        async with AsyncProducer(_config(tansu)) as p:
+            completions = p._completions
+            assert completions is not None
+            wakeups = 0
+            loop = completions.loop
+
+            class CountingLoop:
+                """The loop, counting the thread-safe wakeups the I/O thread asks of it."""
+
+                def call_soon_threadsafe(self, *a: Any) -> Any:
+                    nonlocal wakeups
+                    wakeups += 1
+                    return loop.call_soon_threadsafe(*a)
+
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(loop, name)
+
+            completions.loop = CountingLoop()  # type: ignore[assignment]
+
+            async def producer_task(t: int) -> list[RecordMetadata]:
+                futs = []
+                for i in range(per_task):
+                    futs.append(await p.send(topic_name, b"v-%d-%d" % (t, i), b"k-%d" % t))
+                return [await f for f in futs]
+
+            per = await asyncio.gather(*(producer_task(t) for t in range(tasks_n)))
+            mds = [md for mds_ in per for md in mds_]
+        await ticker.stop()
+        return mds, ticker, wakeups
+
+    mds, ticker, wakeups = asyncio.run(main())
+    n = tasks_n * per_task
+    assert len(mds) == n and all(isinstance(md, RecordMetadata) for md in mds)
+    # Completions reach the loop in batches: far fewer thread-safe wakeups than records.
+    assert 0 < wakeups <= n // 20, f"{wakeups} loop wakeups for {n} records"
+    back = read_topic(tansu.bootstrap, topic_name, n, timeout=120)
+    assert len(back) == n
+    by_pos = {(r.partition, r.offset): (r.key, r.value) for r in back}
+    assert len({(md.partition, md.offset) for md in mds}) == n
+    # Each task's records are in send order within their (keyed) partition.
+    seen: dict[bytes, int] = {}
+    for r in back:
+        assert r.key is not None and r.value is not None
+        t, i = (int(x) for x in r.value.split(b"-")[1:])
+        assert r.key == b"k-%d" % t
+        assert seen.get(r.key, -1) < i, "records of one key were reordered"
+        seen[r.key] = i
+    assert all(by_pos[(md.partition, md.offset)] is not None for md in mds)
+    print(f"ticker: {ticker.ticks} ticks, worst gap {ticker.worst_gap * 1000:.1f} ms; {wakeups} wakeups for {n} records")
+
+
+def test_full_buffer_is_awaited_without_blocking_the_loop(tansu: TansuBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+
+    async def main() -> None:
+        ticker = Ticker()
+        ticker.start()
+        async with AsyncProducer(_config(tansu, buffer_memory=64 * 1024, batch_size=16 * 1024)) as p:
+            await (await p.send(topic_name, b"warm"))  # metadata known: only memory can make a send wait
+            pool = p.producer._pool
+            hostage = await _take_all_memory(pool)
+            assert not pool.can_allocate_now(16 * 1024)
+            sending = asyncio.ensure_future(p.send(topic_name, b"after-the-wait", b"k"))
+            ticks = await _ticks_while(ticker, sending, 20)
+            assert not sending.done() and ticks >= 20, "the loop stopped while send() waited for memory"
+            assert pool.queued() == 1, "the waiting coroutine counts as a memory waiter (batches stop lingering)"
+            for buf in hostage:
+                pool.deallocate(buf)
+            md = await (await sending)
+            assert md.topic == topic_name and md.offset >= 0
+            assert pool.queued() == 0
+        await ticker.stop()
+        print(f"memory wait: worst loop gap {ticker.worst_gap * 1000:.1f} ms")
+
+    asyncio.run(main())
+    back = read_topic(tansu.bootstrap, topic_name, 2)
+    assert [r.value for r in back] == [b"warm", b"after-the-wait"]
+
+
+def test_full_buffer_fails_the_record_after_max_block_ms(tansu: TansuBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(_config(tansu, buffer_memory=32 * 1024, batch_size=16 * 1024, max_block_ms=50)) as p:
+            await (await p.send(topic_name, b"warm"))
+            pool = p.producer._pool
+            hostage = await _take_all_memory(pool)
+            fut = await p.send(topic_name, b"never")
+            with pytest.raises(BufferExhaustedError, match="max blocking time 50 ms"):
+                await fut
+            for buf in hostage:
+                pool.deallocate(buf)
+
+    asyncio.run(main())
+
+
+def test_unreachable_broker_never_blocks_the_loop() -> None:
+    async def main() -> None:
+        ticker = Ticker()
+        ticker.start()
+        cfg = {"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 1000, "reconnect.backoff.ms": 20}
+        async with AsyncProducer(cfg) as p:
+            sending = asyncio.ensure_future(p.send("nowhere", b"v"))
+            ticks = await _ticks_while(ticker, sending, 5)
+            assert ticks >= 5 and not sending.done(), "the loop did not run while the metadata wait went on"
+            fut = await sending
+            with pytest.raises(KafkaTimeoutError, match="not present in metadata"):
+                await fut
+            await p.close(0)
+        await ticker.stop()
+        print(f"unreachable broker: worst loop gap {ticker.worst_gap * 1000:.1f} ms")
+
+    asyncio.run(main())
+
+
+def test_cancellation_does_not_unsend(tansu: TansuBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(_config(tansu, linger_ms=200, buffer_memory=128 * 1024)) as p:
+            await (await p.send(topic_name, b"warm"))
+
+            # 1. the awaiting task is cancelled while the record lingers in its batch
+            appended = asyncio.Event()
+
+            async def send_and_wait() -> RecordMetadata:
+                delivery = await p.send(topic_name, b"task-cancelled")
+                appended.set()
+                return await delivery
+
+            task = asyncio.ensure_future(send_and_wait())
+            await appended.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # 2. the delivery future itself is cancelled, and 3. wait_for times out on it
+            fut = await p.send(topic_name, b"future-cancelled")
+            fut.cancel()
+            slow = await p.send(topic_name, b"wait-for-timed-out")
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(slow, 0.001)
+            assert await p.flush() == 0
+
+            # 4. a task cancelled while it waits for memory appends nothing
+            pool = p.producer._pool
+            hostage = await _take_all_memory(pool)
+            waiting = asyncio.ensure_future(p.send(topic_name, b"never-appended"))
+            while pool.queued() == 0:
+                await asyncio.sleep(0.001)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert pool.queued() == 0
+            for buf in hostage:
+                pool.deallocate(buf)
+            await (await p.send(topic_name, b"last"))
+
+    asyncio.run(main())
+    back = read_topic(tansu.bootstrap, topic_name, 5)
+    assert [r.value for r in back] == [b"warm", b"task-cancelled", b"future-cancelled", b"wait-for-timed-out", b"last"]
+
+
+def test_close_with_pending_sends_delivers_them(tansu: TansuBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 2)
+
+    async def main() -> list[RecordMetadata]:
+        p = AsyncProducer(_config(tansu, linger_ms=1000))
+        await p.start()
+        futs = [await p.send(topic_name, b"p%d" % i) for i in range(1000)]
+        await p.close()
+        assert all(f.done() for f in futs), "close() returned before every delivery reached the loop"
+        with pytest.raises(ProducerClosedError):
+            await p.send(topic_name, b"after-close")
+        return [f.result() for f in futs]
+
+    mds = asyncio.run(main())
+    assert len(mds) == 1000
+    assert len(read_topic(tansu.bootstrap, topic_name, 1000)) == 1000
+
+
+def test_errors_and_callbacks_from_the_loops_side(
+    tansu: TansuBroker, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+    java: list[Any] = []
+    confluent: list[Any] = []
+
+    async def main() -> None:
+        async with AsyncProducer(_config(tansu, max_request_size=2000)) as p:
+            too_big = await p.send(topic_name, b"z" * 5000)
+            with pytest.raises(RecordTooLargeError):
+                await too_big
+
+            def boom(md: RecordMetadata | None, exc: KafkaError | None) -> None:
+                raise RuntimeError("user callback failed")
+
+            # A failing user callback does not keep the outcome from the loop.
+            assert (await (await p.send(topic_name, b"a", callback=boom))).offset >= 0
+            await (await p.send(topic_name, b"b", callback=lambda md, exc: java.append((md, exc))))
+            await (await p.send(topic_name, b"c", b"kc", on_delivery=lambda err, msg: confluent.append((err, msg))))
+            with pytest.raises(TypeError, match="cannot take 2 positional arguments"):
+                await p.send(topic_name, b"d", on_delivery=lambda msg: None)
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(main())
+    assert "delivery callback raised" in caplog.text
+    assert java[0][0].offset >= 0 and java[0][1] is None
+    err, msg = confluent[0]
+    assert err is None and msg.value() == b"c" and msg.key() == b"kc" and msg.offset() >= 0
+
+
+def test_loop_closed_before_delivery_does_not_break_the_producer(
+    tansu: TansuBroker, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+    loop = asyncio.new_event_loop()
+    p = AsyncProducer(_config(tansu, linger_ms=300))
+    loop.run_until_complete(p.start())
+    fut = loop.run_until_complete(p.send(topic_name, b"orphan"))
+    loop.close()  # nobody will ever drain this loop again
+    with caplog.at_level(logging.WARNING):
+        assert p.producer.flush(20) == 0
+    assert not fut.done()
+    assert "event loop closed" in caplog.text
+    # The producer under it still works for the next loop.
+    p.producer.send(topic_name, b"next").result(20)
+    p.producer.close()
+    assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 2)] == [b"orphan", b"next"]
+
+
+def test_send_batch_and_send_arrow(tansu: TansuBroker, topic_name: str) -> None:
+    import pyarrow as pa
+
+    create_topic(tansu.bootstrap, topic_name, 3)
+    values = [b"b%d" % i for i in range(3000)]
+
+    async def main() -> tuple[list[RecordMetadata], list[RecordMetadata]]:
+        async with AsyncProducer(_config(tansu)) as p:
+            f1 = await p.send_batch(topic_name, values, [b"k%d" % (i % 5) for i in range(3000)])
+            f2 = await p.send_arrow(pa.table({"value": pa.array(values, pa.binary())}), topic_name)
+            return await f1, await f2
+
+    a, b = asyncio.run(main())
+    assert len(a) == len(b) == 3000
+    back = {(r.partition, r.offset): r.value for r in read_topic(tansu.bootstrap, topic_name, 6000)}
+    assert [back[(md.partition, md.offset)] for md in a] == values
+    assert [back[(md.partition, md.offset)] for md in b] == values
+    assert Counter(md.partition for md in a) == Counter(partition_for_key(b"k%d" % (i % 5), 3) for i in range(3000))
+
+
+def test_not_started_and_closed_errors() -> None:
+    async def main() -> None:
+        p = AsyncProducer({"bootstrap.servers": "127.0.0.1:1"})
+        with pytest.raises(ProducerClosedError, match="not started"):
+            await p.send("t", b"v")
+        await p.close()
+        with pytest.raises(ProducerClosedError):
+            await p.start()
+
+    asyncio.run(main())
