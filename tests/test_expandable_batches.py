@@ -3,7 +3,7 @@
 The growth rules: a batch that ran out of room while still undrained doubles its
 limit, up to ``batch.max.size`` (bounded by ``max.request.size``); every step is
 charged to the BufferPool first and never waits (refused while a caller is
-queued, or when it would leave less than half of ``buffer.memory`` free); a
+queued, or when it would leave less than four batch.size free); a
 topic whose broker refused a batch as too large stops growing; a cold
 partition's batch keeps ``batch.size``. The C send lane appends into a grown
 batch like the Python path (the integration test runs in both passes).
@@ -84,8 +84,8 @@ def test_cold_partitions_keep_batch_size() -> None:
     complete_all(acc, make_cluster(), clock)
 
 
-def test_growth_leaves_half_of_buffer_memory_and_never_blocks() -> None:
-    """With 8 KiB in all, growth past batch.size stops at 4 KiB free; appends never wait (max.block.ms=0)."""
+def test_growth_leaves_four_batches_free_and_never_blocks() -> None:
+    """With 8 KiB in all, growth past batch.size keeps 4 KiB free; appends never wait (max.block.ms=0)."""
     clock = Clock()
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
     for _ in range(60):  # max_time_to_block_ms is 0: any wait would raise BufferExhaustedError
@@ -134,7 +134,7 @@ def test_pool_growth_keeps_the_memory_invariant(ops: list[tuple[str, int]]) -> N
         elif op == "grow" and charged:
             buf, have = charged.pop()
             before = pool.available_memory()
-            keep = total // 2
+            keep = 4 * BATCH
             if pool.try_grow(size, keep):
                 assert before - size >= keep
                 have += size

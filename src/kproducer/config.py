@@ -636,7 +636,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "in-flight window is full or linger.ms is not over) records keep going into it, and its "
         "buffer grows past batch.size, doubling, up to this bound, each step charged to "
         "buffer.memory. Growth never blocks: it stops while a caller waits for memory or less "
-        "than half of buffer.memory is free, and the batch then closes as before. Also bounded by "
+        "than four times batch.size of buffer.memory is free, and the batch then closes as before. Also bounded by "
         "max.request.size. A value at or below batch.size turns growth off.",
         _NONNEG,
     ),

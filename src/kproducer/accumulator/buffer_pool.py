@@ -214,7 +214,7 @@ class BufferPool:
         arriving while its partition is hot. Growth is an optimisation, so it must
         never make anyone wait: it is refused while a caller is queued for memory,
         or when it would leave less than ``keep_free`` bytes available (the
-        accumulator keeps half of ``buffer.memory`` for new batches, so that growth
+        accumulator keeps four ``batch.size`` buffers' worth for new batches, so that growth
         stops well before ``allocate`` would have to block). The bytes come back
         with the batch's buffer, through :meth:`deallocate` with the batch's whole
         charged size.
