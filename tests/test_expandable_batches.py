@@ -271,3 +271,13 @@ def test_compressed_growth_keeps_staged_records_within_the_staging_bound() -> No
     for b in batches:
         assert b.builder.uncompressed_size <= MAX_STAGING_BYTES + 200
     complete_all(acc, make_cluster(), clock)
+
+
+def test_growth_refused_while_an_asyncio_sender_waits() -> None:
+    """An event-loop task waiting for memory (counted outside the pool's queue) also stops growth."""
+    pool = BufferPool(8 * BATCH, BATCH)
+    assert pool.try_grow(BATCH)
+    pool.add_external_waiter(1)
+    assert pool.try_grow(BATCH) is False
+    pool.add_external_waiter(-1)
+    assert pool.try_grow(BATCH)

@@ -222,7 +222,7 @@ class BufferPool:
         if size <= 0:
             return size == 0
         with self._lock:
-            if self._closed or self._waiters:
+            if self._closed or self._waiters or self._external_waiters:  # asyncio senders waiting count too
                 return False
             if self._available_memory_locked() - size < keep_free:
                 return False
