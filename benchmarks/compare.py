@@ -36,6 +36,15 @@ The same work for every client:
   with confluent-kafka's consumer (``--no-verify`` skips it): ``on topic`` must
   equal the records sent.
 
+The asyncio clients (``kproducer-async``, ``aiokafka``, ``confluent-aio``, i.e.
+kproducer.aio.AsyncProducer, aiokafka and confluent_kafka.aio.AIOProducer) run the
+same loop: ``await send()`` per record in one task, the delivery futures gathered
+every 20,000. They are compared among themselves in the lines under the table, and
+the two added here report a 1 ms ticker's worst gap during the run (how long the
+client held the event loop) beside the same ticker's worst gap alone just before:
+
+    .venv/bin/python benchmarks/compare.py --clients kproducer-async,aiokafka,confluent-aio --acks all
+
 Adding a client is one entry in ``RUNNERS``: a function that runs the workload in
 the child and returns its timing, and a function that describes its config.
 """
@@ -114,6 +123,8 @@ class Timing:
     elapsed_s: float
     rss_before_mb: float
     failed: int = 0
+    loop_gap_ms: float | None = None  # asyncio clients: a 1 ms ticker's worst gap during the run
+    idle_gap_ms: float | None = None  # the same ticker alone for 0.5 s before the run: the machine's own share
 
 
 def _rss_mb() -> float:
@@ -284,6 +295,99 @@ def _aiokafka(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     return out[0]
 
 
+# ---------------------------------------------------------------- asyncio: kproducer.aio and confluent_kafka.aio
+async def _ticker(gaps: list[float], stop: Any) -> None:
+    """Sleeps 1 ms at a time and keeps its worst gap: how long the event loop was held by the client."""
+    import asyncio
+
+    last = time.perf_counter()
+    while not stop.is_set():
+        await asyncio.sleep(0.001)
+        now = time.perf_counter()
+        gaps[0] = max(gaps[0], now - last)
+        last = now
+
+
+def _async_run(cell: Cell, lat: Latency, start: Any, send: Any, finish: Any) -> Timing:
+    """aiokafka's loop shape for another asyncio client: ``await send()`` per record, futures gathered per 20,000."""
+    import asyncio
+
+    payload = os.urandom(cell.size)
+    perf = time.perf_counter
+    n, every = cell.records, lat.every
+    out: list[Timing] = []
+
+    async def run() -> None:
+        client = await start()
+        idle = [0.0]
+        stop = asyncio.Event()
+        ticker = asyncio.ensure_future(_ticker(idle, stop))
+        await asyncio.sleep(0.5)
+        stop.set()
+        await ticker
+        gaps = [0.0]
+        stop = asyncio.Event()
+        ticker = asyncio.ensure_future(_ticker(gaps, stop))
+        rss_before = _rss_mb()
+        t = perf()
+        futs = []
+        for i in range(n):
+            if i % every == 0:
+                cb = lat.callback()
+                fut = await send(client, payload)
+                fut.add_done_callback(cb)
+            else:
+                fut = await send(client, payload)
+            futs.append(fut)
+            if len(futs) >= 20000:
+                await asyncio.gather(*futs)
+                futs.clear()
+        await asyncio.gather(*futs)
+        elapsed = perf() - t
+        stop.set()
+        await ticker
+        out.append(Timing(elapsed, rss_before, loop_gap_ms=gaps[0] * 1000, idle_gap_ms=idle[0] * 1000))
+        await finish(client)
+
+    asyncio.run(run())
+    return out[0]
+
+
+def _kproducer_async(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    from kproducer.aio import AsyncProducer
+
+    async def start() -> Any:
+        p = AsyncProducer(kproducer_config(cell, bootstrap))
+        await p.start()
+        return p
+
+    async def send(p: Any, payload: bytes) -> Any:
+        return await p.send(topic, payload)
+
+    async def finish(p: Any) -> None:
+        await p.close()
+
+    return _async_run(cell, lat, start, send, finish)
+
+
+def _confluent_aio(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    from confluent_kafka.aio import AIOProducer
+
+    client_errors: list[Any] = []
+
+    async def start() -> Any:
+        return AIOProducer({**confluent_config(cell, bootstrap), "error_cb": client_errors.append})
+
+    async def send(p: Any, payload: bytes) -> Any:
+        return await p.produce(topic, payload)
+
+    async def finish(p: Any) -> None:
+        await p.flush()
+        await p.close()
+
+    return _async_run(cell, lat, start, send, finish)
+
+
 # ---------------------------------------------------------------- kafka-python
 def kafka_python_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
     conf: dict[str, Any] = {
@@ -364,7 +468,20 @@ RUNNERS: dict[str, Runner] = {
         _aiokafka, lambda c: _describe(aiokafka_config(c), "await send() per record"), "aiokafka"
     ),
     "kafka-python": Runner(_kafka_python, lambda c: _describe(kafka_python_config(c)), "kafka-python"),
+    "kproducer-async": Runner(
+        _kproducer_async,
+        lambda c: _describe(kproducer_config(c), "kproducer.aio.AsyncProducer, await send() per record"),
+        "kproducer.aio",
+    ),
+    "confluent-aio": Runner(
+        _confluent_aio,
+        lambda c: _describe(confluent_config(c), "confluent_kafka.aio.AIOProducer (its defaults: batch_size=1000, "
+                            "max_workers=4), await produce() per record"),
+        "confluent-kafka AIOProducer",
+    ),
 }
+# The asyncio clients, compared among themselves (same loop shape: await per record, futures gathered).
+ASYNC_RATIOS = [("kproducer-async", "aiokafka"), ("kproducer-async", "confluent-aio")]
 CLIENTS = list(RUNNERS)
 DEFAULT_CLIENTS = ["kproducer", "kproducer-batch", "kproducer-arrow", "kproducer-arrow-py", "confluent-kafka", "aiokafka"]
 RATIOS = [(a, "confluent-kafka") for a in ("kproducer", "kproducer-batch", "kproducer-arrow", "kproducer-arrow-py")]
@@ -388,6 +505,8 @@ def _child(client: str, bootstrap: str, topic: str, cell: Cell) -> dict[str, Any
         "rss_growth_mb": ru.ru_maxrss / 1024.0 - t.rss_before_mb,
         "p99_ms": lat.p99(),
         "latency_samples": len(lat.samples),
+        "loop_gap_ms": t.loop_gap_ms,
+        "idle_gap_ms": t.idle_gap_ms,
     }
 
 
@@ -626,6 +745,7 @@ def _report(
             f"{max(r['failed'] for r in good)} | {', '.join(f'{x:,}' if isinstance(x, int) else x for x in sorted(on_topic, key=str))} |"
         )
         best.append(max(good, key=lambda r: r["records_per_s"]))
+    lines.extend(_async_lines(runs, clients))
     lines.append("")
     lines.append("Config of each client:")
     lines.append("")
@@ -635,6 +755,30 @@ def _report(
         except Exception as exc:  # a client not installed here still gets its row
             lines.append(f"- {client}: (config unavailable: {exc})")
     return "\n".join(lines), best
+
+
+def _async_lines(runs: list[list[dict[str, Any]]], clients: list[str]) -> list[str]:
+    """asyncio clients against each other (ratios within each run, then ranged) and their loop's worst gap."""
+    lines = []
+    for a, b in ASYNC_RATIOS:
+        if a not in clients or b not in clients:
+            continue
+        ratios = []
+        for run in runs:
+            by = {r["client"]: r for r in run if "error" not in r}
+            if a in by and b in by:
+                ratios.append(by[a]["records_per_s"] / by[b]["records_per_s"])
+        if ratios:
+            lines.append(f"- {a} vs {b} (same run): {_fmt_range(ratios, '.2f')}x records/s")
+    for client in clients:
+        rs = [r for run in runs for r in run if r["client"] == client and r.get("loop_gap_ms") is not None]
+        if rs:
+            lines.append(
+                f"- {client}: event loop worst gap (a 1 ms ticker beside the sends) "
+                f"{_fmt_range([r['loop_gap_ms'] for r in rs], '.1f')} ms; the ticker alone on this machine "
+                f"just before: {_fmt_range([r['idle_gap_ms'] for r in rs], '.1f')} ms"
+            )
+    return [""] + lines if lines else []
 
 
 def _chart(chart: list[tuple[str, list[dict[str, Any]]]], path: Path, clients: list[str]) -> None:
