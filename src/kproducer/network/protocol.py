@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
+from kproducer.network.bounds import check_response_bounds
 from kproducer.record.native import encode_unsigned_varint
 from kproducer.structs import TopicPartition
 
@@ -294,11 +295,14 @@ def decode_response(api_key: int, api_version: int, buf: memoryview, offset: int
             # Some brokers (librdkafka's mock) send this error in a non-v0 layout: fall back to
             # "no versions known", which makes the connection retry ApiVersions at v0.
             try:
-                return entity_reader(response_class(api_key, 0))(buf, offset)[0]
+                v0 = response_class(api_key, 0)
+                check_response_bounds(v0, buf, offset)
+                return entity_reader(v0)(buf, offset)[0]
             except Exception:
                 return UnsupportedApiVersions()
     cls = response_class(api_key, api_version)
     try:
+        check_response_bounds(cls, buf, offset)  # kio's reader would abort the process on a huge count
         value, size = entity_reader(cls)(buf, offset)
     except Exception as e:
         raise ProtocolError(f"cannot decode {ApiKey(api_key).name} v{api_version} response: {e}") from e
