@@ -27,6 +27,11 @@ def build_session(master: str | None, remote: str | None) -> Any:
 
     builder = SparkSession.builder.appName("kproducer-deploy-test")
     if remote is not None:
+        if not remote.startswith("sc://"):
+            # remote("local[N]") starts a Connect server in this process, on port 15002 unless
+            # PySpark's own testing switch makes it take an ephemeral port: another suite on the
+            # machine may hold 15002.
+            os.environ["SPARK_TESTING"] = "1"
         return builder.remote(remote).getOrCreate()
     assert master is not None
     return (
