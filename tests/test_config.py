@@ -278,10 +278,18 @@ def test_bad_bootstrap_entry_is_named() -> None:
         ProducerConfig(bootstrap_servers="broker1:9092,broker2")
 
 
-def test_transactional_id_is_rejected_clearly() -> None:
-    with pytest.raises(ConfigError, match="transactions are not supported by this version of kproducer"):
-        make(transactional_id="tx-1")
+def test_transactional_id_turns_idempotence_on_and_refuses_contradictions() -> None:
+    cfg = make(transactional_id="tx-1")
+    assert cfg.transactional_id == "tx-1" and cfg.enable_idempotence is True
     assert make(transactional_id=None).transactional_id is None
+    with pytest.raises(ConfigError, match="transactional.id is set but enable.idempotence is false"):
+        make(transactional_id="tx-1", enable_idempotence=False)
+    with pytest.raises(ConfigError, match=r"transactional.id is set, but acks is 1 \(it must be all\)"):
+        make(transactional_id="tx-1", acks="1")
+    with pytest.raises(ConfigError, match="max.in.flight.requests.per.connection is 6"):
+        make(transactional_id="tx-1", max_in_flight_requests_per_connection=6)
+    with pytest.raises(ConfigError, match="transactional.id must not be empty"):
+        make(transactional_id="")
 
 
 # ---------------------------------------------------------------- cross-field rules

@@ -392,10 +392,10 @@ def test_unknown_config_key_suggests_the_closest(tansu: TansuBroker) -> None:
     assert "linger.msec" in str(ei.value) and "linger.ms" in str(ei.value)
 
 
-def test_transactional_id_is_a_clear_error(tansu: TansuBroker) -> None:
+def test_transactional_id_contradicting_idempotence_is_a_clear_error(tansu: TansuBroker) -> None:
     with pytest.raises(ConfigError) as ei:
-        Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": "tx-1"})
-    assert "transactional.id" in str(ei.value)
+        Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": "tx-1", "acks": "1"})
+    assert "transactional.id" in str(ei.value) and "acks is 1" in str(ei.value)
 
 
 # ---------------------------------------------------------------------- errors on futures

@@ -378,6 +378,8 @@ class _OffsetSink:
 def _check_usable(producer: Producer) -> None:
     if producer._closed or producer._forked:
         producer._raise_unusable()
+    if producer._txn is not None:
+        producer._check_send_in_transaction()
 
 
 def _needs_per_record(producer: Producer) -> bool:

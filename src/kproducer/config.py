@@ -807,15 +807,19 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         Type.STRING,
         None,
         _L,
-        "Transactions are not supported by this version of kproducer; setting this is an error.",
+        "The id that makes this producer transactional: init_transactions() registers it with its "
+        "transaction coordinator, fences any earlier producer with the same id and finishes that "
+        "producer's open transaction. Needs idempotence (it is turned on; an explicit "
+        "enable.idempotence=false is an error).",
     ),
     ConfigKey(
         "transaction.timeout.ms",
         Type.INT,
         60000,
         _L,
-        "The longest a transaction may stay open before the coordinator aborts it. Unused "
-        "until transactions are supported.",
+        "The longest a transaction may stay open before the coordinator aborts it; above the "
+        "broker's transaction.max.timeout.ms, init_transactions() fails with "
+        "INVALID_TRANSACTION_TIMEOUT.",
     ),
     # ------------------------------------------------------------------ metrics
     ConfigKey(
@@ -1285,11 +1289,31 @@ class ProducerConfig:
         """The Java producer's cross-key rules (ProducerConfig.postProcessParsedConfig, KafkaProducer)."""
         parse_bootstrap_servers(values["bootstrap.servers"])
 
-        if originals.get("transactional.id") is not None:
-            raise ConfigError(
-                "transactional.id is set, but transactions are not supported by this version of "
-                "kproducer; remove transactional.id (idempotent delivery stays available)"
-            )
+        transactional_id = values["transactional.id"]
+        if transactional_id is not None:
+            if transactional_id == "":
+                raise ConfigError("transactional.id must not be empty: leave it unset for a non-transactional producer")
+            if "enable.idempotence" in originals and not values["enable.idempotence"]:
+                raise ConfigError(
+                    "transactional.id is set but enable.idempotence is false: a transactional producer "
+                    "is idempotent; remove enable.idempotence=false or transactional.id"
+                )
+            values["enable.idempotence"] = True
+            conflicts_txn = []
+            if values["acks"] != -1:
+                conflicts_txn.append(f"acks is {values['acks']} (it must be all)")
+            if values["retries"] == 0:
+                conflicts_txn.append("retries is 0 (it must be > 0)")
+            if values["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+                conflicts_txn.append(
+                    f"max.in.flight.requests.per.connection is {values['max.in.flight.requests.per.connection']} "
+                    f"(it must be at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE})"
+                )
+            if conflicts_txn:
+                raise ConfigError(
+                    f"transactional.id is set, but {'; '.join(conflicts_txn)}: a transactional producer "
+                    "needs idempotent delivery"
+                )
 
         if values["enable.idempotence"]:
             explicit = "enable.idempotence" in originals

@@ -28,6 +28,7 @@ __all__ = [
     "IllegalStateError",
     "PartitionMutedError",
     "UnsupportedVersionError",
+    "TransactionAbortedError",
     "error_for_code",
     "error_class_for_code",
 ]
@@ -158,6 +159,12 @@ class PartitionMutedError(RetriableError):
     """The partition is muted by the circuit breaker (seed 002)."""
 
     name = "PARTITION_MUTED"
+
+
+class TransactionAbortedError(KafkaError):
+    """The record's transaction was aborted before the record was sent (Java's TransactionAbortedException)."""
+
+    name = "TRANSACTION_ABORTED"
 
 
 class UnsupportedVersionError(KafkaError):

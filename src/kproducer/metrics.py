@@ -1028,3 +1028,24 @@ def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
         metadata_response_bytes=metadata_response_bytes,
         topics=TopicMetricsRegistry(metrics),
     )
+
+
+#: The transactional producer's timers (Java's KafkaProducer txn-*-time-ns-total), by operation.
+TRANSACTION_TIMERS = {
+    "init": "init_transactions()",
+    "begin": "begin_transaction()",
+    "send_offsets": "send_offsets_to_transaction()",
+    "commit": "commit_transaction()",
+    "abort": "abort_transaction()",
+}
+
+
+def register_transaction_metrics(metrics: Metrics) -> dict[str, Sensor]:
+    """``txn-init-time-ns-total`` and its siblings: total nanoseconds callers spent in each operation."""
+    out: dict[str, Sensor] = {}
+    for op, call in TRANSACTION_TIMERS.items():
+        name = f"txn-{op.replace('_', '-')}-time-ns-total"
+        sensor = metrics.sensor(f"txn-{op}")
+        sensor.add(name, CumulativeSum(), f"The total nanoseconds the caller spent in {call}.")
+        out[op] = sensor
+    return out

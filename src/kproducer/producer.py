@@ -22,7 +22,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
@@ -53,14 +54,20 @@ from kproducer.errors import (
 )
 from kproducer.failure_log import FailureLog, warn_data_loss
 from kproducer.metadata import Cluster, Metadata
-from kproducer.metrics import Metrics, register_producer_metrics
+from kproducer.metrics import Metrics, register_producer_metrics, register_transaction_metrics
 from kproducer.partitioner import partition_for_key, resolve_partitioner
 from kproducer.record.builder import MAX_TIMESTAMP, estimate_size_upper_bound
 from kproducer.record.codecs import CompressionType
-from kproducer.sender import Sender
+from kproducer.sender import Clock, KafkaClient, Sender
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
-from kproducer.transaction_manager import TransactionManager
+from kproducer.transaction_manager import (
+    GroupMetadata,
+    TransactionalRequestResult,
+    TransactionManager,
+    TransactionState,
+    group_metadata_from,
+)
 
 if TYPE_CHECKING:
     from kproducer.bulk import BulkFuture
@@ -172,11 +179,20 @@ class Producer:
     thread and must be quick; hand slow work to your own executor.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        _clock: Clock | None = None,
+        _client: KafkaClient | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # ``_clock`` and ``_client`` are seams for tests (Java's Time and KafkaClient): a
+        # controllable clock and a scripted client drive the Sender without a broker.
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
-        self._clock = _clock_ms
+        self._clock = _clock if _clock is not None else _clock_ms
         self._closed = False
         self._forked = False
         self._pid = os.getpid()
@@ -221,11 +237,24 @@ class Producer:
             coalesce_quiet_ms=coalesce_quiet_ms,
         )
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock_ms=self._clock, metrics=self._metrics)
-        self._tm = TransactionManager() if self._idempotent else None
+        self._transactional_id: str | None = cfg.transactional_id
+        self._tm = (
+            TransactionManager(
+                cfg.transactional_id,
+                transaction_timeout_ms=cfg.transaction_timeout_ms,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                clock_ms=self._clock,
+                on_state_change=self._on_transaction_state_change if cfg.transactional_id is not None else None,
+            )
+            if self._idempotent
+            else None
+        )
+        self._txn: TransactionManager | None = self._tm if cfg.transactional_id is not None else None
+        self._txn_sensors = register_transaction_metrics(self._metrics) if self._txn is not None else None
 
         from kproducer.network.client import NetworkClient, security_options
 
-        self._client = NetworkClient(
+        self._client: KafkaClient = _client if _client is not None else NetworkClient(
             bootstrap_servers=cfg.bootstrap_servers,
             client_id=self.client_id,
             metadata=self._metadata,
@@ -293,6 +322,10 @@ class Producer:
         if self._lane is not None:
             # The instance attribute shadows the method: p.send(...) goes straight into C.
             self.__dict__["send"] = self._lane
+            if self._txn is not None:
+                # A transactional producer sends only inside a transaction: the lane is on while
+                # one is open, and every other send takes the Python path, which says why not.
+                self._lane.enabled = False
         _live_producers.add(self)
         for reporter in self._reporters:
             reporter.init(self._metrics, self.client_id)
@@ -398,6 +431,8 @@ class Producer:
                 raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
         if self._closed or self._forked:
             self._raise_unusable()
+        if self._txn is not None:
+            self._check_send_in_transaction()
         if callback is not None or on_delivery is not None:
             callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
         if self._interceptors:
@@ -652,6 +687,159 @@ class Producer:
                 log.exception("delivery callback raised")
         return fut
 
+
+    # ------------------------------------------------------------------ transactions
+    @property
+    def transactional_id(self) -> str | None:
+        return self._transactional_id
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id from InitProducerId (-1 until known); with the epoch, what a transaction is committed under."""
+        return self._tm.producer_id if self._tm is not None else -1
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._tm.producer_epoch if self._tm is not None else -1
+
+    @property
+    def transaction_state(self) -> TransactionState | None:
+        """The transactional producer's state (None for a non-transactional producer)."""
+        return self._txn.state if self._txn is not None else None
+
+    def _require_transactional(self, operation: str) -> TransactionManager:
+        if self._closed or self._forked:
+            self._raise_unusable()
+        if self._txn is None:
+            raise IllegalStateError(
+                f"{operation}() needs a transactional producer: set transactional.id in the producer's config"
+            )
+        return self._txn
+
+    def _check_send_in_transaction(self) -> None:
+        """A transactional producer sends only inside a transaction (Java's maybeAddPartition checks)."""
+        tm = self._txn
+        assert tm is not None
+        state = tm.state
+        if state is TransactionState.IN_TRANSACTION:
+            return
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise IllegalStateError(
+                f"send() is not allowed: the transaction hit an abortable error ({tm.last_error}); "
+                "call abort_transaction(), then begin a new transaction"
+            ) from tm.last_error
+        from kproducer.transaction_manager import ALLOWED_NEXT_CALLS
+
+        raise IllegalStateError(
+            f"send() on the transactional producer {self._transactional_id!r} is only allowed inside a "
+            f"transaction; it is in state {state.value}: {ALLOWED_NEXT_CALLS[state]}"
+        )
+
+    def _txn_wait(self, result: TransactionalRequestResult, timeout: float | None, metric: str, start_ns: int) -> None:
+        self._wakeup()
+        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
+        try:
+            result.wait(wait)
+        finally:
+            if result.is_completed and self._txn_sensors is not None:
+                self._txn_sensors[metric].record(float(time.perf_counter_ns() - start_ns))
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its coordinator: fences older producers with the same id
+        and completes their open transaction. Call once, before the first transaction.
+
+        ``timeout`` (seconds, default ``max.block.ms``): on KafkaTimeoutError call it again to keep
+        waiting for the same initialization.
+        """
+        tm = self._require_transactional("init_transactions")
+        start = time.perf_counter_ns()
+        result = tm.initialize_transactions()
+        self._txn_wait(result, timeout, "init", start)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent until commit or abort belong to it."""
+        tm = self._require_transactional("begin_transaction")
+        start = time.perf_counter_ns()
+        tm.begin_transaction()
+        if self._lane is not None:
+            self._lane.enabled = True
+        if self._txn_sensors is not None:
+            self._txn_sensors["begin"].record(float(time.perf_counter_ns() - start))
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Iterable[Any],
+        group_metadata: str | GroupMetadata | Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's offsets as part of the open transaction (consume-transform-produce).
+
+        ``offsets``: ``{TopicPartition: next offset to consume}``, or confluent-kafka /
+        kafka-python TopicPartition objects carrying ``offset`` (the next offset to
+        consume, as ``consumer.position()`` gives). ``group_metadata``: a group id, or the
+        consumer's group metadata, which also fences zombie members (KIP-447).
+        """
+        tm = self._require_transactional("send_offsets_to_transaction")
+        group = group_metadata_from(group_metadata)
+        normalized = _normalize_offsets(offsets)
+        start = time.perf_counter_ns()
+        if not normalized:
+            return
+        result = tm.send_offsets_to_transaction(normalized, group)
+        self._txn_wait(result, timeout, "send_offsets", start)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, wait for acknowledgement, then commit it.
+
+        On KafkaTimeoutError the commit goes on: call commit_transaction() again to wait for it.
+        An abortable error (a record failed) raises here: call abort_transaction() next.
+        """
+        tm = self._require_transactional("commit_transaction")
+        start = time.perf_counter_ns()
+        result = tm.begin_commit()
+        if self._lane is not None:
+            self._lane.enabled = False
+        self._txn_wait(result, timeout, "commit", start)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError; those
+        already written are hidden from read_committed consumers by the abort marker."""
+        tm = self._require_transactional("abort_transaction")
+        start = time.perf_counter_ns()
+        result = tm.begin_abort()
+        if self._lane is not None:
+            self._lane.enabled = False
+        self._txn_wait(result, timeout, "abort", start)
+
+    @contextmanager
+    def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
+        """``with producer.transaction():`` begins, commits on success and aborts on an exception.
+
+        The exception is re-raised after the abort; a failed commit raises its error.
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            tm = self._txn
+            if tm is not None and tm.fatal_error is None and tm.state in (
+                TransactionState.IN_TRANSACTION,
+                TransactionState.ABORTABLE_ERROR,
+                TransactionState.ABORTING_TRANSACTION,
+            ):
+                try:
+                    self.abort_transaction(timeout)
+                except KafkaError:
+                    log.warning("aborting the transaction after an error failed", exc_info=True)
+            raise
+        self.commit_transaction(timeout)
+
+    def _on_transaction_state_change(self, source: TransactionState, target: TransactionState) -> None:
+        if target is not TransactionState.IN_TRANSACTION and self._lane is not None:
+            self._lane.enabled = False
+
     # ------------------------------------------------------------------ interceptors
     def _intercept_send(
         self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Any
@@ -837,6 +1025,31 @@ def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 
     return int(name) if isinstance(name, int) else int(compression_type_for_name(name))
+
+
+def _normalize_offsets(offsets: Mapping[TopicPartition, int] | Iterable[Any]) -> dict[TopicPartition, tuple[int, str | None]]:
+    """``{TopicPartition: offset}`` or objects with topic/partition/offset (and metadata) attributes or methods."""
+    out: dict[TopicPartition, tuple[int, str | None]] = {}
+    items: Iterable[Any] = offsets.items() if isinstance(offsets, Mapping) else offsets
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            tp_like, offset = item
+            meta = getattr(offset, "metadata", None)
+            offset = getattr(offset, "offset", offset)
+        else:
+            tp_like, offset, meta = item, getattr(item, "offset", None), getattr(item, "metadata", None)
+        topic = getattr(tp_like, "topic", None)
+        partition = getattr(tp_like, "partition", None)
+        topic = topic() if callable(topic) else topic
+        partition = partition() if callable(partition) else partition
+        offset = offset() if callable(offset) else offset
+        meta = meta() if callable(meta) else meta
+        if not isinstance(topic, str) or not isinstance(partition, int) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(
+                f"send_offsets_to_transaction: {item!r} is not a (topic, partition) with a next offset >= 0 to commit"
+            )
+        out[TopicPartition(topic, partition)] = (offset, meta if isinstance(meta, str) else None)
+    return out
 
 
 def _resolve_interceptors(specs: Iterable[Any] | None) -> list[Any]:

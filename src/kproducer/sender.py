@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kproducer.errors import (
     FatalError,
@@ -26,13 +26,20 @@ from kproducer.errors import (
     KafkaTimeoutError,
     NetworkError,
     ProducerClosedError,
+    TransactionAbortedError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kproducer.failure_log import FailureLog
 from kproducer.network.client import ClientRequest, ClientResponse
-from kproducer.network.protocol import ApiKey, ProduceRequestData, build_produce_request, request_class
+from kproducer.network.protocol import (
+    ApiKey,
+    ProduceRequestData,
+    build_init_producer_id_request,
+    build_produce_request,
+)
 from kproducer.structs import TopicPartition
-from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager
+from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
@@ -40,7 +47,6 @@ if TYPE_CHECKING:
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.metadata import Metadata
     from kproducer.metrics import ProducerSensors
-    from kproducer.network.client import NetworkClient
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,40 @@ _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _UNKNOWN_PRODUCER_ID = 59
 _MAX_POLL_MS = 1000
 
+#: The producer's clock: monotonic milliseconds (Java's ``Time``); tests pass a controllable one.
+Clock = Callable[[], int]
+
+
+class KafkaClient(Protocol):
+    """What the Sender needs of the network layer (Java's ``KafkaClient``).
+
+    :class:`kproducer.network.client.NetworkClient` is the real one; tests drive the
+    Sender with a scripted mock (``tests/support/mock_client.py``), as Java's
+    ``MockClient`` does, so that every completion branch runs without a broker.
+    """
+
+    def ready(self, node_id: int, now: int) -> bool: ...
+
+    def send(self, request: ClientRequest, now: int) -> None: ...
+
+    def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]: ...
+
+    def wakeup(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def least_loaded_node(self, now: int) -> int | None: ...
+
+    def connection_delay(self, node_id: int, now: int) -> int: ...
+
+    def in_flight_request_count(self, node_id: int | None = None) -> int: ...
+
+    def in_flight_requests_by_node(self) -> dict[int, int]: ...
+
+    def metadata_request_due(self, now: int) -> bool: ...
+
+    def max_usable_produce_magic(self) -> int: ...
+
 
 class Sender:
     """Runs the producer's I/O loop on its own thread (``kafka-producer-network-thread | client.id``)."""
@@ -57,10 +97,10 @@ class Sender:
     def __init__(
         self,
         *,
-        client: NetworkClient,
+        client: KafkaClient,
         metadata: Metadata,
         accumulator: RecordAccumulator,
-        clock_ms: Callable[[], int],
+        clock_ms: Clock,
         acks: int,
         retries: int,
         max_request_size: int,
@@ -101,6 +141,10 @@ class Sender:
         self.thread: threading.Thread | None = None
         self._init_pid_attempts = 0
         self._init_pid_next_ms = 0
+        self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
+        # The Sender's own flush while a transaction completes (EndTxn waits for every batch).
+        self._txn_flushing = False
+        self._txn_wait_ms = _MAX_POLL_MS
 
     # ------------------------------------------------------------------ lifecycle
     def run(self) -> None:
@@ -109,6 +153,14 @@ class Sender:
         log.debug("sender thread started")
         while self._running:
             self._run_once_safe()
+        tm = self._tm
+        if not self._force_close and tm is not None and tm.transactional and tm.fatal_error is None:
+            # As Java: closing with a transaction open aborts it, so its records never become visible.
+            try:
+                if tm.is_in_transaction() or tm.has_abortable_error():
+                    tm.begin_abort()
+            except KafkaError as e:
+                log.warning("could not abort the open transaction on close: %s", e)
         # Graceful close: keep sending until the accumulator is empty and nothing is in flight.
         while not self._force_close and self._has_pending_work():
             self._run_once_safe()
@@ -122,8 +174,11 @@ class Sender:
         log.debug("sender thread stopped")
 
     def _has_pending_work(self) -> bool:
-        if self._tm is not None and self._tm.fatal_error is not None:
+        tm = self._tm
+        if tm is not None and tm.fatal_error is not None:
             return self._client.in_flight_request_count() > 0
+        if tm is not None and tm.transactional and (tm.has_in_flight_request() or tm.is_completing()):
+            return True
         return self._accumulator.has_undrained() or self._client.in_flight_request_count() > 0 or bool(self._in_flight_batches)
 
     def initiate_close(self) -> None:
@@ -172,6 +227,11 @@ class Sender:
             fatal = tm.fatal_error
             if fatal is not None:
                 self._accumulator.abort_undrained_batches(fatal)
+                if self._txn_flushing:
+                    self._accumulator.end_flush()
+                    self._txn_flushing = False
+            elif tm.transactional:
+                self._maybe_send_transactional_request(now)
             elif tm.needs_producer_id():
                 wait = self._maybe_init_producer_id(now)
                 if tm.needs_producer_id():
@@ -187,6 +247,9 @@ class Sender:
             self._client.poll(0, now)
             now = self._clock()
         timeout = self._send_producer_data(now)
+        if tm is not None and tm.transactional:
+            # Partitions the drain just found outside the transaction: AddPartitionsToTxn goes next loop.
+            timeout = 0 if tm.has_pending_partitions() else min(timeout, self._txn_wait_ms)
         # Full compressed batches that wait behind the in-flight window: compress them now, here
         # rather than on the caller's thread, so that they hold compressed bytes while they wait.
         self._accumulator.seal_full_batches()
@@ -243,6 +306,81 @@ class Sender:
                 self._send_produce_request(node_id, batches, now)
         return max(poll_timeout, 0)
 
+    # ------------------------------------------------------------------ transactions
+    def _maybe_send_transactional_request(self, now: int) -> None:
+        """Send the next coordinator request, one at a time (Java's maybeSendAndPollTransactionalRequest).
+
+        Produce requests keep flowing meanwhile: partitions not yet in the transaction
+        are held back by the drain, and EndTxn waits until no batch is incomplete.
+        """
+        tm = self._tm
+        assert tm is not None
+        acc = self._accumulator
+        self._txn_wait_ms = _MAX_POLL_MS
+        if (tm.has_abortable_error() or tm.is_aborting()) and acc.has_undrained():
+            cause = tm.last_error
+            acc.abort_undrained_batches(
+                TransactionAbortedError(
+                    f"the transaction of transactional id {self._transactional_id!r} was aborted before "
+                    "this record was sent" + (f" (after {cause})" if cause is not None else "")
+                )
+            )
+        if tm.is_completing():
+            if not self._txn_flushing and acc.has_incomplete():
+                # Committing or aborting sends every batch now, without waiting for linger.ms.
+                acc.begin_flush()
+                self._txn_flushing = True
+        elif self._txn_flushing:
+            acc.end_flush()
+            self._txn_flushing = False
+        if tm.has_in_flight_request():
+            return
+        req, wait = tm.next_request(acc.has_incomplete(), now)
+        if req is None:
+            self._txn_wait_ms = min(wait, _MAX_POLL_MS)
+            return
+        client = self._client
+        node: int | None
+        if req.coordinator is not None:
+            node = tm.coordinator(req.coordinator, req.coordinator_key)
+            if node is None:
+                tm.lookup_coordinator(req.coordinator, req.coordinator_key)
+                tm.requeue(req, now, 0)
+                self._txn_wait_ms = 0
+                return
+            if self._metadata.cluster.node(node) is None:
+                # The coordinator is a broker this client has not seen in metadata yet.
+                self._metadata.request_update()
+                tm.requeue(req, now, self._retry_backoff_ms)
+                self._txn_wait_ms = self._retry_backoff_ms
+                return
+        else:
+            node = client.least_loaded_node(now)
+            if node is None:
+                tm.requeue(req, now)
+                self._txn_wait_ms = self._retry_backoff_ms
+                return
+        if not client.ready(node, now):
+            # Connecting (or backing off): look again soon; the poll wakes on the connection anyway.
+            delay = min(max(client.connection_delay(node, now), 5), self._retry_backoff_ms)
+            tm.requeue(req, now, delay)
+            self._txn_wait_ms = delay
+            return
+
+        def on_response(response: ClientResponse, req: TxnRequest = req) -> None:
+            error: BaseException | None = response.error
+            if error is None and (response.disconnected or response.response is None):
+                error = NetworkError(f"{req.name} to node {response.node_id}: disconnected")
+            tm.handle_response(req, response.response, error)
+
+        try:
+            client.send(ClientRequest(node, req.api_key, req.build, callback=on_response, created_ms=now), now)
+        except UnsupportedVersionError as e:
+            tm.transition_to_fatal(e)
+            return
+        tm.set_in_flight(req)
+        log.debug("sent %s to node %s", req.name, node)
+
     # ------------------------------------------------------------------ producer id
     def _maybe_init_producer_id(self, now: int) -> int:
         """Send InitProducerId when none is known, or when a reset is due and nothing is in flight."""
@@ -262,7 +400,7 @@ class Sender:
             ClientRequest(
                 node,
                 ApiKey.INIT_PRODUCER_ID,
-                _init_producer_id_request,
+                _idempotent_init_producer_id_request,
                 callback=self._on_init_producer_id_response,
                 created_ms=now,
             ),
@@ -309,10 +447,10 @@ class Sender:
         def on_response(response: Any) -> None:
             self._handle_produce_response(node_id, by_tp, response, now)
 
-        acks, timeout_ms = self._acks, self._request_timeout_ms
+        acks, timeout_ms, transactional_id = self._acks, self._request_timeout_ms, self._transactional_id
 
         def build(version: int) -> ProduceRequestData:
-            return build_produce_request(version, acks, timeout_ms, None, records)
+            return build_produce_request(version, acks, timeout_ms, transactional_id, records)
 
         self._client.send(
             ClientRequest(node_id, ApiKey.PRODUCE, build, expect_response=expect_response, callback=on_response, created_ms=now),
@@ -406,11 +544,13 @@ class Sender:
             self._metadata.mark_urgent(tp.topic, now)
 
         if tm is not None and error_code == _UNKNOWN_PRODUCER_ID:
+            # Idempotent: start over under a new producer id. Transactional: the broker lost
+            # this producer's state; the transaction must abort (and the abort bumps the epoch).
+            retriable = not tm.transactional
             tm.request_producer_id_reset(f"UNKNOWN_PRODUCER_ID for {tp}")
-            retriable = True
         elif tm is not None and error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER:
             retriable = tm.can_retry_out_of_order(batch)
-            if not retriable:
+            if not retriable and not tm.transactional:
                 # Not explained by an earlier failed batch: the broker lost our state. Start over
                 # under a new producer id rather than fail the records (KIP-360's recovery).
                 tm.request_producer_id_reset(f"OUT_OF_ORDER_SEQUENCE_NUMBER for {tp}")
@@ -430,10 +570,13 @@ class Sender:
                 self._accumulator.unmute_partition(tp)
             self._notify_breaker(tp, exc, batch.record_count, now)
             return
-        if isinstance(exc, FatalError) and tm is not None:
+        # A transactional producer classifies the failure itself (abortable or fatal) in
+        # handle_failed_batch; an idempotent one is done after any of these
+        # (47/90: INVALID_PRODUCER_EPOCH / PRODUCER_FENCED).
+        if tm is not None and not tm.transactional and (isinstance(exc, FatalError) or error_code in (47, 90)):
             tm.transition_to_fatal(exc)
-        if error_code in (47, 90) and tm is not None:  # INVALID_PRODUCER_EPOCH / PRODUCER_FENCED
-            tm.transition_to_fatal(exc)
+        if tm is not None and tm.transactional and error_code in (47, 90):
+            exc = tm.fenced_error(error_code, tp.topic, tp.partition)
         self._fail_batch(batch, exc, record_errors=record_errors)
 
     def _can_retry(self, batch: ProducerBatch, now: int) -> bool:
@@ -534,21 +677,9 @@ class Sender:
             log.exception("circuit breaker on_complete raised")
 
 
-def _init_producer_id_request(version: int) -> Any:
+def _idempotent_init_producer_id_request(version: int) -> Any:
     """InitProducerId for an idempotent (non-transactional) producer: no transactional id."""
-    cls = request_class(ApiKey.INIT_PRODUCER_ID, version)
-    kwargs: dict[str, Any] = {"transactional_id": None, "transaction_timeout": _timedelta_ms(60_000)}
-    names = {f for f in getattr(cls, "__dataclass_fields__", {})}
-    if "producer_id" in names:
-        kwargs["producer_id"] = -1
-        kwargs["producer_epoch"] = -1
-    return cls(**{k: v for k, v in kwargs.items() if k in names})
+    return build_init_producer_id_request(version, None, 60_000)
 
 
-def _timedelta_ms(ms: int) -> Any:
-    import datetime
-
-    return datetime.timedelta(milliseconds=ms)
-
-
-__all__ = ["Sender"]
+__all__ = ["Sender", "KafkaClient", "Clock"]

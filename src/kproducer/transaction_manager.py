@@ -1,27 +1,51 @@
-"""Idempotent-producer state: producer id, epoch and per-partition sequence numbers.
+"""Producer id, epoch and sequences (idempotence), and the transaction state machine.
 
-Seed 003 ("The Ordering Hazard Without Idempotence"): with idempotence the broker
-validates each batch's ``(producer id, epoch, base sequence)`` so that a retried
-batch is never written twice and never lands out of order, even with up to five
-requests in flight. This object is the client half of that contract. It is owned
-by the Sender thread (the accumulator reads it while draining, on that same
-thread), so it needs no lock except for the state callers read in ``send()``.
+As in the Java client's ``TransactionManager``, one object holds both halves:
 
-When the sequence state of a partition can no longer be trusted (a batch that
-had a sequence failed, UNKNOWN_PRODUCER_ID, an out-of-order sequence that is not
-explained by an earlier failed batch), the producer asks for a fresh producer id
-once nothing is in flight and restarts every partition's sequence at 0: with a
-new producer id the broker has no state to conflict with, so retried and queued
-batches keep their order under new sequences.
+* **Idempotence** (KIP-98): the broker validates each batch's ``(producer id,
+  epoch, base sequence)`` so that a retried batch is never written twice and never
+  lands out of order, even with up to five requests in flight. When the sequence
+  state of a partition can no longer be trusted (a batch that had a sequence
+  failed, UNKNOWN_PRODUCER_ID, an out-of-order sequence not explained by an
+  earlier failed batch), an idempotent producer asks for a fresh producer id once
+  nothing is in flight and restarts every partition's sequence at 0 (KIP-360).
+
+* **Transactions** (``transactional.id``): one explicit state machine
+  (:class:`TransactionState`), whose allowed transitions are the table
+  :data:`ALLOWED_PREVIOUS_STATES`, checked by :meth:`TransactionManager._transition_to`
+  and nowhere else. Coordinator requests (FindCoordinator, InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) are queued by
+  priority here and sent by the Sender between produce requests; how each broker
+  error is handled is read from the tables :data:`RETRY_ERRORS`,
+  :data:`COORDINATOR_MOVED_ERRORS`, :data:`ABORTABLE_ERRORS` and
+  :data:`FATAL_ERRORS` (the Java client's classification).
+
+The Sender thread owns the protocol state; the caller threads only start
+operations (``begin_transaction()``, ``commit_transaction()``...) under
+``self._lock`` and wait on a :class:`TransactionalRequestResult`.
 """
 
 from __future__ import annotations
 
+import enum
+import heapq
+import itertools
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from kproducer.errors import FatalError, KafkaError
+from kproducer.errors import (
+    FatalError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionAbortedError,
+    error_for_code,
+)
+from kproducer.network import protocol
+from kproducer.network.protocol import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
 from kproducer.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -35,10 +59,206 @@ NO_SEQUENCE = -1
 _MAX_SEQUENCE = 2**31 - 1
 
 
-class TransactionManager:
-    """Producer id, epoch and sequence bookkeeping for ``enable.idempotence=true``."""
+# ---------------------------------------------------------------------- states
+class TransactionState(enum.Enum):
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
 
-    def __init__(self) -> None:
+
+S = TransactionState
+
+#: For each state, the states it may be entered from (Java's ``TransactionManager.State.isTransitionValid``).
+#: FATAL_ERROR may be entered from any state. Every other transition is refused with IllegalStateError.
+ALLOWED_PREVIOUS_STATES: Mapping[TransactionState, frozenset[TransactionState]] = {
+    S.UNINITIALIZED: frozenset(),
+    # init_transactions(); after an abort that must bump the epoch (KIP-360); the idempotent
+    # producer's new producer id or epoch (from READY).
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION, S.READY}),
+    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.IN_TRANSACTION: frozenset({S.READY}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.FATAL_ERROR: frozenset(TransactionState),
+}
+
+#: What a user may call next in each state (used in the error messages).
+ALLOWED_NEXT_CALLS: Mapping[TransactionState, str] = {
+    S.UNINITIALIZED: "call init_transactions() first",
+    S.INITIALIZING: "wait for init_transactions() to finish (call it again after a timeout)",
+    S.READY: "call begin_transaction() to open a transaction",
+    S.IN_TRANSACTION: "send records, send_offsets_to_transaction(), then commit_transaction() or abort_transaction()",
+    S.COMMITTING_TRANSACTION: "wait for commit_transaction() to finish (call it again after a timeout)",
+    S.ABORTING_TRANSACTION: "wait for abort_transaction() to finish (call it again after a timeout)",
+    S.ABORTABLE_ERROR: "call abort_transaction(), then begin a new transaction",
+    S.FATAL_ERROR: "close() the producer; it cannot be used any more",
+}
+
+
+# ---------------------------------------------------------------------- error classes
+# Broker error codes, by what the transaction manager does about them (the Java client's
+# TransactionManager handlers). Codes in none of these tables are fatal for the request at hand.
+_NOT_COORDINATOR = 16
+_COORDINATOR_NOT_AVAILABLE = 15
+_COORDINATOR_LOAD_IN_PROGRESS = 14
+_CONCURRENT_TRANSACTIONS = 51
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_REQUEST_TIMED_OUT = 7
+_OPERATION_NOT_ATTEMPTED = 55
+_TOPIC_AUTHORIZATION_FAILED = 29
+_UNKNOWN_PRODUCER_ID = 59
+_INVALID_PRODUCER_ID_MAPPING = 49
+
+#: The coordinator moved or is not up: find it again, then retry.
+COORDINATOR_MOVED_ERRORS: frozenset[int] = frozenset({_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE, _REQUEST_TIMED_OUT})
+#: Transient at the same coordinator: retry after a backoff.
+RETRY_ERRORS: frozenset[int] = frozenset({_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS, _UNKNOWN_TOPIC_OR_PARTITION})
+#: The transaction cannot commit; the user must abort it and may go on with a new one.
+ABORTABLE_ERRORS: frozenset[int] = frozenset(
+    {
+        _TOPIC_AUTHORIZATION_FAILED,
+        30,  # GROUP_AUTHORIZATION_FAILED
+        22,  # ILLEGAL_GENERATION (TxnOffsetCommit: the consumer's generation is stale)
+        25,  # UNKNOWN_MEMBER_ID
+        _UNKNOWN_PRODUCER_ID,
+        _INVALID_PRODUCER_ID_MAPPING,
+        120,  # TRANSACTION_ABORTABLE (KIP-890)
+    }
+)
+#: The producer cannot go on: every later call raises until close().
+FATAL_ERRORS: frozenset[int] = frozenset(
+    {
+        47,  # INVALID_PRODUCER_EPOCH: fenced by a newer producer with the same transactional.id
+        90,  # PRODUCER_FENCED
+        52,  # TRANSACTION_COORDINATOR_FENCED
+        53,  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        31,  # CLUSTER_AUTHORIZATION_FAILED
+        48,  # INVALID_TXN_STATE
+        50,  # INVALID_TRANSACTION_TIMEOUT: transaction.timeout.ms above the broker's maximum
+        35,  # UNSUPPORTED_VERSION
+    }
+)
+#: Produce errors that make a transactional producer fatal (the rest abort the transaction).
+FATAL_PRODUCE_ERRORS: frozenset[int] = frozenset({47, 90, 53, 31})
+#: Produce errors after which the sequence state is unknown: the abort bumps the epoch (KIP-360).
+EPOCH_BUMP_PRODUCE_ERRORS: frozenset[int] = frozenset({45, _UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING, 7, 13})
+
+
+class Priority(enum.IntEnum):
+    """Coordinator requests go out in this order (Java's TransactionManager.Priority)."""
+
+    FIND_COORDINATOR = 0
+    INIT_PRODUCER_ID = 1
+    ADD_PARTITIONS_OR_OFFSETS = 2
+    END_TXN = 3
+
+
+# ---------------------------------------------------------------------- results
+class TransactionalRequestResult:
+    """What a caller waits on for init, commit, abort or send_offsets (one latch, one error)."""
+
+    __slots__ = ("operation", "_event", "error")
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        self._event = threading.Event()
+        self.error: BaseException | None = None
+
+    def done(self, error: BaseException | None = None) -> None:
+        if not self._event.is_set():
+            self.error = error
+            self._event.set()
+
+    @property
+    def is_completed(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None) -> None:
+        """Wait; raise the operation's error, or KafkaTimeoutError (the call may then be repeated)."""
+        if not self._event.wait(timeout):
+            raise KafkaTimeoutError(
+                f"{self.operation}() did not finish within {timeout:.3f} s; call {self.operation}() again "
+                "to keep waiting for the same operation"
+            )
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass(eq=False)
+class TxnRequest:
+    """One queued coordinator request: how to build it, where it goes, what to do with the answer."""
+
+    name: str
+    api_key: ApiKey
+    priority: Priority
+    build: Callable[[int], Any]
+    on_response: Callable[[Any], None]
+    coordinator: int | None = COORDINATOR_KEY_TRANSACTION  # key type, None: any broker
+    coordinator_key: str | None = None
+    result: TransactionalRequestResult | None = None
+    retry_at_ms: int = 0
+    attempts: int = 0
+    is_end_txn: bool = False
+    seq: int = field(default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadata:
+    """A consumer's group metadata for send_offsets_to_transaction (KIP-447 fencing of zombies)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+def group_metadata_from(value: str | GroupMetadata | Any) -> GroupMetadata:
+    """A group id, a GroupMetadata, or a consumer's metadata object (confluent-kafka, kafka-python)."""
+    if isinstance(value, GroupMetadata):
+        return value
+    if isinstance(value, str):
+        if not value:
+            raise ValueError("send_offsets_to_transaction: the group id must not be empty")
+        return GroupMetadata(value)
+    group_id = getattr(value, "group_id", None)
+    if isinstance(group_id, str) and group_id:
+        return GroupMetadata(
+            group_id,
+            int(getattr(value, "generation_id", -1)),
+            str(getattr(value, "member_id", "") or ""),
+            getattr(value, "group_instance_id", None),
+        )
+    raise TypeError(
+        "send_offsets_to_transaction: group_metadata must be a group id (str), a kproducer GroupMetadata "
+        f"or a consumer's group metadata with a group_id attribute, got {type(value).__name__}"
+    )
+
+
+# ---------------------------------------------------------------------- manager
+class TransactionManager:
+    """Producer id, epoch and sequences; with a ``transactional_id``, the transaction state machine."""
+
+    def __init__(
+        self,
+        transactional_id: str | None = None,
+        *,
+        transaction_timeout_ms: int = 60_000,
+        retry_backoff_ms: int = 100,
+        clock_ms: Callable[[], int] | None = None,
+        on_state_change: Callable[[TransactionState, TransactionState], None] | None = None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transactional = transactional_id is not None
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._clock = clock_ms or (lambda: 0)
+        self._on_state_change = on_state_change
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._next_sequence: dict[TopicPartition, int] = {}
@@ -48,14 +268,75 @@ class TransactionManager:
         self._reset_required = False
         self._init_in_progress = False
         self._fatal: KafkaError | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        # ---- transactions
+        self._state = TransactionState.UNINITIALIZED
+        self._last_error: KafkaError | None = None
+        self._queue: list[tuple[int, int, TxnRequest]] = []
+        self._seq = itertools.count()
+        self._in_flight_request: TxnRequest | None = None
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._partitions_in_txn: set[TopicPartition] = set()
+        self._pending_partitions: set[TopicPartition] = set()
+        self._partitions_being_added: set[TopicPartition] = set()
+        self._transaction_started = False
+        self._epoch_bump_required = False
+        self._pending_results: dict[str, TransactionalRequestResult] = {}
 
-    # ------------------------------------------------------------ producer id
+    # ================================================================== states
+    @property
+    def state(self) -> TransactionState:
+        return self._state
+
+    def _transition_to(self, target: TransactionState, error: KafkaError | None = None) -> None:
+        """The one place a state changes: checked against ALLOWED_PREVIOUS_STATES."""
+        with self._lock:
+            source = self._state
+            if source is TransactionState.FATAL_ERROR and target is TransactionState.FATAL_ERROR:
+                return
+            if source not in ALLOWED_PREVIOUS_STATES[target]:
+                raise IllegalStateError(
+                    f"transactional id {self.transactional_id!r}: invalid transition from {source.value} to "
+                    f"{target.value}; in {source.value}: {ALLOWED_NEXT_CALLS[source]}"
+                )
+            if target is TransactionState.FATAL_ERROR or target is TransactionState.ABORTABLE_ERROR:
+                self._last_error = error
+            elif target is not TransactionState.ABORTING_TRANSACTION:
+                self._last_error = None
+            self._state = target
+        if target in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            log.warning(
+                "transactional id %s: %s -> %s: %s", self.transactional_id, source.value, target.value, error
+            )
+        else:
+            log.info("transactional id %s: %s -> %s", self.transactional_id, source.value, target.value)
+        if self._on_state_change is not None:
+            self._on_state_change(source, target)
+
+    @property
+    def last_error(self) -> KafkaError | None:
+        return self._last_error
+
+    def has_abortable_error(self) -> bool:
+        return self._state is TransactionState.ABORTABLE_ERROR
+
+    def is_aborting(self) -> bool:
+        return self._state is TransactionState.ABORTING_TRANSACTION
+
+    def is_completing(self) -> bool:
+        return self._state in (TransactionState.COMMITTING_TRANSACTION, TransactionState.ABORTING_TRANSACTION)
+
+    def is_in_transaction(self) -> bool:
+        return self._state is TransactionState.IN_TRANSACTION
+
+    # ================================================================== producer id (idempotence)
     def has_producer_id(self) -> bool:
         return self.producer_id != NO_PRODUCER_ID
 
     def needs_producer_id(self) -> bool:
-        """True when the Sender must send InitProducerId before draining."""
+        """True when the Sender must send an idempotent InitProducerId before draining (never when transactional)."""
+        if self.transactional:
+            return False
         return self._fatal is None and (not self.has_producer_id() or self._reset_required)
 
     def reset_pending(self) -> bool:
@@ -67,12 +348,14 @@ class TransactionManager:
 
     def begin_init(self) -> None:
         self._init_in_progress = True
+        if self._state is not TransactionState.INITIALIZING and self._state is not TransactionState.FATAL_ERROR:
+            self._transition_to(TransactionState.INITIALIZING)
 
     def init_failed(self) -> None:
         self._init_in_progress = False
 
     def set_producer_id_and_epoch(self, producer_id: int, epoch: int) -> None:
-        """A new producer id: every partition's sequence starts again at 0."""
+        """A new producer id or epoch: every partition's sequence starts again at 0."""
         log.info("producer id %d, epoch %d", producer_id, epoch)
         self.producer_id = producer_id
         self.producer_epoch = epoch
@@ -80,9 +363,15 @@ class TransactionManager:
         self._last_acked.clear()
         self._reset_required = False
         self._init_in_progress = False
+        if not self.transactional and self._state is TransactionState.INITIALIZING:
+            self._transition_to(TransactionState.READY)
 
     def request_producer_id_reset(self, reason: str) -> None:
         """Sequence state is no longer trustworthy: get a fresh producer id once nothing is in flight."""
+        if self.transactional:
+            # A transactional producer recovers by aborting and bumping the epoch instead.
+            self._epoch_bump_required = True
+            return
         if not self._reset_required:
             log.info("requesting a new producer id: %s", reason)
         self._reset_required = True
@@ -90,17 +379,47 @@ class TransactionManager:
     def producer_id_and_epoch(self) -> tuple[int, int]:
         return self.producer_id, self.producer_epoch
 
-    # ------------------------------------------------------------ fatal state
+    # ================================================================== fatal state
     def transition_to_fatal(self, error: KafkaError) -> None:
-        if self._fatal is None:
-            log.error("idempotent producer entered a fatal state: %s", error)
-            self._fatal = error
+        with self._lock:
+            if self._fatal is None:
+                self._fatal = error
+                if not self.transactional:
+                    log.error("idempotent producer entered a fatal state: %s", error)
+            self._transition_to(TransactionState.FATAL_ERROR, error)
+            pending = list(self._pending_results.values())
+            self._pending_results.clear()
+            queued = [r for _p, _s, r in self._queue]
+            self._queue.clear()
+        for req in queued:
+            if req.result is not None:
+                req.result.done(error)
+        for result in pending:
+            result.done(error)
+
+    def transition_to_abortable(self, error: KafkaError) -> None:
+        with self._lock:
+            if self._state is TransactionState.ABORTING_TRANSACTION or self._fatal is not None:
+                # Already aborting: the abort goes on; the error is still logged.
+                log.warning("transactional id %s: %s while aborting", self.transactional_id, error)
+                return
+            if self._state is TransactionState.COMMITTING_TRANSACTION:
+                # The commit can no longer succeed: its waiter gets the error.
+                commit = self._pending_results.pop("commit_transaction", None)
+                self._queue = [e for e in self._queue if not e[2].is_end_txn]
+                heapq.heapify(self._queue)
+                if commit is not None:
+                    commit.done(error)
+            if self._state in ALLOWED_PREVIOUS_STATES[TransactionState.ABORTABLE_ERROR]:
+                self._transition_to(TransactionState.ABORTABLE_ERROR, error)
+            else:
+                self._last_error = error
 
     @property
     def fatal_error(self) -> KafkaError | None:
         return self._fatal
 
-    # ------------------------------------------------------------ sequences (accumulator drain hook)
+    # ================================================================== sequences (accumulator drain hook)
     def should_stop_draining(self) -> bool:
         """No new batch gets a sequence while a producer-id reset is pending or none is known."""
         return self._fatal is not None or not self.has_producer_id() or self._reset_required
@@ -146,7 +465,23 @@ class TransactionManager:
         lst = self._in_flight.get(tp)
         return lst is not None and any(b.attempts > 0 for b in lst)
 
-    # ------------------------------------------------------------ completion
+    def may_drain_partition(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is in the open transaction; if not, it is queued for AddPartitionsToTxn.
+
+        The drain's transactional gate (Java adds partitions on send(); here the Sender
+        adds them before the first batch of each new partition drains, so that no send
+        path, the C lane included, has to know about transactions).
+        """
+        if tp in self._partitions_in_txn:
+            return True
+        state = self._state
+        if (
+            state is TransactionState.IN_TRANSACTION or state is TransactionState.COMMITTING_TRANSACTION
+        ) and tp not in self._partitions_being_added:
+            self._pending_partitions.add(tp)
+        return False
+
+    # ================================================================== completion
     def handle_completed_batch(self, batch: ProducerBatch) -> None:
         tp = batch.topic_partition
         last = batch.base_sequence + batch.record_count - 1
@@ -167,7 +502,456 @@ class TransactionManager:
     def handle_failed_batch(self, batch: ProducerBatch, error: BaseException) -> None:
         """A batch that held a sequence failed for good: later sequences of its partition are now gaps."""
         self.remove_in_flight(batch)
+        if self.transactional:
+            self._handle_failed_transactional_batch(batch, error)
+            return
         if isinstance(error, FatalError):
             return
         if batch.base_sequence != NO_SEQUENCE and batch.producer_id == self.producer_id:
             self.request_producer_id_reset(f"batch for {batch.topic_partition} failed with {type(error).__name__}")
+
+    def _handle_failed_transactional_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+        if isinstance(error, TransactionAbortedError):
+            return  # the abort itself failed it
+        code = getattr(error, "code", -1)
+        kerr = error if isinstance(error, KafkaError) else KafkaError(str(error))
+        if code in FATAL_PRODUCE_ERRORS:
+            if code in (47, 90):
+                kerr = self.fenced_error(code)
+            self.transition_to_fatal(kerr)
+            return
+        if batch.base_sequence != NO_SEQUENCE and batch.producer_id == self.producer_id:
+            # The sequence of this partition has a gap now: the abort must bump the epoch (KIP-360).
+            self._epoch_bump_required = True
+        self.transition_to_abortable(kerr)
+
+    # ================================================================== caller-thread operations
+    def _check_not_failed(self, operation: str) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if not self.transactional:
+            raise IllegalStateError(
+                f"{operation}() needs a transactional producer: set transactional.id in the producer's config"
+            )
+
+    def _illegal(self, operation: str) -> IllegalStateError:
+        state = self._state
+        return IllegalStateError(
+            f"{operation}() is not allowed while the transactional producer {self.transactional_id!r} is in "
+            f"state {state.value}: {ALLOWED_NEXT_CALLS[state]}"
+        )
+
+    def _pending(self, operation: str) -> TransactionalRequestResult | None:
+        """The result of an earlier call of ``operation`` that timed out, to wait on again."""
+        return self._pending_results.get(operation)
+
+    def initialize_transactions(self) -> TransactionalRequestResult:
+        with self._lock:
+            self._check_not_failed("init_transactions")
+            pending = self._pending("init_transactions")
+            if pending is not None:
+                return pending
+            if self._state is not TransactionState.UNINITIALIZED:
+                raise self._illegal("init_transactions")
+            self._transition_to(TransactionState.INITIALIZING)
+            result = TransactionalRequestResult("init_transactions")
+            self._pending_results["init_transactions"] = result
+            self._enqueue(self._init_producer_id_request(result, bump=False))
+            return result
+
+    def begin_transaction(self) -> None:
+        with self._lock:
+            self._check_not_failed("begin_transaction")
+            if self._state is not TransactionState.READY:
+                raise self._illegal("begin_transaction")
+            self._transition_to(TransactionState.IN_TRANSACTION)
+
+    def begin_commit(self) -> TransactionalRequestResult:
+        with self._lock:
+            self._check_not_failed("commit_transaction")
+            pending = self._pending("commit_transaction")
+            if pending is not None:
+                return pending
+            if self._state is TransactionState.ABORTABLE_ERROR:
+                err = self._last_error
+                raise IllegalStateError(
+                    f"commit_transaction() is not allowed: the transaction hit an abortable error ({err}); "
+                    f"{ALLOWED_NEXT_CALLS[self._state]}"
+                ) from err
+            if self._state is not TransactionState.IN_TRANSACTION:
+                raise self._illegal("commit_transaction")
+            self._transition_to(TransactionState.COMMITTING_TRANSACTION)
+            return self._end_transaction("commit_transaction", committed=True)
+
+    def begin_abort(self) -> TransactionalRequestResult:
+        with self._lock:
+            self._check_not_failed("abort_transaction")
+            pending = self._pending("abort_transaction")
+            if pending is not None:
+                return pending
+            if self._state not in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
+                raise self._illegal("abort_transaction")
+            self._transition_to(TransactionState.ABORTING_TRANSACTION)
+            # Partitions not yet added hold only records that were never sent: they need no marker.
+            self._pending_partitions.clear()
+            return self._end_transaction("abort_transaction", committed=False)
+
+    def _end_transaction(self, operation: str, committed: bool) -> TransactionalRequestResult:
+        result = TransactionalRequestResult(operation)
+        self._pending_results[operation] = result
+        tid = self.transactional_id
+        assert tid is not None
+
+        def build(version: int) -> Any:
+            return protocol.build_end_txn_request(version, tid, self.producer_id, self.producer_epoch, committed)
+
+        def on_response(body: Any) -> None:
+            code = int(body.error_code)
+            if code == 0:
+                self._complete_transaction(result)
+            else:
+                self._handle_error(req, code, None)
+
+        req = TxnRequest("EndTxn", ApiKey.END_TXN, Priority.END_TXN, build, on_response, result=result, is_end_txn=True)
+        self._enqueue(req)
+        return result
+
+    def _complete_transaction(self, result: TransactionalRequestResult) -> None:
+        """EndTxn succeeded (or there was nothing to end): READY again, or bump the epoch first."""
+        with self._lock:
+            self._partitions_in_txn.clear()
+            self._pending_partitions.clear()
+            self._partitions_being_added.clear()
+            self._transaction_started = False
+            if self._epoch_bump_required and self._state is TransactionState.ABORTING_TRANSACTION:
+                # KIP-360: after an abort whose batches left a sequence gap, get a new epoch
+                # (the coordinator checks ours first) so the next transaction starts clean.
+                self._transition_to(TransactionState.INITIALIZING)
+                self._enqueue(self._init_producer_id_request(result, bump=True))
+                return
+            self._transition_to(TransactionState.READY)
+            self._pending_results.pop(result.operation, None)
+        result.done()
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, tuple[int, str | None]], group: GroupMetadata
+    ) -> TransactionalRequestResult:
+        with self._lock:
+            self._check_not_failed("send_offsets_to_transaction")
+            if self._state is not TransactionState.IN_TRANSACTION:
+                raise self._illegal("send_offsets_to_transaction")
+            result = TransactionalRequestResult("send_offsets_to_transaction")
+            tid = self.transactional_id
+            assert tid is not None
+
+            def build(version: int) -> Any:
+                return protocol.build_add_offsets_to_txn_request(
+                    version, tid, self.producer_id, self.producer_epoch, group.group_id
+                )
+
+            def on_response(body: Any) -> None:
+                code = int(body.error_code)
+                if code != 0:
+                    self._handle_error(req, code, None)
+                    return
+                self._transaction_started = True
+                self._enqueue(self._txn_offset_commit_request(offsets, group, result))
+
+            req = TxnRequest(
+                "AddOffsetsToTxn", ApiKey.ADD_OFFSETS_TO_TXN, Priority.ADD_PARTITIONS_OR_OFFSETS, build, on_response, result=result
+            )
+            self._enqueue(req)
+            return result
+
+    def _txn_offset_commit_request(
+        self,
+        offsets: Mapping[TopicPartition, tuple[int, str | None]],
+        group: GroupMetadata,
+        result: TransactionalRequestResult,
+    ) -> TxnRequest:
+        tid = self.transactional_id
+        assert tid is not None
+        remaining = dict(offsets)
+
+        def build(version: int) -> Any:
+            return protocol.build_txn_offset_commit_request(
+                version,
+                tid,
+                group.group_id,
+                self.producer_id,
+                self.producer_epoch,
+                remaining,
+                generation_id=group.generation_id,
+                member_id=group.member_id,
+                group_instance_id=group.group_instance_id,
+            )
+
+        def on_response(body: Any) -> None:
+            errors = protocol.txn_offset_commit_errors(body)
+            failed = {tp: c for tp, c in errors.items() if c != 0}
+            for tp in errors:
+                if tp not in failed:
+                    remaining.pop(tp, None)
+            if not failed:
+                result.done()
+                return
+            # The worst error decides; only the partitions that failed are sent again.
+            code = next((c for c in failed.values() if c in FATAL_ERRORS or c not in _RETRY_OR_MOVED), None)
+            if code is None:
+                code = next(iter(failed.values()))
+            self._handle_error(req, code, None)
+
+        req = TxnRequest(
+            "TxnOffsetCommit",
+            ApiKey.TXN_OFFSET_COMMIT,
+            Priority.ADD_PARTITIONS_OR_OFFSETS,
+            build,
+            on_response,
+            coordinator=COORDINATOR_KEY_GROUP,
+            coordinator_key=group.group_id,
+            result=result,
+        )
+        return req
+
+    def _init_producer_id_request(self, result: TransactionalRequestResult, bump: bool) -> TxnRequest:
+        tid = self.transactional_id
+
+        def build(version: int) -> Any:
+            pid, epoch = (self.producer_id, self.producer_epoch) if bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return protocol.build_init_producer_id_request(version, tid, self.transaction_timeout_ms, pid, epoch)
+
+        def on_response(body: Any) -> None:
+            code = int(body.error_code)
+            if code != 0:
+                self._handle_error(req, code, None)
+                return
+            self.set_producer_id_and_epoch(int(body.producer_id), int(body.producer_epoch))
+            with self._lock:
+                self._epoch_bump_required = False
+                self._transition_to(TransactionState.READY)
+                self._pending_results.pop(result.operation, None)
+            result.done()
+
+        req = TxnRequest("InitProducerId", ApiKey.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID, build, on_response, result=result)
+        return req
+
+    def _add_partitions_request(self, partitions: set[TopicPartition]) -> TxnRequest:
+        tid = self.transactional_id
+        assert tid is not None
+        parts = sorted(partitions)
+
+        def build(version: int) -> Any:
+            return protocol.build_add_partitions_to_txn_request(version, tid, self.producer_id, self.producer_epoch, parts)
+
+        def on_response(body: Any) -> None:
+            errors = protocol.add_partitions_to_txn_errors(body)
+            failed = {tp: c for tp, c in errors.items() if c != 0 and c != _OPERATION_NOT_ATTEMPTED}
+            with self._lock:
+                if not failed:
+                    self._partitions_in_txn.update(parts)
+                    self._partitions_being_added.difference_update(parts)
+                    self._transaction_started = True
+                    return
+            code = next((c for c in failed.values() if c != _TOPIC_AUTHORIZATION_FAILED), None)
+            if code is None:
+                topics = sorted({tp.topic for tp in failed})
+                with self._lock:
+                    self._partitions_being_added.difference_update(parts)
+                self.transition_to_abortable(
+                    error_for_code(
+                        _TOPIC_AUTHORIZATION_FAILED,
+                        f"not authorized to write to topic(s) {', '.join(topics)} in a transaction",
+                    )
+                )
+                return
+            self._handle_error(req, code, None)
+
+        req = TxnRequest("AddPartitionsToTxn", ApiKey.ADD_PARTITIONS_TO_TXN, Priority.ADD_PARTITIONS_OR_OFFSETS, build, on_response)
+        return req
+
+    # ================================================================== the Sender's side
+    def _enqueue(self, req: TxnRequest) -> None:
+        with self._lock:
+            req.seq = next(self._seq)
+            heapq.heappush(self._queue, (int(req.priority), req.seq, req))
+
+    def has_in_flight_request(self) -> bool:
+        return self._in_flight_request is not None
+
+    def has_pending_partitions(self) -> bool:
+        return bool(self._pending_partitions)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._queue) or bool(self._pending_partitions)
+
+    def next_request(self, has_incomplete_batches: bool, now: int) -> tuple[TxnRequest | None, int]:
+        """The request to send now (and None), or None and how long until one may be due."""
+        with self._lock:
+            if self._pending_partitions and self._state in (
+                TransactionState.IN_TRANSACTION,
+                TransactionState.COMMITTING_TRANSACTION,
+            ) and not any(r.api_key is ApiKey.ADD_PARTITIONS_TO_TXN for _p, _s, r in self._queue):
+                parts = set(self._pending_partitions)
+                self._pending_partitions.clear()
+                self._partitions_being_added.update(parts)
+                self._enqueue(self._add_partitions_request(parts))
+            wait = 1 << 30
+            skipped: list[tuple[int, int, TxnRequest]] = []
+            chosen: TxnRequest | None = None
+            while self._queue:
+                entry = heapq.heappop(self._queue)
+                req = entry[2]
+                if req.is_end_txn and has_incomplete_batches:
+                    # EndTxn waits until every batch of the transaction is acknowledged (or failed).
+                    skipped.append(entry)
+                    continue
+                if req.retry_at_ms > now:
+                    wait = min(wait, req.retry_at_ms - now)
+                    skipped.append(entry)
+                    continue
+                if req.is_end_txn and not self._transaction_started and not self._partitions_being_added:
+                    # Every batch is done and none was added to the transaction (nor any offsets):
+                    # the coordinator has no transaction to end.
+                    assert req.result is not None
+                    self._complete_transaction(req.result)
+                    continue
+                chosen = req
+                break
+            for entry in skipped:
+                heapq.heappush(self._queue, entry)
+            return chosen, wait
+
+    def requeue(self, req: TxnRequest, now: int, backoff_ms: int | None = None) -> None:
+        req.retry_at_ms = now + (self.retry_backoff_ms if backoff_ms is None else backoff_ms)
+        self._enqueue(req)
+
+    def coordinator(self, key_type: int, key: str | None) -> int | None:
+        return self._coordinators.get((key_type, key or self.transactional_id or ""))
+
+    def lookup_coordinator(self, key_type: int, key: str | None) -> None:
+        """Queue FindCoordinator (first in line) unless one for this key is queued already."""
+        k = key or self.transactional_id or ""
+        self._coordinators.pop((key_type, k), None)
+        with self._lock:
+            if any(r.api_key is ApiKey.FIND_COORDINATOR and r.coordinator_key == k for _p, _s, r in self._queue):
+                return
+            flying = self._in_flight_request
+            if flying is not None and flying.api_key is ApiKey.FIND_COORDINATOR and flying.coordinator_key == k:
+                return
+
+        def build(version: int) -> Any:
+            return protocol.build_find_coordinator_request(version, k, key_type)
+
+        def on_response(body: Any) -> None:
+            try:
+                found = protocol.find_coordinator_result(body, k)
+            except protocol.ProtocolError as e:
+                self.transition_to_fatal(KafkaError(str(e)))
+                return
+            if found.error_code == 0:
+                self._coordinators[(key_type, k)] = found.node_id
+                log.debug("coordinator for %s is node %d (%s:%d)", k, found.node_id, found.host, found.port)
+                return
+            self._handle_error(req, found.error_code, found.error_message)
+
+        req = TxnRequest(
+            "FindCoordinator", ApiKey.FIND_COORDINATOR, Priority.FIND_COORDINATOR, build, on_response, coordinator=None, coordinator_key=k
+        )
+        self._enqueue(req)
+
+    def set_in_flight(self, req: TxnRequest | None) -> None:
+        self._in_flight_request = req
+
+    def handle_response(self, req: TxnRequest, body: Any, error: BaseException | None) -> None:
+        """Called on the Sender thread with the response body, or with the transport error."""
+        self._in_flight_request = None
+        now = self._clock()
+        if error is not None or body is None:
+            # Disconnected or timed out: the coordinator may have moved.
+            log.debug("%s failed (%s): finding the coordinator again", req.name, error)
+            if req.api_key is not ApiKey.FIND_COORDINATOR and req.coordinator is not None:
+                self.lookup_coordinator(req.coordinator, req.coordinator_key)
+            self.requeue(req, now)
+            return
+        try:
+            req.on_response(body)
+        except KafkaError as e:
+            self.transition_to_fatal(e)
+
+    def _handle_error(self, req: TxnRequest, code: int, message: str | None) -> None:
+        """One broker error on a coordinator request, by the tables above."""
+        now = self._clock()
+        req.attempts += 1
+        if code in COORDINATOR_MOVED_ERRORS:
+            if req.api_key is ApiKey.FIND_COORDINATOR:
+                self.requeue(req, now)
+                return
+            log.info("%s: %s; finding the coordinator again", req.name, error_for_code(code).name)
+            if req.coordinator is not None:
+                self.lookup_coordinator(req.coordinator, req.coordinator_key)
+            self.requeue(req, now, 0)
+            return
+        if code in RETRY_ERRORS:
+            # CONCURRENT_TRANSACTIONS on AddPartitionsToTxn usually clears within a few ms (the
+            # previous transaction's markers being written): retry sooner there, as Java does.
+            quick = code == _CONCURRENT_TRANSACTIONS and req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN
+            log.debug("%s: %s; retrying", req.name, error_for_code(code).name)
+            self.requeue(req, now, 20 if quick else None)
+            return
+        exc = error_for_code(code, message)
+        if code in ABORTABLE_ERRORS and self._state is not TransactionState.INITIALIZING:
+            if req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN:
+                self._partitions_being_added.clear()
+            if code in (_UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING):
+                self._epoch_bump_required = True
+            if req.is_end_txn and self._state is TransactionState.ABORTING_TRANSACTION:
+                self.transition_to_fatal(exc)
+                return
+            self.transition_to_abortable(exc)
+            if req.result is not None and req.api_key is not ApiKey.END_TXN:
+                req.result.done(exc)
+            return
+        if code == 47 or code == 90:
+            exc = self.fenced_error(code)
+        self.transition_to_fatal(exc)
+
+    def fenced_error(self, code: int, topic: str | None = None, partition: int | None = None) -> KafkaError:
+        """PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, saying what it means for this producer."""
+        return error_for_code(
+            code,
+            f"producer id {self.producer_id} epoch {self.producer_epoch} of transactional id "
+            f"{self.transactional_id!r} was fenced by a newer producer with the same transactional.id; "
+            "close() this producer",
+            topic=topic,
+            partition=partition,
+        )
+
+    def fail_queued(self, error: KafkaError) -> None:
+        with self._lock:
+            queued = [r for _p, _s, r in self._queue]
+            self._queue.clear()
+        for req in queued:
+            if req.result is not None:
+                req.result.done(error)
+
+    @property
+    def partitions_in_transaction(self) -> frozenset[TopicPartition]:
+        return frozenset(self._partitions_in_txn)
+
+
+_RETRY_OR_MOVED = RETRY_ERRORS | COORDINATOR_MOVED_ERRORS
+
+
+__all__ = [
+    "TransactionManager",
+    "TransactionState",
+    "TransactionalRequestResult",
+    "GroupMetadata",
+    "ALLOWED_PREVIOUS_STATES",
+    "ALLOWED_NEXT_CALLS",
+    "RETRY_ERRORS",
+    "COORDINATOR_MOVED_ERRORS",
+    "ABORTABLE_ERRORS",
+    "FATAL_ERRORS",
+    "NO_SEQUENCE",
+]

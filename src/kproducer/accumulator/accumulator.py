@@ -89,6 +89,8 @@ class TransactionManagerLike(Protocol):
 
     def retry_in_flight(self, tp: TopicPartition) -> bool: ...
 
+    def may_drain_partition(self, tp: TopicPartition) -> bool: ...
+
 
 class CircuitBreakManagerLike(Protocol):
     """Partition mutes decided by the circuit breaker (seed 002): muted partitions are not drained but for probes."""
@@ -282,6 +284,8 @@ class RecordAccumulator:
         self._clock: Callable[[], int] = clock_ms if clock_ms is not None else _monotonic_ms
         self._magic: Callable[[], int] = magic if magic is not None else (lambda: 2)
         self._tm = transaction_manager
+        # A transactional producer's gate: a partition drains only once it is in the transaction.
+        self._transactional = bool(getattr(transaction_manager, "transactional", False))
         self._breaker = circuit_break_manager
         self._routing: CircuitBreakRoutingLike | None = (
             circuit_break_manager if isinstance(circuit_break_manager, CircuitBreakRoutingLike) else None
@@ -966,6 +970,7 @@ class RecordAccumulator:
         start = self._drain_index.get(node_id, 0) % n
         size = 0
         tm = self._tm
+        transactional = self._transactional
         # The partitions holding batches, in the node's order, from the rotating drain index on:
         # the same visit order as walking every partition, without the empty ones.
         candidates = self._drain_candidates(cluster, node_id, parts)
@@ -1002,6 +1007,9 @@ class RecordAccumulator:
                 if tm is not None and self._should_stop_draining(first, tp, tm):
                     self._drain_index[node_id] = i
                     break
+                if transactional and tm is not None and not tm.may_drain_partition(tp):
+                    # Not in the transaction yet: the Sender sends AddPartitionsToTxn first.
+                    continue
                 breaker = self._breaker
                 if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
                     continue
@@ -1009,7 +1017,7 @@ class RecordAccumulator:
                 if tm is not None and not batch.has_sequence():
                     producer_id, epoch = tm.producer_id_and_epoch()
                     sequence = tm.next_sequence(tp)
-                    batch.set_producer_state(producer_id, epoch, sequence, False)
+                    batch.set_producer_state(producer_id, epoch, sequence, transactional)
                     tm.increment_sequence(tp, batch.record_count)
                     log.debug(
                         "assigned producer id %d, epoch %d, sequence %d to a batch of %d records for %s",

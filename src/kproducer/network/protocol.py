@@ -75,6 +75,12 @@ __all__ = [
     "build_add_partitions_to_txn_request",
     "add_partitions_to_txn_errors",
     "build_end_txn_request",
+    "build_init_producer_id_request",
+    "build_add_offsets_to_txn_request",
+    "build_txn_offset_commit_request",
+    "txn_offset_commit_errors",
+    "COORDINATOR_KEY_GROUP",
+    "COORDINATOR_KEY_TRANSACTION",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,7 +101,9 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
     ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
 
 
@@ -111,7 +119,9 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
@@ -124,7 +134,9 @@ _MODULES: Mapping[ApiKey, str] = {
     ApiKey.CREATE_TOPICS: "create_topics",
     ApiKey.INIT_PRODUCER_ID: "init_producer_id",
     ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
     ApiKey.END_TXN: "end_txn",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
     ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
 }
 
@@ -138,7 +150,9 @@ _FIRST_FLEXIBLE: Mapping[int, int] = {
     ApiKey.CREATE_TOPICS: 5,
     ApiKey.INIT_PRODUCER_ID: 2,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.ADD_OFFSETS_TO_TXN: 3,
     ApiKey.END_TXN: 3,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
     ApiKey.SASL_AUTHENTICATE: 2,
 }
 
@@ -512,8 +526,9 @@ def parse_produce_response(
 
 
 # ------------------------------------------------------------------ coordinator and transactions
-# Builders for the transactional path, so that its caller does not deal with the shapes that
-# change between versions. Not wired yet: the producer is idempotent, not transactional.
+# Builders for the transactional path, so that its callers (the transaction manager, and code that
+# commits or aborts a transaction by id without a producer) do not deal with the shapes that
+# change between versions.
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
 
@@ -599,6 +614,89 @@ def build_end_txn_request(
         producer_epoch=producer_epoch,
         committed=committed,
     )
+
+
+def build_init_producer_id_request(
+    version: int,
+    transactional_id: str | None,
+    transaction_timeout_ms: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> Any:
+    """InitProducerId; from v3 (KIP-360) the current producer id and epoch ask the coordinator
+    to bump that epoch instead of fencing with a new id (the recovery after an abortable error)."""
+    import datetime
+
+    cls = request_class(ApiKey.INIT_PRODUCER_ID, version)
+    kwargs: dict[str, Any] = {
+        "transactional_id": transactional_id,
+        "transaction_timeout": datetime.timedelta(milliseconds=transaction_timeout_ms),
+    }
+    if version >= 3:
+        kwargs["producer_id"] = producer_id
+        kwargs["producer_epoch"] = producer_epoch
+    return cls(**kwargs)
+
+
+def build_add_offsets_to_txn_request(
+    version: int, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+) -> Any:
+    """AddOffsetsToTxn: put the group's offsets topic partition into the transaction."""
+    return request_class(ApiKey.ADD_OFFSETS_TO_TXN, version)(
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        group_id=group_id,
+    )
+
+
+def build_txn_offset_commit_request(
+    version: int,
+    transactional_id: str,
+    group_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    offsets: Mapping[TopicPartition, tuple[int, str | None]],
+    *,
+    generation_id: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> Any:
+    """TxnOffsetCommit to the group coordinator: ``{partition: (next offset to consume, metadata)}``.
+
+    v3+ (KIP-447) carries the consumer's generation and member id so that a zombie
+    member's commit is fenced by the group, not only by the producer epoch.
+    """
+    cls = request_class(ApiKey.TXN_OFFSET_COMMIT, version)
+    mod = sys.modules[cls.__module__]
+    part_cls = mod.TxnOffsetCommitRequestPartition
+    topic_cls = mod.TxnOffsetCommitRequestTopic
+    part_fields = set(getattr(part_cls, "__dataclass_fields__", {}))
+    by_topic: dict[str, list[Any]] = {}
+    for tp, (offset, metadata) in offsets.items():
+        kw: dict[str, Any] = {"partition_index": tp.partition, "committed_offset": offset, "committed_metadata": metadata}
+        if "committed_leader_epoch" in part_fields:
+            kw["committed_leader_epoch"] = -1
+        by_topic.setdefault(tp.topic, []).append(part_cls(**kw))
+    kwargs: dict[str, Any] = {
+        "transactional_id": transactional_id,
+        "group_id": group_id,
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "topics": tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+    }
+    if version >= 3:
+        kwargs.update(generation_id=generation_id, member_id=member_id, group_instance_id=group_instance_id)
+    return cls(**kwargs)
+
+
+def txn_offset_commit_errors(response: Any) -> dict[TopicPartition, int]:
+    """{partition: error code} from a TxnOffsetCommit response."""
+    return {
+        TopicPartition(str(t.name), int(p.partition_index)): int(p.error_code)
+        for t in response.topics
+        for p in t.partitions
+    }
 
 
 def api_version_entries(response: Any) -> dict[int, tuple[int, int]]:

@@ -1,0 +1,259 @@
+"""A scripted network client and a controllable clock for driving the Sender deterministically.
+
+Modelled on the Java client's ``MockClient`` and ``MockTime``: the Sender is built
+with :class:`MockClient` (it satisfies ``kproducer.sender.KafkaClient``) and a
+:class:`MockClock`; a test scripts responses per API (``client.prepare(...)``),
+calls ``sender.run_once()`` and looks at what was sent. Nothing sleeps: ``poll``
+answers every in-flight request that has a scripted response, in send order, and
+returns at once.
+
+Response helpers build bodies with the attributes the producer reads (the same
+names as kio's generated classes).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from kproducer.metadata import Cluster, Metadata
+from kproducer.network.client import ClientRequest, ClientResponse
+from kproducer.network.protocol import (
+    ApiKey,
+    PartitionProduceResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+)
+from kproducer.structs import Node, PartitionInfo, TopicPartition
+
+__all__ = [
+    "MockClock",
+    "MockClient",
+    "DISCONNECT",
+    "make_cluster",
+    "set_cluster",
+    "produce_response",
+    "init_producer_id_response",
+    "find_coordinator_response",
+    "add_partitions_response",
+    "error_response",
+    "txn_offset_commit_response",
+]
+
+
+class MockClock:
+    """Monotonic milliseconds that move only when the test says so (Java's MockTime)."""
+
+    def __init__(self, now: int = 10_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+class _Disconnect:
+    def __repr__(self) -> str:
+        return "DISCONNECT"
+
+
+#: A scripted "response" that fails the request as a lost connection.
+DISCONNECT = _Disconnect()
+
+Responder = Any  # a body, DISCONNECT, or a callable(request body) -> body / DISCONNECT
+
+
+@dataclass
+class MockClient:
+    """Answers requests from per-API scripts; every node is ready unless made otherwise."""
+
+    clock: MockClock
+    metadata: Metadata | None = None
+    max_in_flight: int = 5
+    #: Negotiated version per API (what ``send`` passes to a request builder).
+    versions: dict[int, int] = field(
+        default_factory=lambda: {
+            int(ApiKey.PRODUCE): 9,
+            int(ApiKey.FIND_COORDINATOR): 4,
+            int(ApiKey.INIT_PRODUCER_ID): 4,
+            int(ApiKey.ADD_PARTITIONS_TO_TXN): 3,
+            int(ApiKey.ADD_OFFSETS_TO_TXN): 3,
+            int(ApiKey.END_TXN): 3,
+            int(ApiKey.TXN_OFFSET_COMMIT): 3,
+        }
+    )
+    unready: set[int] = field(default_factory=set)
+    sent: list[ClientRequest] = field(default_factory=list)
+    sent_bodies: list[Any] = field(default_factory=list)
+    _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
+    _in_flight: list[tuple[ClientRequest, Any]] = field(default_factory=list)
+    wakeups: int = 0
+    closed: bool = False
+
+    # ------------------------------------------------------------ scripting
+    def prepare(self, api_key: int, *responses: Responder) -> None:
+        """Queue responses for the next requests of ``api_key``, in order."""
+        self._scripts.setdefault(int(api_key), deque()).extend(responses)
+
+    def requests(self, api_key: int) -> list[Any]:
+        """Bodies sent for ``api_key`` so far, in order."""
+        return [b for r, b in zip(self.sent, self.sent_bodies, strict=True) if r.api_key == api_key]
+
+    def pending(self, api_key: int | None = None) -> list[ClientRequest]:
+        return [r for r, _b in self._in_flight if api_key is None or r.api_key == api_key]
+
+    # ------------------------------------------------------------ KafkaClient
+    def ready(self, node_id: int, now: int) -> bool:
+        return node_id not in self.unready and self.in_flight_request_count(node_id) < self.max_in_flight
+
+    def send(self, request: ClientRequest, now: int) -> None:
+        if not self.ready(request.node_id, now):
+            raise AssertionError(f"the Sender sent to node {request.node_id}, which is not ready")
+        body = request.request
+        if callable(body) and not isinstance(body, ProduceRequestData) and not hasattr(body, "__api_key__"):
+            body = body(self.versions.get(int(request.api_key), 0))
+        request.api_version = self.versions.get(int(request.api_key), 0)
+        request.send_ms = now
+        self.sent.append(request)
+        self.sent_bodies.append(body)
+        self._in_flight.append((request, body))
+
+    def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
+        done: list[ClientResponse] = []
+        remaining: list[tuple[ClientRequest, Any]] = []
+        for request, body in self._in_flight:
+            if not request.expect_response:
+                done.append(ClientResponse(request, None, now))
+                continue
+            script = self._scripts.get(int(request.api_key))
+            if not script:
+                remaining.append((request, body))
+                continue
+            responder = script.popleft()
+            answer = responder(body) if callable(responder) else responder
+            if answer is DISCONNECT:
+                from kproducer.errors import NetworkError
+
+                done.append(
+                    ClientResponse(request, None, now, disconnected=True, error=NetworkError("mock disconnect"))
+                )
+            else:
+                done.append(ClientResponse(request, answer, now))
+        self._in_flight = remaining
+        for resp in done:
+            if resp.request.callback is not None:
+                resp.request.callback(resp)
+        return done
+
+    def wakeup(self) -> None:
+        self.wakeups += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+    def least_loaded_node(self, now: int) -> int | None:
+        nodes = sorted(self.metadata.cluster.nodes) if self.metadata is not None else []
+        ready = [n for n in nodes if n not in self.unready]
+        return ready[0] if ready else (nodes[0] if nodes else None)
+
+    def connection_delay(self, node_id: int, now: int) -> int:
+        return 0
+
+    def in_flight_request_count(self, node_id: int | None = None) -> int:
+        return sum(1 for r, _b in self._in_flight if node_id is None or r.node_id == node_id)
+
+    def in_flight_requests_by_node(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for r, _b in self._in_flight:
+            out[r.node_id] = out.get(r.node_id, 0) + 1
+        return out
+
+    def metadata_request_due(self, now: int) -> bool:
+        return False
+
+    def max_usable_produce_magic(self) -> int:
+        return 2
+
+
+# ---------------------------------------------------------------- metadata
+def make_cluster(topics: Mapping[str, int], nodes: int = 2) -> Cluster:
+    """Partition p of each topic led by node p % nodes."""
+    node_list = [Node(i, "127.0.0.1", 9092 + i) for i in range(nodes)]
+    parts = [PartitionInfo(t, p, p % nodes) for t, n in topics.items() for p in range(n)]
+    return Cluster(node_list, parts)
+
+
+def set_cluster(metadata: Metadata, cluster: Cluster) -> None:
+    """Install a cluster snapshot as if a metadata response had brought it (no network in these tests)."""
+    metadata._cluster = cluster  # noqa: SLF001 - a test seam on purpose
+
+
+# ---------------------------------------------------------------- response bodies
+def produce_response(
+    codes: Mapping[TopicPartition, int] | int = 0, base_offset: int = 0, message: str | None = None
+) -> Callable[[ProduceRequestData], ProduceResponseData]:
+    """A Produce response for every partition of the request: one code for all, or per partition."""
+
+    def respond(req: ProduceRequestData) -> ProduceResponseData:
+        out = {}
+        for i, tp in enumerate(req.partitions):
+            code = codes if isinstance(codes, int) else codes.get(tp, 0)
+            out[tp] = PartitionProduceResponse(code, message if code else None, base_offset + 100 * i if code == 0 else -1, -1, -1, ())
+        return ProduceResponseData(out, 0)
+
+    return respond
+
+
+def init_producer_id_response(producer_id: int = 1000, epoch: int = 0, error_code: int = 0) -> Any:
+    return SimpleNamespace(error_code=error_code, producer_id=producer_id if not error_code else -1, producer_epoch=epoch)
+
+
+def find_coordinator_response(node_id: int = 0, error_code: int = 0) -> Any:
+    """A pre-v4 shaped answer (one key); the producer reads both shapes."""
+    return SimpleNamespace(error_code=error_code, error_message=None, node_id=node_id, host="127.0.0.1", port=9092 + node_id)
+
+
+def add_partitions_response(codes: Mapping[TopicPartition, int] | int = 0) -> Callable[[Any], Any]:
+    """Answers for every partition the request names."""
+
+    def respond(req: Any) -> Any:
+        topics = []
+        for t in req.v3_and_below_topics:
+            results = []
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p)
+                code = codes if isinstance(codes, int) else codes.get(tp, 0)
+                results.append(SimpleNamespace(partition_index=p, partition_error_code=code))
+            topics.append(SimpleNamespace(name=t.name, results_by_partition=results))
+        return SimpleNamespace(results_by_topic_v3_and_below=topics)
+
+    return respond
+
+
+def error_response(error_code: int = 0) -> Any:
+    """EndTxn / AddOffsetsToTxn answers: only an error code."""
+    return SimpleNamespace(error_code=error_code)
+
+
+def txn_offset_commit_response(codes: Mapping[TopicPartition, int] | int = 0) -> Callable[[Any], Any]:
+    def respond(req: Any) -> Any:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                code = codes if isinstance(codes, int) else codes.get(tp, 0)
+                parts.append(SimpleNamespace(partition_index=p.partition_index, error_code=code))
+            topics.append(SimpleNamespace(name=t.name, partitions=parts))
+        return SimpleNamespace(topics=topics)
+
+    return respond
+
+
+def partitions_of(produce_body: ProduceRequestData) -> Iterable[TopicPartition]:
+    return produce_body.partitions
