@@ -570,6 +570,12 @@ def _parse_kv(text: str) -> dict[str, str]:
 
 
 def main() -> int:
+    if "--transactional" in sys.argv[1:]:
+        # Transactions are their own workload (begin / N sends / commit): benchmarks/transactional.py.
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from transactional import main as transactional_main
+
+        return transactional_main(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)

@@ -230,3 +230,49 @@ def test_transaction_timeout_above_the_broker_maximum(mock_cluster: MockCluster)
             p.begin_transaction()
     finally:
         p.close(5)
+
+
+def _committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (tp,) = c.committed([CTP(topic, partition)], timeout=20)
+        return int(tp.offset)
+    finally:
+        c.close()
+
+
+def test_send_offsets_commits_the_group_offsets_only_with_the_transaction(broker: Broker, topic_name: str) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    (source, sink) = _topics(broker, topic_name, 2, partitions=1)
+    committed_group, aborted_group = f"g-commit-{next(_ids)}", f"g-abort-{next(_ids)}"
+    # The consumer's own group metadata (librdkafka's serialized form) is accepted as is.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": committed_group})
+    try:
+        metadata = consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+    p = _producer(broker)
+    try:
+        p.init_transactions(30)
+        with p.transaction(timeout=30):
+            p.send(sink, b"out-1")
+            p.send_offsets_to_transaction([CTP(source, 0, 17)], metadata, timeout=30)
+        p.begin_transaction()
+        p.send(sink, b"out-2")
+        p.send_offsets_to_transaction({CTP(source, 0): 99}, aborted_group, timeout=30)
+        p.flush(30)
+        p.abort_transaction(30)
+    finally:
+        p.close(30)
+    if broker.name == "tansu":
+        # librdkafka's mock accepts TxnOffsetCommit but does not store the offsets (committed()
+        # reads nothing even after a commit), so the read-back is Tansu's.
+        assert _committed_offset(broker.bootstrap, committed_group, source, 0) == 17
+    assert _committed_offset(broker.bootstrap, aborted_group, source, 0) < 0  # nothing committed
+    view = read_transactional_topics(broker.bootstrap, [sink])
+    assert [r.value for r in view.committed] == [b"out-1"] and [r.value for r in view.aborted] == [b"out-2"]

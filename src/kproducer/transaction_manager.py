@@ -226,6 +226,8 @@ def group_metadata_from(value: str | GroupMetadata | Any) -> GroupMetadata:
         if not value:
             raise ValueError("send_offsets_to_transaction: the group id must not be empty")
         return GroupMetadata(value)
+    if isinstance(value, bytes | bytearray) and bytes(value[:7]) == _LIBRDKAFKA_CGMD_MAGIC:
+        return _parse_librdkafka_group_metadata(bytes(value))
     group_id = getattr(value, "group_id", None)
     if isinstance(group_id, str) and group_id:
         return GroupMetadata(
@@ -238,6 +240,37 @@ def group_metadata_from(value: str | GroupMetadata | Any) -> GroupMetadata:
         "send_offsets_to_transaction: group_metadata must be a group id (str), a kproducer GroupMetadata "
         f"or a consumer's group metadata with a group_id attribute, got {type(value).__name__}"
     )
+
+
+_LIBRDKAFKA_CGMD_MAGIC = b"CGMDv2:"
+
+
+def _parse_librdkafka_group_metadata(data: bytes) -> GroupMetadata:
+    """confluent-kafka's ``consumer.consumer_group_metadata()``: librdkafka's serialized form.
+
+    ``CGMDv2:``, the generation id (int32, host byte order, written by memcpy), the
+    group id and member id (NUL-terminated), then one byte that is 1 when there is
+    no group instance id, or 0 followed by the NUL-terminated instance id.
+    """
+    import sys
+
+    pos = len(_LIBRDKAFKA_CGMD_MAGIC)
+    try:
+        generation = int.from_bytes(data[pos : pos + 4], sys.byteorder, signed=True)
+        pos += 4
+        end = data.index(b"\0", pos)
+        group_id = data[pos:end].decode()
+        pos = end + 1
+        end = data.index(b"\0", pos)
+        member_id = data[pos:end].decode()
+        pos = end + 1
+        instance: str | None = None
+        if data[pos] == 0:
+            end = data.index(b"\0", pos + 1)
+            instance = data[pos + 1 : end].decode()
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"send_offsets_to_transaction: cannot read the consumer group metadata {data!r}") from e
+    return GroupMetadata(group_id, generation, member_id, instance)
 
 
 # ---------------------------------------------------------------------- manager

@@ -46,6 +46,7 @@ REQUIRED_SYMBOLS = (
     "rd_kafka_mock_broker_set_down",
     "rd_kafka_mock_broker_set_up",
     "rd_kafka_mock_broker_set_rtt",
+    "rd_kafka_mock_coordinator_set",
 )
 
 
@@ -112,6 +113,10 @@ class MockCluster:
         """The next requests of ``api_key`` to ``broker_id`` answer with (error code, delay ms) pairs."""
         pairs = [[int(e), int(r)] for e, r in errors_rtts]
         self._call("broker_push_request_error_rtts", broker_id=broker_id, api_key=api_key, errors_rtts=pairs)
+
+    def coordinator_set(self, key_type: str, key: str, broker_id: int) -> None:
+        """Make ``broker_id`` the coordinator of ``key`` (``key_type`` "transaction" or "group")."""
+        self._call("coordinator_set", key_type=key_type, key=key, broker_id=broker_id)
 
     def broker_set_down(self, broker_id: int) -> None:
         """Disconnect the broker's clients and refuse new connections until :meth:`broker_set_up`."""
@@ -349,6 +354,8 @@ def _child_main(lib_path: str, brokers: int) -> int:
         getattr(lib, name).restype = c_int
     lib.rd_kafka_mock_broker_set_rtt.argtypes = [vp, i32, c_int]
     lib.rd_kafka_mock_broker_set_rtt.restype = c_int
+    lib.rd_kafka_mock_coordinator_set.argtypes = [vp, cp, cp, i32]
+    lib.rd_kafka_mock_coordinator_set.restype = c_int
 
     errstr = ctypes.create_string_buffer(512)
     conf = lib.rd_kafka_conf_new()
@@ -413,6 +420,14 @@ def _child_main(lib_path: str, brokers: int) -> int:
             return None
         if op == "broker_set_up":
             check(lib.rd_kafka_mock_broker_set_up(mcluster, a["broker_id"]), "broker_set_up")
+            return None
+        if op == "coordinator_set":
+            check(
+                lib.rd_kafka_mock_coordinator_set(
+                    mcluster, a["key_type"].encode(), a["key"].encode(), a["broker_id"]
+                ),
+                "coordinator_set",
+            )
             return None
         if op == "broker_set_rtt":
             check(lib.rd_kafka_mock_broker_set_rtt(mcluster, a["broker_id"], a["rtt_ms"]), "broker_set_rtt")
