@@ -4,6 +4,7 @@ through Sender.run_once() with the scripted client and clock (no broker, no slee
 from __future__ import annotations
 
 import itertools
+import logging
 
 import pytest
 
@@ -274,7 +275,8 @@ def test_commit_timeout_can_be_retried_by_calling_commit_again() -> None:
     assert tm.state is S.READY
 
 
-def test_an_abortable_produce_error_needs_an_abort_which_bumps_the_epoch() -> None:
+def test_an_abortable_produce_error_needs_an_abort_which_bumps_the_epoch(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kproducer.transaction_manager")
     rig = initialized()
     tm = rig.tm
     assert tm is not None
@@ -301,6 +303,16 @@ def test_an_abortable_produce_error_needs_an_abort_which_bumps_the_epoch() -> No
     assert (bump.producer_id, bump.producer_epoch) == (77, 3)  # KIP-360: the current id and epoch
     assert tm.state is S.READY and tm.producer_id_and_epoch() == (77, 4)
     assert tm.next_sequence(TP0) == 0
+    changes = [(r.levelname, r.getMessage()) for r in caplog.records if "->" in r.getMessage()]
+    assert ("WARNING", "transactional id tid: IN_TRANSACTION -> ABORTABLE_ERROR: INVALID_RECORD [t-0] (error 87)") in changes
+    assert [m.split(": ", 1)[1] for lvl, m in changes if lvl == "INFO"] == [
+        "UNINITIALIZED -> INITIALIZING",
+        "INITIALIZING -> READY",
+        "READY -> IN_TRANSACTION",
+        "ABORTABLE_ERROR -> ABORTING_TRANSACTION",
+        "ABORTING_TRANSACTION -> INITIALIZING",
+        "INITIALIZING -> READY",
+    ]
 
 
 def test_unknown_producer_id_in_a_transaction_is_abortable() -> None:

@@ -87,6 +87,10 @@ def test_committed_visible_once_aborted_never(broker: Broker, topic_name: str) -
                 offsets = [f.result(10).offset for f in futs]
                 assert all(o >= 0 for o in offsets)
         assert p.transaction_state is TransactionState.READY
+        m = p.metrics()
+        for op in ("init", "begin", "commit", "abort"):
+            assert m[f"txn-{op}-time-ns-total"] > 0, op
+        assert m["txn-send-offsets-time-ns-total"] == 0
     finally:
         p.close(30)
     view = read_transactional_topics(broker.bootstrap, topics)

@@ -249,7 +249,11 @@ class Sender:
         timeout = self._send_producer_data(now)
         if tm is not None and tm.transactional:
             # Partitions the drain just found outside the transaction: AddPartitionsToTxn goes next loop.
-            timeout = 0 if tm.has_pending_partitions() else min(timeout, self._txn_wait_ms)
+            # (While a coordinator request is in flight its response wakes the poll instead.)
+            if tm.has_pending_partitions() and not tm.has_in_flight_request():
+                timeout = 0
+            else:
+                timeout = min(timeout, self._txn_wait_ms)
         # Full compressed batches that wait behind the in-flight window: compress them now, here
         # rather than on the caller's thread, so that they hold compressed bytes while they wait.
         self._accumulator.seal_full_batches()
@@ -333,6 +337,11 @@ class Sender:
         elif self._txn_flushing:
             acc.end_flush()
             self._txn_flushing = False
+        if tm.is_in_transaction():
+            # Add every partition that has a batch, ready or still lingering, so that
+            # AddPartitionsToTxn overlaps the linger instead of following it.
+            for tp in acc.partitions_with_batches():
+                tm.may_drain_partition(tp)
         if tm.has_in_flight_request():
             return
         req, wait = tm.next_request(acc.has_incomplete(), now)

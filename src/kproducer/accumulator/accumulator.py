@@ -1252,6 +1252,15 @@ class RecordAccumulator:
         """Fail and deallocate the batches that were never drained (fatal idempotence error)."""
         self._abort_batches(reason, undrained_only=True)
 
+    def partitions_with_batches(self) -> list[TopicPartition]:
+        """Partitions holding queued batches, ready or not (a peek: appends may add more meanwhile)."""
+        return [
+            TopicPartition(topic, partition)
+            for topic, info in list(self._active.items())
+            for partition, dq in list(info.batches.items())
+            if dq.batches
+        ]
+
     def has_undrained(self) -> bool:
         return any(dq.batches for info in list(self._active.values()) for dq in list(info.batches.values()))
 
