@@ -388,3 +388,26 @@ def test_a_disconnected_coordinator_request_is_sent_again() -> None:
     settle(rig, commit, step_ms=100)
     commit.wait(0)
     assert len(rig.client.requests(ApiKey.END_TXN)) == 2
+
+
+def test_coordinator_requests_go_out_by_priority() -> None:
+    """FindCoordinator, then InitProducerId, then AddPartitions/AddOffsets/TxnOffsetCommit, then EndTxn."""
+    from kproducer.transaction_manager import Priority, TxnRequest
+
+    tm = TransactionManager("tid")
+    names = ["EndTxn", "AddPartitionsToTxn", "InitProducerId", "FindCoordinator", "AddOffsetsToTxn"]
+    prio = {
+        "EndTxn": Priority.END_TXN,
+        "AddPartitionsToTxn": Priority.ADD_PARTITIONS_OR_OFFSETS,
+        "AddOffsetsToTxn": Priority.ADD_PARTITIONS_OR_OFFSETS,
+        "InitProducerId": Priority.INIT_PRODUCER_ID,
+        "FindCoordinator": Priority.FIND_COORDINATOR,
+    }
+    for name in names:
+        tm._enqueue(TxnRequest(name, ApiKey.END_TXN, prio[name], lambda v: None, lambda b: None))  # noqa: SLF001
+    order = []
+    for _ in names:
+        req, _wait = tm.next_request(False, 0)
+        assert req is not None
+        order.append(req.name)
+    assert order == ["FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"]

@@ -217,9 +217,18 @@ def test_transactional_calls_need_the_right_state(broker: Broker, topic_name: st
         with pytest.raises(IllegalStateError, match="begin_transaction.*IN_TRANSACTION"):
             p.begin_transaction()
         p.send_batch(topic, [b"a", b"b"]).result(30)
+        import pyarrow as pa
+
+        p.send_arrow(pa.table({"value": pa.array([b"c", b"d"], type=pa.binary())}), topic).result(30)
+        with pytest.raises(IllegalStateError, match="init_transactions.*state IN_TRANSACTION"):
+            p.init_transactions(5)
         p.commit_transaction(30)
+        with pytest.raises(IllegalStateError, match="only allowed inside a transaction"):
+            p.send_arrow(pa.table({"value": pa.array([b"e"], type=pa.binary())}), topic)
     finally:
         p.close(30)
+    view = read_transactional_topics(broker.bootstrap, [topic])
+    assert [r.value for r in view.committed] == [b"a", b"b", b"c", b"d"]
 
 
 def test_transaction_timeout_above_the_broker_maximum(mock_cluster: MockCluster) -> None:

@@ -337,7 +337,10 @@ class TransactionManager:
             elif target is not TransactionState.ABORTING_TRANSACTION:
                 self._last_error = None
             self._state = target
-        if target in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+        if not self.transactional:
+            # An idempotent producer's id changes are logged where they happen.
+            log.debug("idempotent producer: %s -> %s", source.value, target.value)
+        elif target in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
             log.warning(
                 "transactional id %s: %s -> %s: %s", self.transactional_id, source.value, target.value, error
             )
@@ -910,6 +913,9 @@ class TransactionManager:
             req.on_response(body)
         except KafkaError as e:
             self.transition_to_fatal(e)
+        except Exception as e:  # a response this client cannot read: nothing safe is left to do
+            log.exception("cannot handle the %s response", req.name)
+            self.transition_to_fatal(KafkaError(f"cannot handle the {req.name} response: {e}"))
 
     def _handle_error(self, req: TxnRequest, code: int, message: str | None) -> None:
         """One broker error on a coordinator request, by the tables above."""
