@@ -183,7 +183,7 @@ def test_transaction_committed_by_id_without_the_producer(broker: Broker, topic_
             writer.send(topic, f"d{i}".encode(), key=f"k{i}".encode())
         assert writer.flush(30) == 0
         pid, epoch = writer.producer_id, writer.producer_epoch
-        end_transaction(broker.bootstrap, tid, pid, epoch, commit=True, timeout=30)
+        end_transaction(broker.bootstrap, tid, pid, epoch, commit=True, timeout=30, config={"security.protocol": "PLAINTEXT"})
     finally:
         writer.close(0.5)  # its own abort on close finds nothing open, or fails: either way nothing changes
     view = read_transactional_topics(broker.bootstrap, [topic])

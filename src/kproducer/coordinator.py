@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kproducer.errors import KafkaTimeoutError, error_for_code
 from kproducer.network import protocol
-from kproducer.network.client import ClientRequest, NetworkClient
+from kproducer.network.client import ClientRequest, NetworkClient, security_options
 from kproducer.network.protocol import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
 
 __all__ = [
@@ -38,9 +38,22 @@ _RETRY = frozenset({14, 51, 7})  # COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRAN
 _BACKOFF_S = 0.05
 
 
-def _client(bootstrap_servers: str | Iterable[str], timeout_ms: int, client_options: dict[str, Any] | None) -> NetworkClient:
-    """``client_options``: extra NetworkClient keywords (``client_id``, ``sasl_mechanism``...)."""
-    options = {"client_id": "kproducer-coordinator", "request_timeout_ms": timeout_ms, **(client_options or {})}
+def _client(
+    bootstrap_servers: str | Iterable[str],
+    timeout_ms: int,
+    client_options: dict[str, Any] | None,
+    config: Mapping[str, Any] | None,
+) -> NetworkClient:
+    """A client with the security settings of ``config`` (producer config keys: security.protocol,
+    ssl.*, sasl.*), as the producer that wrote the transaction had; ``client_options``: extra
+    NetworkClient keywords (``client_id``...)."""
+    options: dict[str, Any] = {"client_id": "kproducer-coordinator", "request_timeout_ms": timeout_ms}
+    if config:
+        from kproducer.config import ProducerConfig
+
+        cfg = ProducerConfig({**config, "bootstrap.servers": bootstrap_servers})
+        options.update(security_options(cfg))
+    options.update(client_options or {})
     return NetworkClient(bootstrap_servers=bootstrap_servers, **options)
 
 
@@ -110,6 +123,7 @@ def end_transaction(
     *,
     commit: bool,
     timeout: float = 30.0,
+    config: Mapping[str, Any] | None = None,
     client_options: dict[str, Any] | None = None,
 ) -> None:
     """Commit (or abort) the open transaction of ``transactional_id`` under ``(producer_id, producer_epoch)``.
@@ -120,7 +134,7 @@ def end_transaction(
     """
     what = f"EndTxn({'COMMIT' if commit else 'ABORT'}) for {transactional_id!r}"
     deadline = time.monotonic() + timeout
-    client = _client(bootstrap_servers, int(timeout * 1000), client_options)
+    client = _client(bootstrap_servers, int(timeout * 1000), client_options, config)
     try:
         _coordinator_call(
             client,
@@ -140,13 +154,14 @@ def init_producer_id(
     *,
     transaction_timeout_ms: int = 60_000,
     timeout: float = 30.0,
+    config: Mapping[str, Any] | None = None,
     client_options: dict[str, Any] | None = None,
 ) -> tuple[int, int]:
     """InitProducerId for ``transactional_id``: fences every earlier producer with it, aborts its open
     transaction, and returns the new ``(producer id, epoch)``."""
     what = f"InitProducerId for {transactional_id!r}"
     deadline = time.monotonic() + timeout
-    client = _client(bootstrap_servers, int(timeout * 1000), client_options)
+    client = _client(bootstrap_servers, int(timeout * 1000), client_options, config)
     try:
         body = _coordinator_call(
             client,
