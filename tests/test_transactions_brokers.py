@@ -114,7 +114,7 @@ def test_records_never_sent_fail_with_transaction_aborted(broker: Broker, topic_
         p.begin_transaction()
         futs = [p.send(topic, f"never-{i}".encode(), key=b"k") for i in range(25)]
         errors: list[BaseException | None] = []
-        p.send(topic, b"cb", on_delivery=lambda md, exc: errors.append(exc))
+        p.send(topic, b"cb", callback=lambda md, exc: errors.append(exc))
         p.abort_transaction(30)
         for f in futs:
             with pytest.raises(TransactionAbortedError, match="aborted before this record was sent"):
