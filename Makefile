@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c 2>/dev/null | sha1sum | cut -c1-12)
-.PHONY: run run-stream test lint typecheck bench install java stunnel clean
+.PHONY: run run-exactly-once run-stream test lint typecheck bench install java stunnel clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ test: install java stunnel
 
 run: install java
 	$(PY) examples/flights_pipeline.py
+
+run-exactly-once: install java
+	$(PY) examples/flights_pipeline.py --exactly-once
 
 run-stream: install java
 	$(PY) examples/flights_pipeline.py --stream --duration 30

@@ -35,6 +35,8 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from kproducer.spark.exactly_once import TxnCommittable
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -198,6 +200,8 @@ class TaskCommit(WriterCommitMessage):
     producer_created: bool
     started: float
     finished: float
+    # Exactly-once: the attempt's open transaction, for the driver to commit.
+    txn: TxnCommittable | None = None
 
 
 @dataclass

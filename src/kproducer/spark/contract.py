@@ -62,7 +62,8 @@ _OWN_OPTIONS = {
     "deliveryguarantee": "at_least_once (default) or exactly_once",
     "transactionalidprefix": "exactly_once: prefix of the tasks' transactional ids, unique per application",
 }
-# Options Spark itself may put into the map; accepted and ignored.
+# Options Spark itself may put into the map; accepted (the exactly-once stream writer
+# keeps its transaction log in the checkpoint location), otherwise ignored.
 _SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
 # Producer keys the sink refuses, as Spark's Kafka sink does: it writes the key and
 # value columns' bytes as they are (the Arrow writer never calls a serializer).
@@ -89,6 +90,7 @@ class SinkOptions:
     summary_token: str | None = None
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None
+    checkpoint_location: str | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -157,10 +159,8 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
             # Producer keys are case-sensitive in Kafka; Spark lower-cases option keys,
             # which is harmless since every Java producer key is lower case.
             producer[lower[len(KAFKA_PREFIX) :]] = str(value)
-        elif lower in _OWN_OPTIONS:
+        elif lower in _OWN_OPTIONS or lower in _SPARK_OPTIONS:
             own[lower] = str(value)
-        elif lower in _SPARK_OPTIONS:
-            continue
         else:
             allowed = ", ".join(sorted(_OWN_OPTIONS))
             raise ConfigError(
@@ -212,6 +212,7 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
         summary_token=own.get("summary.token"),
         delivery_guarantee=guarantee,
         transactional_id_prefix=prefix,
+        checkpoint_location=own.get("checkpointlocation"),
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import Any
@@ -60,6 +61,15 @@ from kproducer.spark.contract import (
     validate_schema,
 )
 from kproducer.spark.convert import BulkCall, RecordColumns, binary_nbytes, plan_arrow_batch, row_to_record
+from kproducer.spark.exactly_once import (
+    TransactionLog,
+    TxnCommittable,
+    abort_transactions,
+    close_leaving_transaction_open,
+    commit_transactions,
+    fence_losers,
+    transactional_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -116,22 +126,24 @@ def _send_columns(producer: Any, cols: RecordColumns, cb: DeliveryTracker) -> No
         send(t, value=v, key=k, partition=p, timestamp=ts, headers=h, callback=cb)
 
 
-def _run_task(
-    options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]]
-) -> TaskCommit:
-    """Hold the cached producer, send everything, flush, and turn the outcome into a commit message."""
-    started = time.time()
-    partition_id, attempt = _task_ids()
-    cache = _cache_provider()
-    with cache.producer(options.producer_config_dict, options.cache_timeout_ms) as entry:
-        producer = entry.producer
-        created = entry.uses == 1
-        before = producer.metrics()
-        tracker = DeliveryTracker()
-        sent, nbytes = send_all(producer, tracker)
-        producer.flush(timeout=options.flush_timeout_s)
-        tracker.settle()
-        after = producer.metrics()
+# The local property Spark's micro-batch execution sets on every task of a micro-batch.
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def _micro_batch_scope() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    batch = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
+    if batch is None:
+        raise RuntimeError(f"the exactly-once streaming sink found no {_BATCH_ID_PROPERTY} on its task")
+    return f"b{int(batch)}"
+
+
+def _delivery_outcome(
+    options: SinkOptions, tracker: DeliveryTracker, sent: int, partition_id: int, attempt: int
+) -> None:
+    """Raise the task's first delivery error, or a timeout if the flush left records unacknowledged."""
     if tracker.first_error is not None:
         err = tracker.first_error
         err.add_note(
@@ -144,6 +156,27 @@ def _run_task(
             f"kproducer sink task {partition_id}: flush returned with {sent - tracker.acked} of {sent} "
             f"records unacknowledged (flush.timeout.ms={options.flush_timeout_s})"
         )
+
+
+def _run_task(
+    options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]], scope: str | None = None
+) -> TaskCommit:
+    """Hold the cached producer, send everything, flush, and turn the outcome into a commit message."""
+    if options.exactly_once:
+        return _run_transactional_task(options, send_all, scope)
+    started = time.time()
+    partition_id, attempt = _task_ids()
+    cache = _cache_provider()
+    with cache.producer(options.producer_config_dict, options.cache_timeout_ms) as entry:
+        producer = entry.producer
+        created = entry.uses == 1
+        before = producer.metrics()
+        tracker = DeliveryTracker()
+        sent, nbytes = send_all(producer, tracker)
+        producer.flush(timeout=options.flush_timeout_s)
+        tracker.settle()
+        after = producer.metrics()
+    _delivery_outcome(options, tracker, sent, partition_id, attempt)
     return TaskCommit(
         partition_id=partition_id,
         attempt=attempt,
@@ -159,12 +192,89 @@ def _run_task(
     )
 
 
+# Tests swap this to build the task's transactional producer.
+def _default_transactional_factory(config: dict[str, str]) -> Any:
+    from kproducer.producer import Producer
+
+    return Producer(config)
+
+
+_transactional_factory: Callable[[dict[str, str]], Any] = _default_transactional_factory
+
+
+def _run_transactional_task(
+    options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]], scope: str | None
+) -> TaskCommit:
+    """Phase one of the two-phase commit: write in a transaction of the attempt's own, flush, do not commit.
+
+    A transactional producer serves one transaction at a time and its id is
+    this attempt's alone, so it is not taken from the worker's cache.
+    """
+    started = time.time()
+    partition_id, attempt = _task_ids()
+    if scope is None:
+        scope = _micro_batch_scope()
+    assert options.transactional_id_prefix is not None
+    tid = transactional_id(options.transactional_id_prefix, scope, partition_id, attempt)
+    producer = _transactional_factory({**options.producer_config_dict, "transactional.id": tid})
+    committable: TxnCommittable | None = None
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        before = producer.metrics()
+        tracker = DeliveryTracker()
+        sent, nbytes = send_all(producer, tracker)
+        producer.flush(timeout=options.flush_timeout_s)
+        tracker.settle()
+        after = producer.metrics()
+        _delivery_outcome(options, tracker, sent, partition_id, attempt)
+        if tracker.acked > 0:
+            # With no record sent the transaction holds no partition, and the coordinator
+            # would refuse EndTxn for it: nothing to commit.
+            committable = TxnCommittable(tid, producer.producer_id, producer.producer_epoch, partition_id, attempt)
+    except BaseException:
+        # A failed attempt ends its own transaction, so that read_committed consumers are
+        # not held back until it times out; the driver fences the id as well.
+        try:
+            producer.abort_transaction(timeout=30.0)
+        except Exception as e:
+            logger.info("task %d attempt %d: aborting %s failed: %s", partition_id, attempt, tid, e)
+        producer.close(timeout=30.0)
+        raise
+    if committable is None:
+        producer.abort_transaction(timeout=30.0)
+        producer.close(timeout=30.0)
+    else:
+        close_leaving_transaction_open(producer)
+    logger.info(
+        "task %d attempt %d: %d records in transaction %s (producer %d, epoch %d), left for the driver to commit",
+        partition_id, attempt, tracker.acked, tid, producer.producer_id, producer.producer_epoch,
+    )
+    return TaskCommit(
+        partition_id=partition_id,
+        attempt=attempt,
+        records=tracker.acked,
+        bytes=nbytes,
+        partitions=tracker.partitions(),
+        metrics=metrics_delta(before, after),
+        producer_serial=0,
+        producer_pid=os.getpid(),
+        producer_created=True,
+        started=started,
+        finished=time.time(),
+        txn=committable,
+    )
+
+
 class _SinkWriterBase:
     """State shared by the four writers: parsed options and column roles, both picklable."""
 
-    def __init__(self, options: SinkOptions, schema: SinkSchema) -> None:
+    def __init__(self, options: SinkOptions, schema: SinkSchema, scope: str | None = None) -> None:
         self.sink_options = options
         self.sink_schema = schema
+        # Exactly-once batch writes: one token per write, in every task's transactional id
+        # (streaming writers leave it None and use the micro-batch id instead).
+        self.scope = scope
 
     def _write_arrow(self, iterator: Iterator[Any]) -> TaskCommit:
         schema, topic = self.sink_schema, self.sink_options.topic
@@ -198,7 +308,7 @@ class _SinkWriterBase:
                         nbytes += part.nbytes
             return sent, nbytes
 
-        return _run_task(self.sink_options, send_all)
+        return _run_task(self.sink_options, send_all, self.scope)
 
     def _write_rows(self, iterator: Iterator[Any]) -> TaskCommit:
         schema, topic = self.sink_schema, self.sink_options.topic
@@ -213,14 +323,19 @@ class _SinkWriterBase:
                 nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             return sent, nbytes
 
-        return _run_task(self.sink_options, send_all)
+        return _run_task(self.sink_options, send_all, self.scope)
 
     def _finish(
         self, messages: list[WriterCommitMessage | None], batch_id: int | None, aborted: bool
     ) -> WriteSummary:
+        if self.sink_options.exactly_once:
+            self._end_transactions(messages, batch_id, aborted)
         summary = aggregate(messages, batch_id=batch_id, aborted=aborted)
         if aborted:
-            logger.warning("%s (records already acknowledged stay in Kafka)", summary.line())
+            if self.sink_options.exactly_once:
+                logger.warning("%s (their transactions were aborted)", summary.line())
+            else:
+                logger.warning("%s (records already acknowledged stay in Kafka)", summary.line())
         else:
             logger.info("%s", summary.line())
         # The data is committed at this point: a summary that cannot be kept is logged, never raised.
@@ -235,6 +350,58 @@ class _SinkWriterBase:
             except (OSError, ValueError) as e:
                 logger.warning("could not keep the summary for write_to_kafka: %s", e)
         return summary
+
+    def _end_transactions(
+        self, messages: list[WriterCommitMessage | None], batch_id: int | None, aborted: bool
+    ) -> None:
+        """Phase two, on the driver: commit (or abort) the winners' transactions and fence the losers."""
+        opts = self.sink_options
+        config = opts.producer_config_dict
+        commits = [m for m in messages if isinstance(m, TaskCommit)]
+        txns = [m.txn for m in commits if m.txn is not None]
+        scope = self.scope if batch_id is None else f"b{batch_id}"
+        assert opts.transactional_id_prefix is not None and scope is not None
+        try:
+            if aborted:
+                abort_transactions(config, txns)
+            elif batch_id is None:
+                commit_transactions(config, txns)
+            else:
+                log = self.transaction_log()
+                if log.is_committed(batch_id):
+                    # Spark re-ran a micro-batch whose transactions were committed before a
+                    # restart: its rows are in Kafka once already, so this run's are dropped.
+                    logger.warning(
+                        "micro-batch %d was committed to Kafka before the restart; aborting the %d "
+                        "transactions of its re-run", batch_id, len(txns),
+                    )
+                    abort_transactions(config, txns)
+                else:
+                    log.prepare(batch_id, txns)
+                    commit_transactions(config, txns)
+                    log.mark_committed(batch_id)
+        finally:
+            fence_losers(config, opts.transactional_id_prefix, scope, [(m.partition_id, m.attempt) for m in commits])
+
+    def transaction_log(self) -> TransactionLog:
+        location = self.sink_options.checkpoint_location
+        if not location:
+            raise ConfigError(
+                "deliveryGuarantee=exactly_once on a stream needs the option 'checkpointLocation' on the "
+                "writeStream: the sink keeps its transaction log there"
+            )
+        return TransactionLog(location)
+
+    def recover(self) -> None:
+        """At query start: finish the commit of micro-batches recorded but not marked committed."""
+        log = self.transaction_log()
+        for batch_id, txns in sorted(log.pending().items()):
+            logger.warning(
+                "micro-batch %d: the driver stopped while committing its %d transactions; committing them now",
+                batch_id, len(txns),
+            )
+            commit_transactions(self.sink_options.producer_config_dict, txns)
+            log.mark_committed(batch_id)
 
 
 class KafkaArrowWriter(_SinkWriterBase, DataSourceArrowWriter):
@@ -292,11 +459,6 @@ class KafkaStreamRowWriter(_SinkWriterBase, DataSourceStreamWriter):
 def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
     """The planning-time checks: options, columns, then the producer's own config table."""
     opts = parse_options(options)
-    if opts.exactly_once:
-        raise ConfigError(
-            "deliveryGuarantee=exactly_once needs the transactional producer, which this version of "
-            "kproducer does not have yet; use deliveryGuarantee=at_least_once (the default)"
-        )
     cols = validate_schema(schema, opts.topic)
     validate_producer_config(opts.producer_config_dict)
     return opts, cols
@@ -311,15 +473,21 @@ class KafkaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts, cols = plan(self.options, schema)
+        scope = uuid.uuid4().hex[:16] if opts.exactly_once else None
         if opts.writer == "row":
-            return KafkaRowWriter(opts, cols)
-        return KafkaArrowWriter(opts, cols)
+            return KafkaRowWriter(opts, cols, scope)
+        return KafkaArrowWriter(opts, cols, scope)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         opts, cols = plan(self.options, schema)
+        writer: KafkaStreamRowWriter | KafkaStreamArrowWriter
         if opts.writer == "row":
-            return KafkaStreamRowWriter(opts, cols)
-        return KafkaStreamArrowWriter(opts, cols)
+            writer = KafkaStreamRowWriter(opts, cols)
+        else:
+            writer = KafkaStreamArrowWriter(opts, cols)
+        if opts.exactly_once:
+            writer.recover()
+        return writer
 
 
 class _SummaryPartition(InputPartition):
