@@ -132,6 +132,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
             proc.wait(30)
 
 
+@pytest.mark.timeout(900)
 def test_connect_server_format_write_to_kafka_and_stream(
     connect_server: tuple[str, Path], tansu: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -153,6 +154,7 @@ def test_connect_server_format_write_to_kafka_and_stream(
     assert "replaced a previously registered data source" not in server_log.read_text(errors="replace")
 
 
+@pytest.mark.timeout(900)
 def test_connect_remote_local_write_to_kafka(tansu: EmbeddedBroker, tmp_path: Path) -> None:
     """``remote("local[2]")``: PySpark starts a Connect server inside the client's own JVM."""
     prefix, n = "connect-local", 10_000
@@ -176,6 +178,7 @@ def test_connect_remote_local_write_to_kafka(tansu: EmbeddedBroker, tmp_path: Pa
     check_exactly_once(tansu.bootstrap, f"{prefix}-w2k", n, 2)
 
 
+@pytest.mark.timeout(900)
 def test_local_cluster_batch_and_stream(tansu: EmbeddedBroker, tmp_path: Path) -> None:
     """``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers."""
     prefix, n = "local-cluster", 20_000

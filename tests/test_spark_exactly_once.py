@@ -66,6 +66,7 @@ def counts(view: TopicView) -> tuple[Counter[bytes | None], int]:
     return Counter(r.value for r in view.committed), len(view.aborted)
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
 def test_retried_task_each_row_once_under_exactly_once(tansu: EmbeddedBroker, guarantee: str) -> None:
     """attempt 0 of partition 0 fails after sending; Spark retries it (local[2,2], maxFailures=2)."""
@@ -109,6 +110,7 @@ def _check_stream(bootstrap: str, topic: str, per_batch: int) -> tuple[int, int]
     return len(values), aborted
 
 
+@pytest.mark.timeout(1800)
 def test_stream_killed_and_restarted_each_row_once(tansu: EmbeddedBroker, tmp_path: Path) -> None:
     """SIGKILL the streaming driver at random points three times, restart from the checkpoint each time."""
     topic, per_batch = "eos-stream-kill", 2_000
@@ -136,6 +138,7 @@ def test_stream_killed_and_restarted_each_row_once(tansu: EmbeddedBroker, tmp_pa
     print(f"stream kill -9 x3: {rows} rows committed once each, {aborted} aborted records")
 
 
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("point", ["before_commit", "after_prepare"])
 def test_driver_killed_between_tasks_and_commit(tansu: EmbeddedBroker, tmp_path: Path, point: str) -> None:
     topic, per_batch = f"eos-crash-{point.replace('_', '-')}", 2_000

@@ -840,3 +840,116 @@ def test_write_to_kafka_returns_the_drivers_summary_and_registers_once() -> None
     saves = [e for e in session.log if e[0] == "options"]
     tokens = [e[2]["summary.token"] for e in saves]
     assert len(set(tokens)) == 2
+
+
+# ---------------------------------------------------------------- exactly-once: driver side, without a broker
+
+
+def test_transactional_ids_and_fencing_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproducer import coordinator
+    from kproducer.spark import exactly_once as eo
+
+    assert eo.transactional_id("app", "b7", 3, 1) == "app-b7-3-1"
+    fenced: list[str] = []
+    monkeypatch.setattr(
+        coordinator, "init_producer_id", lambda servers, tid, **kw: fenced.append(tid) or (1, 0)
+    )
+    got = eo.fence_losers({"bootstrap.servers": "h:1"}, "app", "tok", [(0, 0), (1, 2)])
+    # Winner attempt k: losers are every attempt below k and the one speculative copy k + 1.
+    assert got == fenced == ["app-tok-0-1", "app-tok-1-0", "app-tok-1-1", "app-tok-1-3"]
+
+
+def test_commit_tries_every_transaction_and_names_the_ones_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproducer import coordinator
+    from kproducer.errors import ProducerFencedError
+    from kproducer.spark import exactly_once as eo
+
+    ended: list[tuple[str, bool]] = []
+
+    def end(servers: str, tid: str, pid: int, epoch: int, *, commit: bool, **kw: Any) -> None:
+        ended.append((tid, commit))
+        if tid == "a-t-1-0":
+            raise ProducerFencedError("fenced")
+
+    monkeypatch.setattr(coordinator, "end_transaction", end)
+    txns = [eo.TxnCommittable(f"a-t-{p}-0", 10 + p, 0, p, 0) for p in range(3)]
+    with pytest.raises(eo.TransactionCommitError, match=r"1 of 3 .*2 committed.*task 1 attempt 0 \(a-t-1-0"):
+        eo.commit_transactions({"bootstrap.servers": "h:1"}, txns)
+    assert ended == [("a-t-0-0", True), ("a-t-1-0", True), ("a-t-2-0", True)]
+    ended.clear()
+    eo.abort_transactions({"bootstrap.servers": "h:1"}, txns)  # a fenced one is already invisible: no error
+    assert ended == [(t.transactional_id, False) for t in txns]
+
+
+def test_transaction_log_records_prepared_and_committed_batches(tmp_path: Any) -> None:
+    from kproducer.spark.exactly_once import TransactionLog, TxnCommittable
+
+    log = TransactionLog(f"file://{tmp_path}")
+    t = [TxnCommittable("a-b3-0-0", 5, 1, 0, 0)]
+    assert log.pending() == {} and not log.is_committed(3)
+    log.prepare(3, t)
+    assert log.pending() == {3: t}
+    log.mark_committed(3)
+    assert log.pending() == {} and log.is_committed(3)
+    assert TransactionLog(str(tmp_path)).is_committed(3)
+    with pytest.raises(ConfigError, match="checkpointLocation 's3://b/c'"):
+        TransactionLog("s3://b/c")
+
+
+def _eos_writer(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Any]]:
+    from kproducer.spark import datasource as dsm
+
+    calls: list[Any] = []
+    monkeypatch.setattr(dsm, "commit_transactions", lambda cfg, txns: calls.append(("commit", list(txns))))
+    monkeypatch.setattr(dsm, "abort_transactions", lambda cfg, txns: calls.append(("abort", list(txns))))
+    monkeypatch.setattr(dsm, "fence_losers", lambda cfg, prefix, scope, winners: calls.append(("fence", scope, list(winners))))
+    opts = parse_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "topic": "t",
+            "deliveryGuarantee": "exactly_once",
+            "transactionalIdPrefix": "app",
+            "checkpointLocation": str(tmp_path),
+        }
+    )
+    return dsm.KafkaStreamArrowWriter(opts, _schema()), calls
+
+
+def _msg(p: int, txn: Any) -> TaskCommit:
+    return TaskCommit(p, 0, 1, 1, {"t": {p: [0, 0, 1]}}, {}, 0, 0, True, 0.0, 0.0, txn=txn)
+
+
+def test_stream_commit_is_idempotent_across_replays(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproducer.spark.exactly_once import TxnCommittable
+
+    w, calls = _eos_writer(tmp_path, monkeypatch)
+    first = [TxnCommittable(f"app-b4-{p}-0", p, 0, p, 0) for p in range(2)]
+    w.commit([_msg(0, first[0]), _msg(1, first[1])], 4)
+    assert calls == [("commit", first), ("fence", "b4", [(0, 0), (1, 0)])]
+    calls.clear()
+    # Spark replays micro-batch 4 after a restart: the rows are in Kafka once already.
+    again = [TxnCommittable(f"app-b4-{p}-0", 10 + p, 1, p, 0) for p in range(2)]
+    w.commit([_msg(0, again[0]), _msg(1, again[1])], 4)
+    assert calls == [("abort", again), ("fence", "b4", [(0, 0), (1, 0)])]
+
+
+def test_stream_restart_finishes_a_half_done_commit(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproducer.spark.exactly_once import TransactionLog, TxnCommittable
+
+    w, calls = _eos_writer(tmp_path, monkeypatch)
+    recorded = [TxnCommittable("app-b9-0-0", 3, 0, 0, 0)]
+    TransactionLog(str(tmp_path)).prepare(9, recorded)  # the driver died after this
+    w.recover()
+    assert calls == [("commit", recorded)]
+    assert TransactionLog(str(tmp_path)).is_committed(9)
+    calls.clear()
+    w.recover()
+    assert calls == []
+
+
+def test_exactly_once_stream_needs_a_checkpoint_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a"}
+    )
+    with pytest.raises(ConfigError, match="needs the option 'checkpointLocation'"):
+        ds.KafkaStreamArrowWriter(opts, _schema()).recover()

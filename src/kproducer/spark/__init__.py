@@ -5,7 +5,9 @@ pure Python and runs under any master. The column contract is Spark's own
 (``value``, and optionally ``key``, ``topic``, ``partition``, ``headers``,
 ``timestamp``); every ``kafka.*`` option goes to the producer.
 
-Delivery guarantees: at-least-once. Each task flushes before it reports, and
+Delivery guarantees: at-least-once by default; ``deliveryGuarantee=exactly_once``
+(with ``transactionalIdPrefix``) commits each task's Kafka transaction from the
+driver, see :mod:`kproducer.spark.exactly_once`. At-least-once: each task flushes before it reports, and
 a batch write or micro-batch is committed only after all its tasks did. A
 retried task, or a micro-batch re-run after a restart from a checkpoint (the
 batch whose commit was not recorded in the checkpoint), sends its rows again,

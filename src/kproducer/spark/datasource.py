@@ -16,7 +16,10 @@ topic, partition, timestamp and headers. Rows whose timestamp or headers change
 from row to row (runs shorter than ``MIN_BULK_RUN``) go through ``send()`` one
 by one, in row order. The row writers (``writer=row``) always use ``send()``.
 
-Delivery is at-least-once: a retried task or micro-batch re-sends its rows.
+Delivery is at-least-once by default: a retried task or micro-batch re-sends
+its rows. With ``deliveryGuarantee=exactly_once`` each task attempt writes in a
+transaction of its own that the driver's ``commit()`` commits (two-phase, see
+:mod:`kproducer.spark.exactly_once`).
 """
 
 from __future__ import annotations
