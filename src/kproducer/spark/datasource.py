@@ -180,6 +180,21 @@ def _run_task(
         tracker.settle()
         after = producer.metrics()
     _delivery_outcome(options, tracker, sent, partition_id, attempt)
+    return _task_commit(partition_id, attempt, tracker, nbytes, before, after, started, entry.serial, created)
+
+
+def _task_commit(
+    partition_id: int,
+    attempt: int,
+    tracker: DeliveryTracker,
+    nbytes: int,
+    before: dict[str, float],
+    after: dict[str, float],
+    started: float,
+    serial: int,
+    created: bool,
+    txn: TxnCommittable | None = None,
+) -> TaskCommit:
     return TaskCommit(
         partition_id=partition_id,
         attempt=attempt,
@@ -187,11 +202,12 @@ def _run_task(
         bytes=nbytes,
         partitions=tracker.partitions(),
         metrics=metrics_delta(before, after),
-        producer_serial=entry.serial,
+        producer_serial=serial,
         producer_pid=os.getpid(),
         producer_created=created,
         started=started,
         finished=time.time(),
+        txn=txn,
     )
 
 
@@ -253,20 +269,7 @@ def _run_transactional_task(
         "task %d attempt %d: %d records in transaction %s (producer %d, epoch %d), left for the driver to commit",
         partition_id, attempt, tracker.acked, tid, producer.producer_id, producer.producer_epoch,
     )
-    return TaskCommit(
-        partition_id=partition_id,
-        attempt=attempt,
-        records=tracker.acked,
-        bytes=nbytes,
-        partitions=tracker.partitions(),
-        metrics=metrics_delta(before, after),
-        producer_serial=0,
-        producer_pid=os.getpid(),
-        producer_created=True,
-        started=started,
-        finished=time.time(),
-        txn=committable,
-    )
+    return _task_commit(partition_id, attempt, tracker, nbytes, before, after, started, 0, True, committable)
 
 
 class _SinkWriterBase:
