@@ -213,9 +213,10 @@ def _task_commit(
 
 # Tests swap this to build the task's transactional producer.
 def _default_transactional_factory(config: dict[str, str]) -> Any:
-    from kproducer.producer import Producer
+    # The cache's factory: shipped certificate files are found the same way (SparkFiles).
+    from kproducer.spark.cache import _default_factory
 
-    return Producer(config)
+    return _default_factory(config)
 
 
 _transactional_factory: Callable[[dict[str, str]], Any] = _default_transactional_factory

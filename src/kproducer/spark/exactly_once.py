@@ -103,18 +103,15 @@ def transactional_id(prefix: str, scope: str, partition_id: int, attempt: int) -
 
 
 def coordinator_client_options(config: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    """The bootstrap servers and the NetworkClient settings the driver's coordinator calls need."""
+    """The bootstrap servers and the client id of the driver's coordinator calls.
+
+    The calls also get the whole producer config (``config=``), from which the
+    coordinator client takes the same security settings the tasks' producers had.
+    """
     from kproducer.config import ProducerConfig
 
     cfg = ProducerConfig(dict(config))
     options: dict[str, Any] = {"client_id": f"{cfg.client_id or 'kproducer'}-spark-commit"}
-    if cfg.security_protocol == "SASL_PLAINTEXT":
-        password = cfg.sasl_password
-        options.update(
-            sasl_mechanism=cfg.sasl_mechanism,
-            sasl_username=cfg.sasl_username,
-            sasl_password=password.value if password is not None else None,
-        )
     servers = cfg.bootstrap_servers
     return (servers if isinstance(servers, str) else ",".join(servers)), options
 
@@ -141,7 +138,7 @@ def abort_transactions(
         try:
             end_transaction(
                 servers, t.transactional_id, t.producer_id, t.producer_epoch,
-                commit=False, timeout=timeout, client_options=options,
+                commit=False, timeout=timeout, config=dict(config), client_options=options,
             )
         except KafkaError as e:
             # Fenced, or already aborted by its timeout: either way its records stay invisible.
@@ -158,7 +155,7 @@ def _end_all(config: Mapping[str, str], txns: Sequence[TxnCommittable], *, commi
         try:
             end_transaction(
                 servers, t.transactional_id, t.producer_id, t.producer_epoch,
-                commit=commit, timeout=timeout, client_options=options,
+                commit=commit, timeout=timeout, config=dict(config), client_options=options,
             )
             done += 1
         except KafkaError as e:
@@ -201,7 +198,7 @@ def fence_losers(
                 continue
             tid = transactional_id(prefix, scope, partition_id, attempt)
             try:
-                init_producer_id(servers, tid, transaction_timeout_ms=txn_timeout, timeout=timeout, client_options=options)
+                init_producer_id(servers, tid, transaction_timeout_ms=txn_timeout, timeout=timeout, config=dict(config), client_options=options)
                 fenced.append(tid)
             except KafkaError as e:
                 logger.warning("could not fence %s (its transaction, if any, ends at its timeout): %s", tid, e)
