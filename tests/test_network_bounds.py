@@ -32,7 +32,25 @@ def _decoded_response_classes() -> list[type]:
     return out
 
 
+def _register_kio_strategies() -> None:
+    """Give hypothesis kio's strategies for its primitive types.
+
+    kio registers them from each phantom type's ``__hypothesis_hook__`` when the type
+    is defined, but only if hypothesis was importable then; kproducer imports kio with
+    hypothesis hidden (see ``network/protocol.py``), so the hooks are run here.
+    """
+    from kio.static._phantom import Phantom
+
+    pending = [Phantom]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls is not Phantom:
+            cls.__hypothesis_hook__()
+
+
 _RESPONSES = _decoded_response_classes()
+_register_kio_strategies()  # after the schemas are imported: their phantom types exist now
 
 
 @pytest.mark.parametrize("cls", _RESPONSES, ids=lambda c: c.__module__.removeprefix("kio.schema."))

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from kproducer.network.bounds import check_response_bounds
 from kproducer.record.native import encode_unsigned_varint
 from kproducer.structs import TopicPartition
 
@@ -46,6 +45,9 @@ def _import_kio_serial() -> Any:
 
 
 _kio_serial = _import_kio_serial()
+# After kio.serial, so that kio's schema introspection finds its phantom types already imported.
+from kproducer.network.bounds import check_response_bounds  # noqa: E402
+
 entity_reader = _kio_serial.entity_reader
 entity_writer = _kio_serial.entity_writer
 
