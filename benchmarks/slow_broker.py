@@ -21,6 +21,19 @@ over time (one line per mode) and the buffer-available-bytes series as JSON.
 
     .venv/bin/python benchmarks/slow_broker.py                 # 30 s per mode
     .venv/bin/python benchmarks/slow_broker.py --duration 20   # shorter
+
+``--preset send-stall`` is the "a slow broker must never stall send()" scenario,
+measured as a new user would meet it: broker 2 (leader of partitions 1 and 4)
+turns to 2,000 ms RTT at t = 5 s of 20 s; ``acks=1``, ``linger.ms=5``,
+``buffer.memory=4 MiB``, ``request.timeout.ms=1000``, ``delivery.timeout.ms=30000``,
+``max.block.ms`` left at its default (60 s), and the failure-rate breaker with
+trigger count 100, 20 % and a 5 s retry interval. Each mode (breaker off, breaker
+on, KIP-794 only) runs ``--runs`` times on a fresh cluster; the table gives per
+mode the distribution of the longest single send() call, the time from the fault
+to the first mute, and the healthy partitions' delivery rate after the fault
+relative to before it:
+
+    .venv/bin/python benchmarks/slow_broker.py --preset send-stall --runs 10
 """
 
 from __future__ import annotations
@@ -235,12 +248,185 @@ def _plot(results: list[dict[str, Any]], args: argparse.Namespace, path: Path) -
     fig.savefig(path)
 
 
+# ---------------------------------------------------------------------------- send-stall preset
+STALL_MODES = ["breaker-off", "breaker-on", "kip794"]
+STALL_SLOW_BROKER = 2
+STALL_COMMON = {
+    "acks": 1,
+    "linger.ms": 5,
+    "buffer.memory": 4 * 1024 * 1024,
+    "request.timeout.ms": 1000,
+    "delivery.timeout.ms": 30_000,
+}
+STALL_BREAKER = {
+    "producer.circuit.breaker.class": "failure_rate",
+    "producer.circuit.breaker.trigger.message.count": 100,
+    "producer.circuit.breaker.trigger.failure.perc": 20,
+    "producer.circuit.breaker.mute.retry.interval": 5000,
+}
+
+
+def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One fresh cluster, one producer, keyless 100 B records for ``args.duration`` seconds."""
+    from kproducer.producer import Producer
+
+    mc = start_mock_cluster(brokers=3)
+    try:
+        topic = "send-stall"
+        mc.create_topic(topic, PARTITIONS)
+        ids = mc.broker_ids
+        for part in range(PARTITIONS):
+            mc.partition_set_leader(topic, part, ids[part % 3])
+        slow = STALL_SLOW_BROKER
+        healthy = {part for part in range(PARTITIONS) if ids[part % 3] != slow}
+        config: dict[str, Any] = {"bootstrap.servers": mc.bootstrap, **STALL_COMMON}
+        if mode == "breaker-on":
+            config.update(STALL_BREAKER)
+        elif mode == "kip794":
+            config.update(KIP794)
+        p = Producer(config)
+        p.partitions_for(topic)
+        start = time.monotonic()
+        lock = threading.Lock()
+        per_second = [0] * (int(args.duration) + 2)
+        outcome = {"delivered": 0, "failed": 0}
+        first_mute: list[float] = []
+        manager = p.circuit_break_manager
+        if manager is not None:
+
+            def on_change(change: Any) -> None:
+                if change.is_mute and not first_mute:
+                    first_mute.append(time.monotonic() - start)
+
+            manager.add_listener(on_change)
+
+        def cb(md: Any, exc: BaseException | None) -> None:
+            with lock:
+                if exc is None:
+                    outcome["delivered"] += 1
+                    if md.partition in healthy:
+                        sec = int(time.monotonic() - start)
+                        if sec < len(per_second):
+                            per_second[sec] += 1
+                else:
+                    outcome["failed"] += 1
+
+        longest = 0.0
+        longest_at = 0.0
+        faulted = False
+        end = start + args.duration
+        send = p.send
+        value = VALUE
+        clock = time.monotonic
+        sent = 0
+        while True:
+            now = clock()
+            if now >= end:
+                break
+            if not faulted and now - start >= args.fault_at:
+                mc.broker_set_rtt(slow, SLOW_RTT_MS)
+                faulted = True
+            for _ in range(200):
+                t0 = clock()
+                send(topic, value, on_delivery=cb)
+                dt = clock() - t0
+                if dt > longest:
+                    longest, longest_at = dt, t0 - start
+            sent += 200
+        metrics = p.metrics()
+        mc.broker_set_rtt(slow, 0)
+        p.close(60)
+    finally:
+        mc.stop()
+    fault = int(args.fault_at)
+    before_secs = range(1, fault)  # second 0 includes the connection set-up
+    after_secs = range(fault, int(args.duration))
+    before = sum(per_second[s] for s in before_secs) / max(len(before_secs), 1)
+    after = sum(per_second[s] for s in after_secs) / max(len(after_secs), 1)
+    return {
+        "mode": mode,
+        "longest_send_s": longest,
+        "longest_send_at_s": longest_at,
+        "mute_after_fault_s": (first_mute[0] - args.fault_at) if first_mute else None,
+        "healthy_before": before,
+        "healthy_after": after,
+        "healthy_ratio": after / before if before else float("nan"),
+        "sent": sent,
+        "delivered": outcome["delivered"],
+        "failed": outcome["failed"],
+        "metrics": {k: v for k, v in metrics.items() if "circuit" in k or "moved" in k or "node" in k},
+        "loadavg": _loadavg(),
+    }
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def _span(values: list[float], fmt: str) -> str:
+    if not values:
+        return "n/a"
+    v = sorted(values)
+    return f"{fmt.format(v[len(v) // 2])} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
+
+
+def run_send_stall(args: argparse.Namespace) -> None:
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()] if args.modes_given else STALL_MODES
+    unknown = [m for m in modes if m not in STALL_MODES]
+    if unknown:
+        raise SystemExit(f"unknown modes {unknown} for --preset send-stall; allowed: {STALL_MODES}")
+    print(f"config: {STALL_COMMON}; breaker-on adds {STALL_BREAKER}; kip794 adds {KIP794}", flush=True)
+    print(f"broker {STALL_SLOW_BROKER} at {SLOW_RTT_MS} ms RTT from t={args.fault_at:g}s of {args.duration:g}s", flush=True)
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    # Modes interleaved run by run, so that a burst of machine load hits every mode alike.
+    for i in range(args.runs):
+        for mode in modes:
+            r = _run_stall_once(mode, args)
+            results[mode].append(r)
+            mute = "n/a" if r["mute_after_fault_s"] is None else f"{r['mute_after_fault_s']:.2f}s"
+            print(
+                f"run {i + 1} {mode}: longest send() {r['longest_send_s'] * 1000:.0f} ms at t={r['longest_send_at_s']:.1f}s, "
+                f"mute {mute} after the fault, healthy {r['healthy_before']:.0f} -> {r['healthy_after']:.0f} rec/s "
+                f"({r['healthy_ratio']:.2f}x), delivered {r['delivered']:,}/{r['sent']:,} failed {r['failed']:,}, "
+                f"load {r['loadavg']}, {r['metrics']}",
+                flush=True,
+            )
+    print()
+    print(
+        "| mode | runs | longest send() ms, median (min–max) | runs with a send() >= 1 s | "
+        "fault -> first mute s, median (min–max) | healthy after/before, median (min–max) | failed records |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode, rs in results.items():
+        longest = [r["longest_send_s"] * 1000 for r in rs]
+        mutes = [r["mute_after_fault_s"] for r in rs if r["mute_after_fault_s"] is not None]
+        print(
+            f"| {mode} | {len(rs)} | {_span(longest, '{:,.0f}')} | {sum(1 for x in longest if x >= 1000)} | "
+            f"{_span(mutes, '{:.2f}') if mode == 'breaker-on' else 'n/a'} | {_span([r['healthy_ratio'] for r in rs], '{:.2f}')} | "
+            f"{sum(r['failed'] for r in rs):,} |"
+        )
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "slow_broker_send_stall.json").write_text(json.dumps(results))
+    print(f"\nraw: {OUT / 'slow_broker_send_stall.json'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", choices=["send-stall"], help="a named scenario (see the module docstring)")
+    ap.add_argument("--runs", type=int, default=10, help="runs per mode (--preset send-stall)")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per mode")
     ap.add_argument("--fault-at", type=float, default=5.0, help="seconds before the broker turns slow")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
     args = ap.parse_args()
+    if args.preset == "send-stall":
+        args.modes_given = "--modes" in sys.argv
+        if "--duration" not in sys.argv:
+            args.duration = 20.0
+        run_send_stall(args)
+        return
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
