@@ -941,3 +941,131 @@ def test_callers_seal_the_backlog_when_the_sender_falls_behind() -> None:
     acc.seal_full_batches()
     assert acc._unsealed_bytes == 0 and all(b.builder._sealed for b in full)
     complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
+
+
+# ---------------------------------------------------------------------- moving off muted partitions
+
+
+class FixedPartitioner:
+    """A built-in partitioner stand-in whose sticky partition the test sets."""
+
+    def __init__(self) -> None:
+        self.partition = 0
+
+    def peek_current_partition(self, cluster: Cluster) -> int:
+        return self.partition
+
+    def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False) -> None:
+        pass
+
+    def update_partition_load_stats(self, queue_sizes: Any, partition_ids: Any, length: int) -> None:
+        pass
+
+
+def _keyless(acc: RecordAccumulator, clock: Clock, cluster: Cluster, n: int) -> list[RecordFuture]:
+    out = []
+    for _ in range(n):
+        result = acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster)
+        assert result.future is not None
+        out.append(result.future)
+    return out
+
+
+def _queued(acc: RecordAccumulator, partition: int) -> list[ProducerBatch]:
+    dq = acc.partition_state("t")[0].get(partition)
+    return [] if dq is None else list(dq.batches)
+
+
+def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory() -> None:
+    from kproducer.circuit_breaker import CircuitBreakManager
+
+    clock = Clock()
+    cluster = make_cluster(partitions=6, nodes=3)
+    manager = CircuitBreakManager(lambda: cluster, clock)
+    tm = FakeTransactionManager()
+    sticky = FixedPartitioner()
+    acc = make_acc(
+        clock, circuit_break_manager=manager, transaction_manager=tm, partitioner_factory=lambda t, s: sticky
+    )
+    # Partition 1: one batch that was sent and came back for a retry (it has a sequence), then
+    # three batches of keyless records that were never sent.
+    sticky.partition = 1
+    sent = _keyless(acc, clock, cluster, 8)
+    (first,) = acc.drain(cluster, {1}, 10**6, clock.now)[1]
+    assert first.base_sequence == 0
+    acc.reenqueue(first, clock.now)
+    moving = _keyless(acc, clock, cluster, 24)
+    # Partition 4: a keyed record opens a batch that keyless records then join (pinned), then
+    # keyless records fill a second batch (movable).
+    acc.append("t", 4, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
+    sticky.partition = 4
+    _keyless(acc, clock, cluster, 12)
+    # Partition 0 already holds two batches, partition 2 one: the moved batches go to 3 and 5 first.
+    acc.append("t", 0, clock.now, b"k", VALUE * 9, None, None, 0, False, clock.now, cluster)
+    acc.append("t", 0, clock.now, b"k", VALUE * 9, None, None, 0, False, clock.now, cluster)
+    acc.append("t", 2, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
+    before_p1 = _queued(acc, 1)
+    assert before_p1[0] is first and all(b.movable for b in before_p1[1:])
+    pinned_p4, movable_p4 = _queued(acc, 4)
+    assert pinned_p4.pinned and movable_p4.movable
+    free_before = acc.free.available_memory()
+
+    assert acc.move_unsent_off_muted(cluster) == (0, 0)  # nothing muted: nothing moves
+    manager.mute(TopicPartition("t", 1), retry_after_ms=5000)
+    manager.mute(TopicPartition("t", 4), retry_after_ms=5000)
+    batches, records = acc.move_unsent_off_muted(cluster)
+
+    assert _queued(acc, 1) == [first]  # sent: keeps its partition and sequence
+    assert _queued(acc, 4) == [pinned_p4]  # holds a keyed record: stays
+    assert acc.free.available_memory() == free_before  # the buffers moved with the batches
+    moved = before_p1[1:] + [movable_p4]
+    assert (batches, records) == (len(moved), sum(b.record_count for b in moved))
+    assert {b.topic_partition.partition for b in moved} <= {0, 2, 3, 5}
+    # Shortest queue first: 3 and 5 (empty), then 2 (one batch), and 0 (two) last.
+    assert [b.topic_partition.partition for b in moved] == [3, 5, 2, 3]
+    for b in moved:
+        assert b in _queued(acc, b.topic_partition.partition)
+        assert not b.is_writable  # closed: nothing lands in a batch that moved
+    # Idempotence: the moved batches get their sequences from their new partitions when drained.
+    manager.close()
+    acc.begin_flush()
+    drained = {b.topic_partition: b for lst in acc.drain(cluster, {0, 1, 2}, 10**9, clock.now).values() for b in lst}
+    assert drained[TopicPartition("t", 3)].base_sequence == 0
+    assert drained[TopicPartition("t", 5)].base_sequence == 0
+    acc.end_flush()
+    for b in drained.values():
+        b.done(100, -1, None)
+        acc.deallocate(b)
+    clock.now += 1000  # the retried batch's backoff
+    complete_all(acc, cluster, clock)
+    # Every record is delivered once, and its metadata names the partition it went to.
+    partitions = {f.get(0).partition for f in moving}
+    assert partitions <= {2, 3, 5} and len(partitions) > 1
+    assert {f.get(0).partition for f in sent} == {1}
+
+
+def test_nothing_moves_when_every_partition_of_the_topic_is_muted() -> None:
+    from kproducer.circuit_breaker import CircuitBreakManager
+
+    clock = Clock()
+    cluster = make_cluster(partitions=2, nodes=2)
+    manager = CircuitBreakManager(lambda: cluster, clock)
+    sticky = FixedPartitioner()
+    acc = make_acc(clock, circuit_break_manager=manager, partitioner_factory=lambda t, s: sticky)
+    _keyless(acc, clock, cluster, 10)
+    manager.mute(TopicPartition("t", 0), retry_after_ms=5000)
+    manager.mute(TopicPartition("t", 1), retry_after_ms=5000)
+    assert acc.move_unsent_off_muted(cluster) == (0, 0)
+    assert len(_queued(acc, 0)) == 2
+    manager.close()
+    complete_all(acc, cluster, clock)
+
+
+def test_queued_bytes_by_node() -> None:
+    clock = Clock()
+    cluster = make_cluster(partitions=4, nodes=2)
+    acc = make_acc(clock)
+    for p in (0, 0, 1, 2):
+        append(acc, p, clock)
+    assert acc.queued_bytes_by_node(cluster) == {0: 2 * BATCH, 1: BATCH}
+    complete_all(acc, cluster, clock)

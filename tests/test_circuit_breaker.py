@@ -30,7 +30,13 @@ from kproducer.circuit_breaker import (
     register_circuit_breaker_metrics,
     resolve_circuit_breaker,
 )
-from kproducer.errors import ConfigError, IllegalStateError, NotLeaderOrFollowerError, PartitionMutedError
+from kproducer.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    PartitionMutedError,
+)
 from kproducer.metadata import Cluster
 from kproducer.metrics import Metrics
 from kproducer.structs import Node, PartitionInfo, TopicPartition
@@ -791,3 +797,100 @@ def test_lock_free_readers_see_whole_snapshots_while_a_writer_mutes() -> None:
     assert seen <= {frozenset(), frozenset({a}), frozenset({a, b}), frozenset({b})}
     assert m.muted_partitions() == frozenset()
     assert m.mute_total == m.unmute_total == 600
+
+
+# ---------------------------------------------------------------- a leader that stops answering
+
+
+def _silent(h: Harness, tp: TopicPartition, records: int, sent_ms: int) -> bool:
+    """A batch whose request timed out (or whose connection was lost) after being sent at ``sent_ms``."""
+    ctx = ProducerStatusContext(h.clock.now, {}, {}, 5, unanswered_since_ms=sent_ms)
+    exc = KafkaTimeoutError("request to node 1 timed out", topic=tp.topic, partition=tp.partition)
+    return h.breaker.on_complete(ctx, tp, exc, records)
+
+
+SLOW = {P + "trigger.message.count": 100, P + "trigger.failure.perc": 20, P + "mute.retry.interval": 5000}
+
+
+def test_first_request_timeout_mutes_despite_a_window_of_successes() -> None:
+    """The send-stall scenario's cause: 5 s of successes outvoted the timeouts until they aged out."""
+    h = Harness(SLOW)  # window.ms at its 10 s default
+    for _ in range(50):  # 5 s of a healthy leader: 25,000 records
+        h.complete(TP, ok=True, records=500)
+        h.clock.advance(100)
+    fault = h.clock.now
+    # Error codes alone still weigh against the successes: 140 failed records are 0.6%.
+    assert h.complete(TP, ok=False, records=140) is False
+    assert not h.manager.is_muted(TP)
+    h.clock.advance(1000)  # request.timeout.ms after the first unanswered request was sent
+    assert _silent(h, TP, 140, fault) is True
+    assert h.manager.state(TP) is BreakerState.OPEN
+    (event,) = h.events
+    assert event.reason == "failure-rate" and event.first_symptom_ms == fault
+    assert event.time_to_mute_ms == 1000
+
+
+def test_batches_of_one_lost_request_add_up() -> None:
+    h = Harness(SLOW)
+    for _ in range(20):
+        h.complete(TP, ok=True, records=500)
+        h.clock.advance(100)
+    sent = h.clock.now
+    h.clock.advance(1000)
+    assert _silent(h, TP, 40, sent) is False
+    assert _silent(h, TP, 40, sent) is False  # the same request: the window forgets only once
+    assert _silent(h, TP, 40, sent) is True  # 120 records, 100% since the silence began
+    assert h.events[0].time_to_mute_ms == 1000
+
+
+def test_low_traffic_mutes_once_retries_fail_trigger_count_records() -> None:
+    h = Harness(SLOW)
+    h.complete(TP, ok=True, records=1000)
+    first = h.clock.now
+    sent = first
+    for attempt in range(4):
+        h.clock.advance(1000)
+        muted = _silent(h, TP, 30, sent)
+        assert muted is (attempt == 3), attempt  # 30, 60, 90, 120 records
+        h.clock.advance(1000)  # reconnect and retry
+        sent = h.clock.now
+    assert h.events[0].first_symptom_ms == first
+    assert h.events[0].time_to_mute_ms == 7000
+
+
+def test_an_answer_after_the_silence_clears_the_first_symptom() -> None:
+    h = Harness(SLOW)
+    sent = h.clock.now
+    h.clock.advance(1000)
+    assert _silent(h, TP, 30, sent) is False
+    h.complete(TP, ok=True, records=10)  # the leader answered again
+    later = h.clock.advance(5000)
+    h.clock.advance(1000)
+    assert _silent(h, TP, 100, later) is True
+    assert h.events[0].first_symptom_ms == later
+
+
+def test_time_to_mute_metric_and_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(SLOW)
+    metrics = Metrics(clock_ms=h.clock)
+    register_circuit_breaker_metrics(metrics, h.manager)
+    sent = h.clock.now
+    h.clock.advance(1200)
+    with caplog.at_level(logging.WARNING, logger="kproducer.circuit_breaker"):
+        assert _silent(h, TP, 150, sent) is True
+    snap = metrics.snapshot()
+    assert snap["circuit-breaker-time-to-mute-max"] == 1200.0
+    assert snap["circuit-breaker-time-to-mute-avg"] == 1200.0
+    assert "1200 ms after its first unanswered request was sent" in caplog.text
+
+
+def test_partitions_to_vacate_are_own_mutes_closed_to_records() -> None:
+    h = Harness(SLOW)
+    tp0, tp3 = TopicPartition("orders", 0), TopicPartition("orders", 3)
+    h.manager.mute(TP, retry_after_ms=5000)
+    h.manager.mute_node(0)  # orders-0 and orders-3 (and clicks') muted through a congested node only
+    assert h.manager.is_muted(tp0) and h.manager.is_muted(tp3)
+    assert h.manager.partitions_to_vacate() == frozenset({TP})
+    h.clock.advance(5000)  # TP's probe falls due: it opens to records and must keep them
+    h.manager.refresh()
+    assert h.manager.partitions_to_vacate() == frozenset()

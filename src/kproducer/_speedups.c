@@ -557,9 +557,9 @@ static const char *builder_slots[B_NSLOTS] = {
     "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
     "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio", "_sealed",
 };
-enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_NSLOTS };
+enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_NSLOTS };
 static const char *batch_slots[PB_NSLOTS] = {
-    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable",
+    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned",
 };
 enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
 static const char *future_slots[RF_NSLOTS] = {
@@ -984,6 +984,11 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             Py_INCREF(future);
             PyTuple_SET_ITEM(thunk, 1, future);
             if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto out; }
+        }
+        if (keyed && SLOT(batch, self->pb_off[PB_PINNED]) != Py_True) {
+            /* A keyed record keeps its partition: the batch may no longer move off it (as in Python). */
+            Py_INCREF(Py_True);
+            slot_set(batch, self->pb_off[PB_PINNED], Py_True);
         }
         rc = 0;
     }

@@ -52,7 +52,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from kproducer.errors import ConfigError, IllegalStateError, PartitionMutedError
 from kproducer.metadata import Cluster
-from kproducer.metrics import Metrics, Rate, WindowedCount
+from kproducer.metrics import Avg, CumulativeSum, Max, Metrics, Rate, WindowedCount, WindowedSum
 from kproducer.partitioner import murmur2
 from kproducer.structs import PartitionInfo, TopicPartition
 
@@ -92,6 +92,10 @@ MUTE_RATE_METRIC: Final = "circuit-breaker-mute-rate"
 UNMUTE_RATE_METRIC: Final = "circuit-breaker-unmute-rate"
 MUTE_TOTAL_METRIC: Final = "circuit-breaker-mute-total"
 UNMUTE_TOTAL_METRIC: Final = "circuit-breaker-unmute-total"
+TIME_TO_MUTE_SENSOR: Final = "circuit-breaker-time-to-mute"
+MOVED_RECORDS_SENSOR: Final = "circuit-breaker-moved-records"
+MOVED_RECORDS_TOTAL_METRIC: Final = "circuit-breaker-moved-records-total"
+MOVED_RECORDS_RATE_METRIC: Final = "circuit-breaker-moved-records-rate"
 
 # Reasons carried by CircuitStateChange; node congestion ones are logged at DEBUG
 # because with max.in.flight=1 they flip on every request.
@@ -121,12 +125,18 @@ class ProducerStatusContext:
 
     ``in_flight_requests`` is per broker node id; ``in_flight_batches`` per partition.
     The breaker takes its time from ``now_ms`` (never from ``time``).
+
+    ``unanswered_since_ms`` is set only on the completion of a batch whose leader
+    never answered: its request timed out (``request.timeout.ms``) or its
+    connection was lost while the request was in flight. It is when that request
+    was sent, so the leader has been silent since then at the latest.
     """
 
     now_ms: int
     in_flight_requests: Mapping[int, int] = field(default_factory=dict)
     in_flight_batches: Mapping[TopicPartition, int] = field(default_factory=dict)
     max_in_flight_requests_per_connection: int = 5
+    unanswered_since_ms: int | None = None
 
 
 @runtime_checkable
@@ -176,6 +186,8 @@ class CircuitStateChange:
 
     ``leader`` is the partition's leader node id in the manager's current cluster
     snapshot (-1 when unknown); ``failure_rate`` is a percentage, when known.
+    ``first_symptom_ms``, on a mute, is when the first request of the partition that
+    its leader never answered was sent (None when the mute came from error codes only).
     """
 
     topic_partition: TopicPartition
@@ -185,6 +197,14 @@ class CircuitStateChange:
     now_ms: int
     reason: str
     failure_rate: float | None = None
+    first_symptom_ms: int | None = None
+
+    @property
+    def time_to_mute_ms(self) -> int | None:
+        """On a mute that followed unanswered requests: from the first of them being sent to the mute."""
+        if self.first_symptom_ms is None or not self.is_mute:
+            return None
+        return max(0, self.now_ms - self.first_symptom_ms)
 
     @property
     def is_mute(self) -> bool:
@@ -210,6 +230,7 @@ class _PartitionMute:
     retry_at_ms: int | None
     failure_rate: float | None
     probing: bool = False
+    first_symptom_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +308,8 @@ class CircuitBreakManager:
         self._muted: frozenset[TopicPartition] = frozenset()
         # Closed to new records: muted less those whose probe is due (see refresh()).
         self._routing_muted: frozenset[TopicPartition] = frozenset()
+        # Closed to records and muted on their own (not only through a congested node).
+        self._vacate: frozenset[TopicPartition] = frozenset()
         self._next_due_ms = _NEVER
         self._view: CircuitBreakerClusterView | None = None
         self._listeners: tuple[StateListener, ...] = ()
@@ -312,6 +335,15 @@ class CircuitBreakManager:
         loop) opens it, and granting the probe closes it again.
         """
         return self._routing_muted
+
+    def partitions_to_vacate(self) -> frozenset[TopicPartition]:
+        """Partitions whose never-sent keyless batches should move elsewhere. Lock-free.
+
+        Those closed to records and muted on their own (by the policy or by hand),
+        not those muted only while their node's in-flight window is full: that mute
+        lifts with the next response, and moving batches for it would only churn.
+        """
+        return self._vacate
 
     def may_send(self, tp: TopicPartition) -> bool:
         """Whether a new record may go to ``tp`` now (not muted, or its probe is due). Lock-free."""
@@ -389,12 +421,15 @@ class CircuitBreakManager:
         failure_rate: float | None = None,
         reason: str = REASON_MANUAL,
         now_ms: int | None = None,
+        first_symptom_ms: int | None = None,
     ) -> bool:
         """Mute one partition (→ OPEN); returns whether its state changed.
 
         With ``retry_after_ms`` a probe becomes due that long after ``now_ms`` (seed 002,
         ``mute.retry.interval``); without it the partition stays muted until ``unmute``.
         Muting an already muted partition reschedules its probe and ends a probe in flight.
+        ``first_symptom_ms`` (when the leader's first unanswered request was sent) goes
+        into the state change, for the time-to-mute metric and the log line.
         """
         if retry_after_ms is not None and retry_after_ms < 0:
             raise ValueError(f"retry_after_ms must be >= 0, got {retry_after_ms}")
@@ -405,7 +440,7 @@ class CircuitBreakManager:
                 return False
             events = self._sync_cluster_locked(now)
             before = self._published
-            self._explicit[tp] = _PartitionMute(retry_at, failure_rate)
+            self._explicit[tp] = _PartitionMute(retry_at, failure_rate, first_symptom_ms=first_symptom_ms)
             changed = self._publish_locked(before, reason, now, {tp: failure_rate})
             events.extend(changed)
         self._dispatch(events)
@@ -508,6 +543,7 @@ class CircuitBreakManager:
             self._published = _Published(self._published.cluster, frozenset(), frozenset())
             self._muted = frozenset()
             self._routing_muted = frozenset()
+            self._vacate = frozenset()
             self._next_due_ms = _NEVER
             self._view = None
             self._listeners = ()
@@ -650,6 +686,8 @@ class CircuitBreakManager:
         self._published = after
         self._muted = muted
         self._routing_muted = muted - due if due else muted
+        explicit = self._explicit
+        self._vacate = frozenset(tp for tp in self._routing_muted if tp in explicit) if explicit else frozenset()
         self._next_due_ms = next_due
         events: list[CircuitStateChange] = []
         for tp in (before.muted ^ muted) | (before.probing ^ probing):
@@ -661,7 +699,14 @@ class CircuitBreakManager:
             m = self._explicit.get(tp)
             rate = rates.get(tp, m.failure_rate if m is not None else None)
             change = CircuitStateChange(
-                tp, info.leader if info is not None else -1, previous, current, now, reason, rate
+                tp,
+                info.leader if info is not None else -1,
+                previous,
+                current,
+                now,
+                reason,
+                rate,
+                m.first_symptom_ms if m is not None else None,
             )
             if change.is_mute:
                 self._mute_total += 1
@@ -696,15 +741,17 @@ def _state(pub: _Published, tp: TopicPartition) -> BreakerState:
 def _log_change(change: CircuitStateChange) -> None:
     rate = "n/a" if change.failure_rate is None else f"{change.failure_rate:.1f}%"
     level = logging.DEBUG if change.reason in _QUIET_REASONS else logging.WARNING
+    delay = change.time_to_mute_ms
     logger.log(
         level,
-        "circuit breaker: partition %s (leader %s) %s -> %s (%s, failure rate %s)",
+        "circuit breaker: partition %s (leader %s) %s -> %s (%s, failure rate %s%s)",
         change.topic_partition,
         change.leader,
         change.previous.value,
         change.current.value,
         change.reason,
         rate,
+        "" if delay is None else f", {delay} ms after its first unanswered request was sent",
     )
 
 
@@ -778,6 +825,11 @@ class SlidingWindow:
         self._fail = [0] * self._n
         self._successes = 0
         self._failures = 0
+
+    def forget_successes(self) -> None:
+        """Drop every success counted so far; failures stay until they age out."""
+        self._succ = [0] * self._n
+        self._successes = 0
 
 
 # ---------------------------------------------------------------- default policy config
@@ -880,6 +932,16 @@ class FailureRateCircuitBreaker:
     Completions of batches sent before the mute (while OPEN, no probe out) do not move
     the state. ``PartitionMutedError`` completions are the breaker's own doing and are
     not counted.
+
+    A batch whose leader never answered (its request timed out, or the connection
+    was lost with it in flight: ``context.unanswered_since_ms``) also makes the
+    window forget the successes it holds. They describe the leader before it went
+    silent; left in, hours of healthy traffic would outvote a leader that has
+    stopped answering, and the partition would be muted only once they aged out of
+    ``window.ms``, long after the shared buffer had filled. So a leader that stops
+    answering is muted at its first request timeout when that request carried
+    ``trigger.message.count`` records, and otherwise as soon as its retries have
+    failed that many (still at ``trigger.failure.perc`` of what came since).
     """
 
     WINDOW_BUCKETS: Final = 10
@@ -889,6 +951,10 @@ class FailureRateCircuitBreaker:
         self._manager: CircuitBreakManager | None = None
         self._windows: dict[TopicPartition, SlidingWindow] = {}
         self._congested_nodes: frozenset[int] = frozenset()
+        # Per partition: when its window last forgot its successes, and when the first request
+        # its leader never answered was sent (cleared by a success, consumed by the mute).
+        self._forgot_at: dict[TopicPartition, int] = {}
+        self._first_symptom: dict[TopicPartition, int] = {}
 
     @property
     def config(self) -> FailureRateConfig:
@@ -897,6 +963,8 @@ class FailureRateCircuitBreaker:
     def configure(self, configs: Mapping[str, Any]) -> None:
         self._config = FailureRateConfig.from_configs(configs)
         self._windows.clear()
+        self._forgot_at.clear()
+        self._first_symptom.clear()
 
     def set_circuit_break_manager(self, manager: CircuitBreakManager) -> None:
         self._manager = manager
@@ -947,6 +1015,8 @@ class FailureRateCircuitBreaker:
                 )
             else:
                 self._windows.pop(tp, None)
+                self._forgot_at.pop(tp, None)
+                self._first_symptom.pop(tp, None)
                 manager.unmute(tp, reason=REASON_PROBE_SUCCEEDED, now_ms=now)
             return True
         if manager.is_partition_muted(tp):
@@ -955,8 +1025,20 @@ class FailureRateCircuitBreaker:
         if window is None:
             window = self._windows[tp] = SlidingWindow(self._config.window_ms, self.WINDOW_BUCKETS)
         if failed:
+            silent_since = context.unanswered_since_ms
+            if silent_since is not None:
+                if silent_since > self._forgot_at.get(tp, -1):
+                    # Sent after the window last forgot: what it counted since then predates the
+                    # silence (or answers requests sent before it). Several batches of one lost
+                    # request forget once, so their failures add up.
+                    window.forget_successes()
+                    self._forgot_at[tp] = now
+                first = self._first_symptom.get(tp)
+                if first is None or silent_since < first:
+                    self._first_symptom[tp] = silent_since
             window.record(now, 0, record_count)
         else:
+            self._first_symptom.pop(tp, None)
             window.record(now, record_count, 0)
         successes, failures = window.counts(now)
         total = successes + failures
@@ -964,12 +1046,14 @@ class FailureRateCircuitBreaker:
         if total < cfg.trigger_message_count or failures * 100 < cfg.trigger_failure_perc * total:
             return False
         del self._windows[tp]
+        self._forgot_at.pop(tp, None)
         return manager.mute(
             tp,
             retry_after_ms=cfg.mute_retry_interval_ms,
             failure_rate=100.0 * failures / total,
             reason=REASON_FAILURE_RATE,
             now_ms=now,
+            first_symptom_ms=self._first_symptom.pop(tp, None),
         )
 
     def failure_rate(self, tp: TopicPartition, now_ms: int) -> float | None:
@@ -994,6 +1078,8 @@ class FailureRateCircuitBreaker:
                 manager.unmute_node(node, reason=REASON_CLOSED)
         self._congested_nodes = frozenset()
         self._windows.clear()
+        self._forgot_at.clear()
+        self._first_symptom.clear()
         self._manager = None
 
     def _require_manager(self) -> CircuitBreakManager:
@@ -1030,10 +1116,31 @@ def register_circuit_breaker_metrics(metrics: Metrics, manager: CircuitBreakMana
     mutes.add(MUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions muted by the circuit breaker per second.")
     unmutes = metrics.sensor("circuit-breaker-unmutes")
     unmutes.add(UNMUTE_RATE_METRIC, Rate(WindowedCount()), "Partitions unmuted by the circuit breaker per second.")
+    time_to_mute = metrics.sensor(TIME_TO_MUTE_SENSOR)
+    time_to_mute.add(
+        TIME_TO_MUTE_SENSOR + "-avg",
+        Avg(),
+        "Average ms from sending a partition's first request its leader never answered to muting the partition.",
+    )
+    time_to_mute.add(
+        TIME_TO_MUTE_SENSOR + "-max",
+        Max(),
+        "Longest ms from sending a partition's first request its leader never answered to muting the partition.",
+    )
+    moved = metrics.sensor(MOVED_RECORDS_SENSOR)
+    moved.add(
+        MOVED_RECORDS_TOTAL_METRIC,
+        CumulativeSum(),
+        "Keyless records of never-sent batches moved off muted partitions to open ones of their topic.",
+    )
+    moved.add(MOVED_RECORDS_RATE_METRIC, Rate(WindowedSum()), "Keyless records moved off muted partitions per second.")
 
     def on_change(change: CircuitStateChange) -> None:
         if change.is_mute:
             mutes.record(1.0)
+            delay = change.time_to_mute_ms
+            if delay is not None:
+                time_to_mute.record(float(delay))
         elif change.is_unmute:
             unmutes.record(1.0)
 

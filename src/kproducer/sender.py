@@ -145,6 +145,8 @@ class Sender:
         # The Sender's own flush while a transaction completes (EndTxn waits for every batch).
         self._txn_flushing = False
         self._txn_wait_ms = _MAX_POLL_MS
+        self._moved_unlogged = [0, 0]
+        self._moved_logged_ms = -(2**62)
 
     # ------------------------------------------------------------------ lifecycle
     def run(self) -> None:
@@ -282,6 +284,9 @@ class Sender:
 
         if self._breaker is not None:
             self._breaker.on_send(self._status_context(now))
+            moved_batches, moved_records = acc.move_unsent_off_muted(cluster)
+            if moved_records:
+                self._log_moved(moved_batches, moved_records, now)
 
         batches_by_node: Mapping[int, list[ProducerBatch]] = acc.drain(cluster, ready_nodes, self._max_request_size, now) if ready_nodes else {}
         for batches in batches_by_node.values():
@@ -479,7 +484,8 @@ class Sender:
             log.debug("produce request to node %s failed: %s", node_id, err)
             code = err.code if err.code != -1 else NetworkError.code
             for batch in batches.values():
-                self._complete_batch(batch, code, None, -1, -1, now, error=err)
+                # The leader never answered this request: the circuit breaker learns since when.
+                self._complete_batch(batch, code, None, -1, -1, now, error=err, unanswered_since_ms=sent_ms)
             for topic in {tp.topic for tp in batches}:
                 self._metadata.mark_urgent(topic, now)  # lost the leader: refresh these topics only
             return
@@ -519,6 +525,7 @@ class Sender:
         *,
         record_errors: Any = None,
         error: KafkaError | None = None,
+        unanswered_since_ms: int | None = None,
     ) -> None:
         tp = batch.topic_partition
         tm = self._tm
@@ -577,7 +584,7 @@ class Sender:
                 self._sensors.record_retries(tp.topic, batch.record_count)
             if self._guarantee_order:
                 self._accumulator.unmute_partition(tp)
-            self._notify_breaker(tp, exc, batch.record_count, now)
+            self._notify_breaker(tp, exc, batch.record_count, now, unanswered_since_ms)
             return
         # A transactional producer classifies the failure itself (abortable or fatal) in
         # handle_failed_batch; an idempotent one is done after any of these
@@ -586,7 +593,7 @@ class Sender:
             tm.transition_to_fatal(exc)
         if tm is not None and tm.transactional and error_code in (47, 90):
             exc = tm.fenced_error(error_code, tp.topic, tp.partition)
-        self._fail_batch(batch, exc, record_errors=record_errors)
+        self._fail_batch(batch, exc, record_errors=record_errors, unanswered_since_ms=unanswered_since_ms)
 
     def _can_retry(self, batch: ProducerBatch, now: int) -> bool:
         if self._tm is not None and self._tm.fatal_error is not None:
@@ -607,6 +614,7 @@ class Sender:
         *,
         record_errors: Any = None,
         deallocate: bool = True,
+        unanswered_since_ms: int | None = None,
     ) -> None:
         tp = batch.topic_partition
         self._remove_in_flight(batch)
@@ -621,7 +629,7 @@ class Sender:
             self._accumulator.deallocate(batch)
         if self._guarantee_order:
             self._accumulator.unmute_partition(tp)
-        self._notify_breaker(tp, exc, batch.record_count, self._clock())
+        self._notify_breaker(tp, exc, batch.record_count, self._clock(), unanswered_since_ms)
 
     # ------------------------------------------------------------------ expiry
     def _expired_in_flight(self, now: int) -> list[ProducerBatch]:
@@ -665,7 +673,18 @@ class Sender:
             del self._in_flight_batches[batch.topic_partition]
 
     # ------------------------------------------------------------------ circuit breaker
-    def _status_context(self, now: int) -> Any:
+    def _log_moved(self, batches: int, records: int, now: int) -> None:
+        """Say at INFO how many records left muted partitions, at most once a second (summed)."""
+        self._moved_unlogged[0] += batches
+        self._moved_unlogged[1] += records
+        if now - self._moved_logged_ms < 1000:
+            return
+        self._moved_logged_ms = now
+        b, r = self._moved_unlogged
+        self._moved_unlogged = [0, 0]
+        log.info("moved %d never-sent keyless records (%d batches) off partitions muted by the circuit breaker", r, b)
+
+    def _status_context(self, now: int, unanswered_since_ms: int | None = None) -> Any:
         from kproducer.circuit_breaker import ProducerStatusContext
 
         per_node = self._client.in_flight_requests_by_node()
@@ -675,13 +694,21 @@ class Sender:
             in_flight_requests=per_node,
             in_flight_batches=per_tp,
             max_in_flight_requests_per_connection=self._max_in_flight,
+            unanswered_since_ms=unanswered_since_ms,
         )
 
-    def _notify_breaker(self, tp: TopicPartition, exc: BaseException | None, record_count: int, now: int) -> None:
+    def _notify_breaker(
+        self,
+        tp: TopicPartition,
+        exc: BaseException | None,
+        record_count: int,
+        now: int,
+        unanswered_since_ms: int | None = None,
+    ) -> None:
         if self._breaker is None:
             return
         try:
-            self._breaker.on_complete(self._status_context(now), tp, exc, record_count)
+            self._breaker.on_complete(self._status_context(now, unanswered_since_ms), tp, exc, record_count)
         except Exception:
             log.exception("circuit breaker on_complete raised")
 

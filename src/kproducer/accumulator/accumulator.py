@@ -112,6 +112,8 @@ class CircuitBreakRoutingLike(Protocol):
 
     def cluster_view(self, cluster: Cluster | None = None) -> Cluster: ...
 
+    def partitions_to_vacate(self) -> frozenset[TopicPartition]: ...
+
 
 class RecordAppendResult(NamedTuple):
     """What ``append()`` tells the caller: wake the Sender when the batch is full or new."""
@@ -325,7 +327,10 @@ class RecordAccumulator:
         self._queue_time_sensor: SensorLike | None = None
         self._batch_size_sensor: SensorLike | None = None
         self._compression_rate_sensor: SensorLike | None = None
+        self._moved_sensor: SensorLike | None = None
         if metrics is not None:
+            # Feeds circuit-breaker-moved-records-total/-rate (registered with the breaker's metrics).
+            self._moved_sensor = metrics.sensor("circuit-breaker-moved-records")
             # record-queue-time-avg/max, batch-size-avg/max, compression-rate-avg hang off these (Java's names).
             self._queue_time_sensor = metrics.sensor("queue-time")
             self._batch_size_sensor = metrics.sensor("batch-size")
@@ -518,6 +523,8 @@ class RecordAccumulator:
                             topic_info.partitioner.update_partition_info(
                                 effective, result.appended_bytes, cluster, result.batch_is_full and self._all_batches_full(dq)
                             )
+                        else:
+                            dq.batches[-1].pinned = True  # keyed or explicit: it stays on this partition
                         return result
                 if abort_on_new_batch:
                     return RecordAppendResult(None, False, False, True, effective, 0)
@@ -542,6 +549,8 @@ class RecordAccumulator:
                         topic_info.partitioner.update_partition_info(
                             effective, result.appended_bytes, cluster, self._all_batches_full(dq)
                         )
+                    else:
+                        dq.batches[-1].pinned = True
                     return result
         finally:
             if buffer is not None:
@@ -613,6 +622,8 @@ class RecordAccumulator:
                             count = last.try_append_many(
                                 timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
                             )
+                            if count and not sticky:
+                                last.pinned = True
                             start += count
                             if start >= end or not self._grow(last, 0):
                                 break
@@ -626,6 +637,7 @@ class RecordAccumulator:
                         magic = self._magic()
                         batch = self._new_batch(TopicPartition(topic, effective), buffer, magic, now)
                         buffer = None
+                        batch.pinned = not sticky
                         before = batch.builder.estimated_size_in_bytes()
                         count = batch.try_append_many(
                             timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
@@ -658,6 +670,73 @@ class RecordAccumulator:
             if buffer is not None:
                 self.free.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
+
+    # ------------------------------------------------------------------ moving off muted partitions (Sender)
+    def move_unsent_off_muted(self, cluster: Cluster) -> tuple[int, int]:
+        """Move never-sent keyless batches off partitions the circuit breaker muted; (batches, records) moved.
+
+        A muted partition is not drained (only its probe is), so the batches
+        queued for it would hold their share of ``buffer.memory`` until
+        ``delivery.timeout.ms``, and a caller of any partition blocks once the pool
+        is empty. A batch that was never drained and holds only keyless records the
+        built-in partitioner placed (see ``ProducerBatch.movable``) has no claim to
+        its partition: it moves, whole and with its buffer, to the open partition of
+        the same topic with the shortest queue (KIP-794's measure of load), in
+        queue order. A batch that was sent keeps its partition (and, idempotent,
+        its sequence); keyed and explicitly partitioned records never move.
+        """
+        routing = self._routing
+        if routing is None:
+            return 0, 0
+        vacate = routing.partitions_to_vacate()
+        if not vacate:
+            return 0, 0
+        view = routing.cluster_view(cluster)
+        moved_batches = moved_records = 0
+        for tp in sorted(vacate, key=lambda t: (t.topic, t.partition)):
+            dq = self._deque(tp)
+            if dq is None or not dq.batches:
+                continue
+            targets = [p.partition for p in view.available_partitions_for_topic(tp.topic) if p.partition != tp.partition]
+            if not targets:
+                continue  # every partition of the topic is muted: nowhere better to go
+            with dq.lock:
+                movable = [b for b in dq.batches if b.movable]
+                if not movable:
+                    continue
+                for batch in movable:
+                    dq.batches.remove(batch)
+                    self._closed_for_appends(batch)
+            info = self._topic(tp.topic)
+            for batch in movable:
+                # The open partition with the fewest queued batches (a peek; exactness is not needed).
+                target = min(targets, key=lambda p: len(info.batches[p].batches) if p in info.batches else 0)
+                tdq = info.deque_for(target)
+                batch.move_to(TopicPartition(tp.topic, target))
+                with tdq.lock:
+                    queued = tdq.batches
+                    if queued and queued[-1].is_writable:
+                        queued.insert(len(queued) - 1, batch)  # the open batch stays last, for appends
+                    else:
+                        queued.append(batch)
+                self._active[tp.topic] = info
+                moved_batches += 1
+                moved_records += batch.record_count
+        if moved_records and self._moved_sensor is not None:
+            self._moved_sensor.record(float(moved_records))
+        return moved_batches, moved_records
+
+    def queued_bytes_by_node(self, cluster: Cluster) -> dict[int, int]:
+        """Buffer bytes held by the batches queued here, per leader node (-1: leader unknown)."""
+        out: dict[int, int] = {}
+        for topic, info in list(self._topic_info.items()):
+            for partition, dq in list(info.batches.items()):
+                held = sum(b.capacity for b in tuple(dq.batches))
+                if held:
+                    leader = cluster.leader_for(TopicPartition(topic, partition))
+                    node = -1 if leader is None else leader.id
+                    out[node] = out.get(node, 0) + held
+        return out
 
     def _closed_for_appends(self, batch: ProducerBatch) -> None:
         was_writable = batch.is_writable

@@ -176,6 +176,7 @@ class ProducerBatch:
         "_writable",
         "_final_state",
         "_reopened",
+        "pinned",
     )
 
     def __init__(
@@ -209,10 +210,30 @@ class ProducerBatch:
         self._writable = True
         self._final_state: FinalState | None = None
         self._reopened = False
+        # True once a record that must stay on this partition is in the batch: a keyed record,
+        # one sent to an explicit partition, or a split part of a batch already sent. Only a
+        # batch of keyless records the built-in partitioner placed may move to another partition.
+        self.pinned = is_split_batch
 
     @property
     def tp(self) -> TopicPartition:
         return self.topic_partition
+
+    def move_to(self, topic_partition: TopicPartition) -> None:
+        """Point a never-sent batch at another partition of its topic (its futures follow).
+
+        Nothing in a record batch's bytes names its partition (the produce request
+        does), so moving is only this. The caller checks :attr:`movable` first.
+        """
+        if topic_partition.topic != self.topic_partition.topic:
+            raise IllegalStateError(f"a batch of {self.topic_partition} cannot move to another topic's {topic_partition}")
+        self.topic_partition = topic_partition
+        self.result.topic_partition = topic_partition
+
+    @property
+    def movable(self) -> bool:
+        """Never drained, no sequence, not done, and only keyless records the built-in partitioner placed."""
+        return not self.pinned and self.attempts == 0 and self.base_sequence == NO_SEQUENCE and self._final_state is None
 
     # ------------------------------------------------------------------ appending
     def try_append(
