@@ -91,6 +91,7 @@ class Tracker:
         self.lock = threading.Lock()
         self.outcomes: dict[int, list[tuple[RecordMetadata | None, BaseException | None, float]]] = {}
         self.partitions: dict[int, TopicPartition] = {}
+        self.futures: dict[int, Any] = {}
         self.sent = 0
         self.routed_to_muted: list[TopicPartition] = []
 
@@ -107,6 +108,7 @@ class Tracker:
         fut = self.producer.send(self.topic, VALUE, key, partition=partition, callback=cb)
         tp = fut._batch_result.topic_partition
         self.partitions[idx] = tp
+        self.futures[idx] = fut
         if key is None and partition is None and tp in before and tp in manager.routing_muted:
             self.routed_to_muted.append(tp)
         return fut
@@ -128,6 +130,8 @@ class Tracker:
         delivered, failed = [], []
         with self.lock:
             for idx in range(self.sent):
+                # A never-sent keyless batch may have moved off a muted partition: where it went.
+                self.partitions[idx] = self.futures[idx]._result.topic_partition
                 got = self.outcomes.get(idx)
                 assert got is not None and len(got) == 1, f"record {idx} completed {0 if got is None else len(got)} times"
                 md, exc, _ = got[0]

@@ -790,6 +790,33 @@ class TopicMetricsRegistry:
         ]
 
 
+NODE_BUFFER_BYTES_METRIC = "buffer-node-bytes"
+
+
+class NodeBufferMetrics:
+    """``buffer-node-bytes[node-id=N]``: the buffer.memory held by batches whose leader is node N.
+
+    Queued and in flight alike, read when the metrics are read (``bytes_by_node``
+    returns node id -> bytes; -1 is "leader unknown"). One slow leader holding most
+    of the pool is what stalls every caller's send(); this shows it as it happens.
+    """
+
+    def __init__(self, bytes_by_node: Callable[[], Mapping[int, int]]) -> None:
+        self._bytes_by_node = bytes_by_node
+
+    def metric_values(self, now_ms: int) -> dict[str, float]:
+        return {f"{NODE_BUFFER_BYTES_METRIC}[node-id={n}]": float(b) for n, b in sorted(self._bytes_by_node().items())}
+
+    def metric_descriptions(self) -> dict[str, str]:
+        return {
+            f"{NODE_BUFFER_BYTES_METRIC}[node-id={n}]": f"Bytes of buffer.memory held by batches led by node {n}."
+            for n in sorted(self._bytes_by_node())
+        }
+
+    def metric_names(self) -> list[MetricName]:
+        return [MetricName(NODE_BUFFER_BYTES_METRIC, PRODUCER_GROUP, (("node-id", str(n)),)) for n in sorted(self._bytes_by_node())]
+
+
 @dataclass(slots=True)
 class ProducerSensors:
     """The producer's sensors; the Sender, accumulator and metadata code record into them."""

@@ -54,7 +54,7 @@ from kproducer.errors import (
 )
 from kproducer.failure_log import FailureLog, warn_data_loss
 from kproducer.metadata import Cluster, Metadata
-from kproducer.metrics import Metrics, register_producer_metrics, register_transaction_metrics
+from kproducer.metrics import Metrics, NodeBufferMetrics, register_producer_metrics, register_transaction_metrics
 from kproducer.partitioner import partition_for_key, resolve_partitioner
 from kproducer.record.builder import MAX_TIMESTAMP, estimate_size_upper_bound
 from kproducer.record.codecs import CompressionType
@@ -310,6 +310,7 @@ class Producer:
             max_in_flight=cfg.max_in_flight_requests_per_connection,
             failure_log=self._failure_log,
         )
+        self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
         self._io_thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
         )

@@ -672,6 +672,18 @@ class Sender:
         if not lst:
             del self._in_flight_batches[batch.topic_partition]
 
+    def buffer_bytes_by_node(self) -> dict[int, int]:
+        """Pool bytes held per leader node: queued batches plus those in flight (any thread may ask)."""
+        cluster = self._metadata.cluster
+        out = self._accumulator.queued_bytes_by_node(cluster)
+        for tp, batches in list(self._in_flight_batches.items()):
+            held = sum(b.initial_capacity for b in tuple(batches) if not b.deallocated)
+            if held:
+                leader = cluster.leader_for(tp)
+                node = -1 if leader is None else leader.id
+                out[node] = out.get(node, 0) + held
+        return out
+
     # ------------------------------------------------------------------ circuit breaker
     def _log_moved(self, batches: int, records: int, now: int) -> None:
         """Say at INFO how many records left muted partitions, at most once a second (summed)."""
@@ -708,7 +720,12 @@ class Sender:
         if self._breaker is None:
             return
         try:
-            self._breaker.on_complete(self._status_context(now, unanswered_since_ms), tp, exc, record_count)
+            changed = self._breaker.on_complete(self._status_context(now, unanswered_since_ms), tp, exc, record_count)
+            if changed:
+                # A new mute: its never-sent keyless batches leave now, not a loop later.
+                moved_batches, moved_records = self._accumulator.move_unsent_off_muted(self._metadata.cluster)
+                if moved_records:
+                    self._log_moved(moved_batches, moved_records, now)
         except Exception:
             log.exception("circuit breaker on_complete raised")
 
