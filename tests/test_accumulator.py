@@ -1069,3 +1069,36 @@ def test_queued_bytes_by_node() -> None:
         append(acc, p, clock)
     assert acc.queued_bytes_by_node(cluster) == {0: 2 * BATCH, 1: BATCH}
     complete_all(acc, cluster, clock)
+
+
+def test_keyed_records_for_a_muted_partition_wait_for_room_and_only_they_wait() -> None:
+    """Pinned records of muted partitions may hold half the pool; beyond, only their callers wait."""
+    from kproducer.circuit_breaker import CircuitBreakManager
+    from kproducer.errors import BufferExhaustedError
+
+    clock = Clock()
+    cluster = make_cluster(partitions=4, nodes=2)
+    manager = CircuitBreakManager(lambda: cluster, clock)
+    sticky = FixedPartitioner()
+    acc = make_acc(clock, circuit_break_manager=manager, partitioner_factory=lambda t, s: sticky)
+    muted = TopicPartition("t", 1)
+    manager.mute(muted, retry_after_ms=5000)
+    big = VALUE * 9  # one record per batch
+    for _ in range(MEMORY // BATCH // 2):  # up to half the pool: no wait
+        acc.append("t", 1, clock.now, b"k", big, None, None, 0, False, clock.now, cluster)
+    held = sum(b.initial_capacity for b in _queued(acc, 1))
+    assert held == MEMORY // 2
+    t0 = time.monotonic()
+    with pytest.raises(BufferExhaustedError, match="t-1 is muted by the circuit breaker"):
+        acc.append("t", 1, clock.now, b"k", big, None, None, 100, False, clock.now, cluster)
+    assert time.monotonic() - t0 >= 0.09  # it waited max.block.ms
+    # Keyless records (the built-in partitioner avoids muted partitions) do not wait.
+    sticky.partition = 0
+    t0 = time.monotonic()
+    _keyless(acc, clock, cluster, 30)
+    assert time.monotonic() - t0 < 0.09
+    # Once the partition reopens, its callers go on.
+    manager.unmute(muted)
+    acc.append("t", 1, clock.now, b"k", big, None, None, 0, False, clock.now, cluster)
+    manager.close()
+    complete_all(acc, cluster, clock)

@@ -9,12 +9,14 @@ retry interval 5 s, its 10 s window at the default) must mute the slow leader's
 partitions at its first request timeout, the never-sent keyless batches queued
 for them must move to the healthy partitions, and the caller must not notice.
 
-Each run checks, from the producer's own figures: the mute came within
-``request.timeout.ms`` + 1 s of the first unanswered request; once muted, the slow
-leader held little of ``buffer.memory``; the records the caller got onto healthy
-partitions per second after the fault were at least 90 % of before; the longest
-send() stayed under 1 s; every record completed exactly once, delivered, at an
-offset no other record has.
+Each run checks: the mute came within ``request.timeout.ms`` + 1 s of the first
+unanswered request (the producer's own figure); once muted, the slow leader held
+at most a quarter of ``buffer.memory``; deliveries to the healthy partitions per
+CPU second this process got were at least 90 % of before (per CPU second because
+the tests share two cores with other work; wall-clock figures are the
+benchmark's); the longest send() stayed under 1 s (or, on a machine so loaded
+that sends took long before the fault too, under twice the longest of those);
+every record completed exactly once, delivered, at an offset no other record has.
 """
 
 from __future__ import annotations
@@ -114,18 +116,18 @@ class Run:
         self.sent = 0
         self.send_times: list[float] = []  # per record, since the start
         self.longest_send = 0.0
+        self.longest_before = 0.0  # the longest send() before the fault
         self.slow_bytes: list[tuple[float, int]] = []  # (since the start, pool bytes the slow leader held)
         self.fault_at = 0.0
         self.start = 0.0
-        # This process's CPU seconds at 0.2 s, at the fault and at the end of sending.
-        self.cpu_from: float | None = None
-        self.cpu_fault = self.cpu_end = 0.0
+        # (seconds since the start, this process's CPU seconds), every 100 sends.
+        self.cpu_samples: list[tuple[float, float]] = []
+        self.end_at = 0.0
 
     def send_keyless(self, until: float) -> None:
         send, clock, topic = self.producer.send, time.monotonic, self.topic
         while clock() < until:
-            if self.cpu_from is None and clock() - self.start >= 0.2:
-                self.cpu_from = time.process_time()
+            self.cpu_samples.append((clock() - self.start, time.process_time()))
             for _ in range(100):
                 idx = self.sent
                 t0 = clock()
@@ -135,6 +137,8 @@ class Run:
                 self.send_times.append(t0 - self.start)
                 if dt > self.longest_send:
                     self.longest_send = dt
+                if not self.fault_at and dt > self.longest_before:
+                    self.longest_before = dt
 
     def _sample(self, stop: threading.Event) -> None:
         sender = self.producer._sender
@@ -148,13 +152,17 @@ class Run:
         sampler.start()
         try:
             self.send_keyless(self.start + BEFORE_S)
-            self.cpu_fault = time.process_time()
+            # A shared machine may have given this process almost no CPU so far: the "before"
+            # figures need some (bounded: at most 5 s more).
+            while self._cpu_between(0.2, time.monotonic() - self.start) < 0.2 and time.monotonic() - self.start < 5:
+                self.send_keyless(time.monotonic() + 0.1)
             self.fault_at = time.monotonic() - self.start
             self.mc.broker_set_rtt(self.slow, SLOW_RTT_MS)
             if during is not None:
                 during()
-            self.send_keyless(self.start + BEFORE_S + AFTER_S)
-            self.cpu_end = time.process_time()
+            self.send_keyless(self.start + self.fault_at + AFTER_S)
+            self.end_at = time.monotonic() - self.start
+            self.cpu_samples.append((self.end_at, time.process_time()))
         finally:
             stop.set()
             sampler.join()
@@ -163,6 +171,18 @@ class Run:
             self.mc.broker_set_rtt(self.slow, 0)
         # The slow leader answers again: closing drains everything, muted partitions included.
         self.producer.close(60)
+
+    def _cpu_at(self, t: float) -> float:
+        """This process's CPU seconds at ``t`` s after the start (the last sample taken by then)."""
+        best = self.cpu_samples[0][1]
+        for at, cpu in self.cpu_samples:
+            if at > t:
+                break
+            best = cpu
+        return best
+
+    def _cpu_between(self, t0: float, t1: float) -> float:
+        return self._cpu_at(t1) - self._cpu_at(t0) if self.cpu_samples else 0.0
 
     def check(self, max_slow_bytes: int = BUFFER_MEMORY // 4) -> dict[str, float]:
         """The per-run assertions; returns the figures for the report."""
@@ -186,7 +206,7 @@ class Run:
         )
         # Healthy throughput as the issue measures it: deliveries to the healthy partitions per
         # second, before the fault and from the fault to the end of sending.
-        end = BEFORE_S + AFTER_S
+        end = self.end_at
         healthy = [
             self.outcomes.at[idx] - self.start for idx, md in delivered.items() if md.partition not in self.slow_partitions
         ]
@@ -196,8 +216,7 @@ class Run:
         # Per CPU second this process got: the tests share two cores with other work, and a
         # burst of it must not read as lost throughput. A stalled caller is caught above and
         # below (held bytes, longest send()), not here.
-        assert self.cpu_from is not None
-        cpu_before, cpu_after = self.cpu_fault - self.cpu_from, self.cpu_end - self.cpu_fault
+        cpu_before, cpu_after = self._cpu_between(0.2, self.fault_at), self._cpu_between(self.fault_at, end)
         per_cpu_before, per_cpu_after = n_before / max(cpu_before, 1e-3), n_after / max(cpu_after, 1e-3)
         assert per_cpu_after >= 0.9 * per_cpu_before, (
             f"healthy partitions took {per_cpu_after:.0f} records per CPU second after the fault, "
@@ -205,10 +224,17 @@ class Run:
             f"{end - self.fault_at:.2f} s after, {cpu_before:.2f} s of {self.fault_at - 0.2:.2f} s before; "
             f"longest send() {self.longest_send * 1000:.0f} ms; mute {time_to_mute} ms after the first unanswered request)"
         )
-        assert self.longest_send < 1.0, f"one send() took {self.longest_send:.3f} s"
+        # Under 1 s; on a machine loaded enough that sends took long before the fault too, no
+        # more than twice the longest of those. A buffer held hostage blocks a caller until the
+        # mute plus delivery.timeout.ms (here 30 s), far beyond either.
+        bound = max(1.0, 2 * self.longest_before)
+        assert self.longest_send < bound, (
+            f"one send() took {self.longest_send:.3f} s (before the fault at most {self.longest_before:.3f} s)"
+        )
         return {
             "time_to_mute_ms": float(time_to_mute),
             "longest_send_ms": self.longest_send * 1000,
+            "longest_send_before_ms": self.longest_before * 1000,
             "healthy_ratio": after / before,
             "healthy_ratio_per_cpu": per_cpu_after / per_cpu_before,
             "moved": metrics["circuit-breaker-moved-records-total"],
@@ -307,6 +333,46 @@ def test_keyed_records_for_the_slow_leader_mixed_in(mock_cluster: MockCluster, t
             else:
                 rerouted += 1
     assert home and rerouted, f"{home} keyed records on their own partition, {rerouted} rerouted while it was muted"
+
+
+def test_keyed_records_kept_on_the_slow_leader_block_only_their_callers(mock_cluster: MockCluster, topics: Any) -> None:
+    """``keyed.reroute=false``: keyed records keep their muted partition; only their caller may wait.
+
+    The slow leader's partitions may hold half of ``buffer.memory`` in such records;
+    then the keyed caller waits (up to ``max.block.ms``, here 1 s, then its record
+    fails with BufferExhaustedError through its future). The keyless caller never
+    notices (``Run.check``). Every keyed record completes once, on its own key's
+    partition, delivered or failed with a Kafka error.
+    """
+    run = Run(mock_cluster, topics(), **{"producer.circuit.breaker.keyed.reroute": False, "max.block.ms": 1000})
+    keys = _keys_for(run.slow_partitions, 50)
+    keyed: dict[int, tuple[bytes, Any]] = {}
+    keyed_outcomes = Outcomes()
+    stop = threading.Event()
+    thread = threading.Thread(target=_keyed_caller, args=(run, keys, keyed_outcomes, keyed, stop), daemon=True)
+    thread.start()
+
+    def stop_keyed_caller() -> None:
+        stop.set()
+        thread.join(30)
+
+    try:
+        run.run(before_close=stop_keyed_caller)
+    finally:
+        stop_keyed_caller()
+    assert not thread.is_alive()
+    run.check(max_slow_bytes=BUFFER_MEMORY // 2 + 32 * 16384)  # half the pool, plus what is in flight
+    assert keyed, "the keyed caller sent nothing"
+    with keyed_outcomes.lock:
+        for i, (key, fut) in keyed.items():
+            got = keyed_outcomes.done.get(i, [])
+            assert len(got) == 1, f"keyed record {i} completed {len(got)} times"
+            md, exc = got[0]
+            assert fut._result.topic_partition.partition == (murmur2(key) & 0x7FFFFFFF) % PARTITIONS
+            if exc is None:
+                assert md is not None and md.partition == (murmur2(key) & 0x7FFFFFFF) % PARTITIONS
+            else:
+                assert isinstance(exc, KafkaError), f"keyed record {i} failed with {exc!r}"
 
 
 def test_idempotent_producer_moves_batches_with_valid_sequences(mock_cluster: MockCluster, topics: Any) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.errors import IllegalStateError, ProducerClosedError
+from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
     COMPRESSION_RATE_ESTIMATION_FACTOR,
@@ -530,6 +530,8 @@ class RecordAccumulator:
                     return RecordAppendResult(None, False, False, True, effective, 0)
                 magic = self._magic()
                 if buffer is None:
+                    if not sticky and breaker is not None:
+                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
                     size = max(
                         self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, headers)
                     )
@@ -662,6 +664,8 @@ class RecordAccumulator:
                             effective, appended, cluster, crossed and self._all_batches_full(dq)  # type: ignore[arg-type]
                         )
                 if start < end and buffer is None:
+                    if not sticky and self._routing is not None:
+                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
                     size = max(self.batch_initial_size, max_record_size)
                     # Outside the deque lock: this may block for up to max.block.ms.
                     buffer = self.free.allocate(size, max_time_to_block_ms)
@@ -725,6 +729,49 @@ class RecordAccumulator:
         if moved_records and self._moved_sensor is not None:
             self._moved_sensor.record(float(moved_records))
         return moved_batches, moved_records
+
+    def _await_room_while_muted(self, tp: TopicPartition, max_time_to_block_ms: int) -> int:
+        """Before a new batch of keyed or explicit records for a muted partition: wait for room.
+
+        Such records keep their partition, and a muted partition is not drained, so
+        without a bound they would take the whole pool and block every caller. The
+        partitions muted on their own may hold half of ``buffer.memory`` between them
+        (keyless batches have moved off them, so this is what their pinned records
+        hold); beyond that the caller adding to them waits, up to ``max.block.ms``,
+        for the partition to reopen or for room, then gets BufferExhaustedError. The
+        other half stays for the partitions that drain, so only the callers sending
+        to muted partitions ever wait here. Returns what is left of the block time.
+        """
+        routing = self._routing
+        if routing is None or tp not in routing.partitions_to_vacate():
+            return max_time_to_block_ms
+        limit = self.free.total_memory // 2
+        deadline = time.monotonic() + max(0, max_time_to_block_ms) / 1000.0
+        while True:
+            if self.closed:
+                raise ProducerClosedError("Producer closed while send in progress")
+            vacate = routing.partitions_to_vacate()
+            if tp not in vacate:
+                break
+            held = sum(b.capacity for t in vacate for b in tuple(self._queued(t)))
+            if held + self.batch_size <= limit:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferExhaustedError(
+                    f"{tp.topic}-{tp.partition} is muted by the circuit breaker and the muted partitions hold "
+                    f"{held} bytes, half of buffer.memory ({self.free.total_memory}); no room for a new batch "
+                    f"within {max_time_to_block_ms} ms (max.block.ms)",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                )
+            # Polled: nothing on the send or drain path pays for waking these rare waiters.
+            time.sleep(min(remaining, 0.02))
+        return max(0, int((deadline - time.monotonic()) * 1000))
+
+    def _queued(self, tp: TopicPartition) -> deque[ProducerBatch]:
+        dq = self._deque(tp)
+        return deque() if dq is None else dq.batches
 
     def queued_bytes_by_node(self, cluster: Cluster) -> dict[int, int]:
         """Buffer bytes held by the batches queued here, per leader node (-1: leader unknown)."""
