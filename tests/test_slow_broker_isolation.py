@@ -45,6 +45,8 @@ BUFFER_MEMORY = 4 * 1024 * 1024
 BEFORE_S = 0.7
 AFTER_S = 2.5
 RUNS = 20
+MIN_CPU_BEFORE_S = 0.5  # CPU seconds this process must get in each phase for its rates to mean something
+MIN_CPU_AFTER_S = 1.0
 LOOP_BUDGET_S = 420.0
 
 CONFIG: dict[str, Any] = {
@@ -152,15 +154,17 @@ class Run:
         sampler.start()
         try:
             self.send_keyless(self.start + BEFORE_S)
-            # A shared machine may have given this process almost no CPU so far: the "before"
-            # figures need some (bounded: at most 5 s more).
-            while self._cpu_between(0.2, time.monotonic() - self.start) < 0.2 and time.monotonic() - self.start < 5:
+            # A shared machine may have given this process little CPU so far: the "before"
+            # figures need enough of it to mean something (bounded: at most 5 s more).
+            while self._cpu_between(0.2, time.monotonic() - self.start) < MIN_CPU_BEFORE_S and time.monotonic() - self.start < 5:
                 self.send_keyless(time.monotonic() + 0.1)
             self.fault_at = time.monotonic() - self.start
             self.mc.broker_set_rtt(self.slow, SLOW_RTT_MS)
             if during is not None:
                 during()
             self.send_keyless(self.start + self.fault_at + AFTER_S)
+            while self._cpu_between(self.fault_at, time.monotonic() - self.start) < MIN_CPU_AFTER_S and time.monotonic() - self.start < self.fault_at + 8:
+                self.send_keyless(time.monotonic() + 0.1)
             self.end_at = time.monotonic() - self.start
             self.cpu_samples.append((self.end_at, time.process_time()))
         finally:

@@ -483,9 +483,14 @@ class Sender:
             )
             log.debug("produce request to node %s failed: %s", node_id, err)
             code = err.code if err.code != -1 else NetworkError.code
+            # The leader never answered this request: the circuit breaker learns since when.
+            # Unless the timeout was noticed late: then this process was not running (a pause, a
+            # starved machine) and the answer may be late for the same reason, not the leader's.
+            silent_since: int | None = sent_ms
+            if response.timed_out and now - sent_ms > self._request_timeout_ms * 3 // 2:
+                silent_since = None
             for batch in batches.values():
-                # The leader never answered this request: the circuit breaker learns since when.
-                self._complete_batch(batch, code, None, -1, -1, now, error=err, unanswered_since_ms=sent_ms)
+                self._complete_batch(batch, code, None, -1, -1, now, error=err, unanswered_since_ms=silent_since)
             for topic in {tp.topic for tp in batches}:
                 self._metadata.mark_urgent(topic, now)  # lost the leader: refresh these topics only
             return
