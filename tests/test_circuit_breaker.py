@@ -894,3 +894,23 @@ def test_partitions_to_vacate_are_own_mutes_closed_to_records() -> None:
     h.clock.advance(5000)  # TP's probe falls due: it opens to records and must keep them
     h.manager.refresh()
     assert h.manager.partitions_to_vacate() == frozenset()
+
+
+def test_a_silent_leaders_other_partitions_are_muted_with_it() -> None:
+    h = Harness(SLOW)
+    tp1, tp4, tp2 = TopicPartition("orders", 1), TopicPartition("orders", 4), TopicPartition("orders", 2)
+    assert h.manager.leader_of(tp1) == h.manager.leader_of(tp4) == 1
+    sent = h.clock.now
+    h.clock.advance(1000)
+    assert _silent(h, tp4, 30, sent) is False  # below the count on its own
+    assert _silent(h, tp2, 30, sent) is False  # another leader
+    assert _silent(h, tp1, 150, sent) is True
+    assert h.manager.state(tp1) is BreakerState.OPEN and h.manager.state(tp4) is BreakerState.OPEN
+    assert h.manager.state(tp2) is BreakerState.CLOSED
+    reasons = {e.topic_partition: e.reason for e in h.events}
+    assert reasons == {tp1: "failure-rate", tp4: "leader-silent"}
+    assert all(e.time_to_mute_ms == 1000 for e in h.events)
+    # A partition of the silent leader that meets the silence later goes at once, too.
+    tp7 = TopicPartition("clicks", 1)
+    assert _silent(h, tp7, 5, sent) is True
+    assert h.manager.state(tp7) is BreakerState.OPEN

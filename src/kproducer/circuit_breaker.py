@@ -101,6 +101,7 @@ MOVED_RECORDS_RATE_METRIC: Final = "circuit-breaker-moved-records-rate"
 # because with max.in.flight=1 they flip on every request.
 REASON_MANUAL: Final = "manual"
 REASON_FAILURE_RATE: Final = "failure-rate"
+REASON_LEADER_SILENT: Final = "leader-silent"
 REASON_PROBE: Final = "probe"
 REASON_PROBE_SUCCEEDED: Final = "probe-succeeded"
 REASON_PROBE_FAILED: Final = "probe-failed"
@@ -387,6 +388,20 @@ class CircuitBreakManager:
         if tp in pub.muted:
             return BreakerState.OPEN
         return BreakerState.CLOSED
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        """The partition's leader node id in the manager's cluster snapshot (-1 when unknown)."""
+        info = self._published.cluster.partition(tp)
+        return -1 if info is None else info.leader
+
+    def silent_mute_of_node(self, node_id: int) -> int | None:
+        """When the first unanswered request was sent, for a partition of ``node_id`` muted for it; else None."""
+        if node_id < 0:
+            return None
+        for tp, m in list(self._explicit.items()):
+            if m.first_symptom_ms is not None and self.leader_of(tp) == node_id:
+                return m.first_symptom_ms
+        return None
 
     def retry_at_ms(self, tp: TopicPartition) -> int | None:
         """When the partition's next probe is due, or None (not muted, or no probe scheduled)."""
@@ -941,7 +956,11 @@ class FailureRateCircuitBreaker:
     ``window.ms``, long after the shared buffer had filled. So a leader that stops
     answering is muted at its first request timeout when that request carried
     ``trigger.message.count`` records, and otherwise as soon as its retries have
-    failed that many (still at ``trigger.failure.perc`` of what came since).
+    failed that many (still at ``trigger.failure.perc`` of what came since). The
+    silence is the leader's, not one partition's: once one of its partitions is
+    muted for it, its other partitions whose requests went unanswered too are muted
+    with it (reason ``leader-silent``), however few records they carried. A timeout
+    the Sender noticed late (this process was not running) does not count as silence.
     """
 
     WINDOW_BUCKETS: Final = 10
@@ -1044,14 +1063,40 @@ class FailureRateCircuitBreaker:
         total = successes + failures
         cfg = self._config
         if total < cfg.trigger_message_count or failures * 100 < cfg.trigger_failure_perc * total:
+            if failed and context.unanswered_since_ms is not None:
+                # Below the count on its own, but its leader has gone silent for a partition that
+                # reached it: the silence is the leader's, so all its partitions that met it go.
+                leader = manager.leader_of(tp)
+                if manager.silent_mute_of_node(leader) is not None:
+                    return self._mute_silent(manager, tp, now)
             return False
         del self._windows[tp]
         self._forgot_at.pop(tp, None)
-        return manager.mute(
+        first = self._first_symptom.pop(tp, None)
+        changed = manager.mute(
             tp,
             retry_after_ms=cfg.mute_retry_interval_ms,
             failure_rate=100.0 * failures / total,
             reason=REASON_FAILURE_RATE,
+            now_ms=now,
+            first_symptom_ms=first,
+        )
+        if first is not None:
+            # Partitions of the same leader that met its silence too, below the count so far.
+            leader = manager.leader_of(tp)
+            for other in [o for o in self._first_symptom if o != tp and manager.leader_of(o) == leader]:
+                if not manager.is_partition_muted(other):
+                    self._mute_silent(manager, other, now)
+        return changed
+
+    def _mute_silent(self, manager: CircuitBreakManager, tp: TopicPartition, now: int) -> bool:
+        self._windows.pop(tp, None)
+        self._forgot_at.pop(tp, None)
+        return manager.mute(
+            tp,
+            retry_after_ms=self._config.mute_retry_interval_ms,
+            failure_rate=100.0,
+            reason=REASON_LEADER_SILENT,
             now_ms=now,
             first_symptom_ms=self._first_symptom.pop(tp, None),
         )
