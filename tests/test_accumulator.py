@@ -1086,7 +1086,7 @@ def test_keyed_records_for_a_muted_partition_wait_for_room_and_only_they_wait() 
     big = VALUE * 9  # one record per batch
     for _ in range(MEMORY // BATCH // 2):  # up to half the pool: no wait
         acc.append("t", 1, clock.now, b"k", big, None, None, 0, False, clock.now, cluster)
-    held = sum(b.initial_capacity for b in _queued(acc, 1))
+    held = sum(b.capacity for b in _queued(acc, 1))
     assert held == MEMORY // 2
     t0 = time.monotonic()
     with pytest.raises(BufferExhaustedError, match="t-1 is muted by the circuit breaker"):

@@ -682,7 +682,7 @@ class Sender:
         cluster = self._metadata.cluster
         out = self._accumulator.queued_bytes_by_node(cluster)
         for tp, batches in list(self._in_flight_batches.items()):
-            held = sum(b.initial_capacity for b in tuple(batches) if not b.deallocated)
+            held = sum(b.capacity for b in tuple(batches) if not b.deallocated)
             if held:
                 leader = cluster.leader_for(tp)
                 node = -1 if leader is None else leader.id
