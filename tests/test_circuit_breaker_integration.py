@@ -209,7 +209,7 @@ def _assert_isolation(
     assert {e.topic_partition for e in events} == bad, f"state changes touched {sorted({e.topic_partition for e in events})}"
     for tp in bad:
         mine = [e for e in events if e.topic_partition == tp]
-        assert any(e.current is BreakerState.OPEN and e.reason == "failure-rate" for e in mine), mine
+        assert any(e.current is BreakerState.OPEN and e.reason in ("failure-rate", "leader-silent") for e in mine), mine
         assert any(e.current is BreakerState.HALF_OPEN and e.reason == "probe" for e in mine), mine
         assert mine[-1].current is BreakerState.CLOSED and mine[-1].reason == "probe-succeeded", mine
         assert all(e.leader == next(iter(events)).leader for e in mine)
