@@ -328,7 +328,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 faulted = True
             for _ in range(200):
                 t0 = clock()
-                send(topic, value, on_delivery=cb)
+                send(topic, value, callback=cb)
                 dt = clock() - t0
                 if dt > longest:
                     longest, longest_at = dt, t0 - start

@@ -133,7 +133,7 @@ class Tracker:
         with self.lock:
             for idx in range(self.sent):
                 # A never-sent keyless batch may have moved off a muted partition: where it went.
-                self.partitions[idx] = self.futures[idx]._result.topic_partition
+                self.partitions[idx] = self.futures[idx]._batch_result.topic_partition
                 got = self.outcomes.get(idx)
                 assert got is not None and len(got) == 1, f"record {idx} completed {0 if got is None else len(got)} times"
                 md, exc, _ = got[0]
