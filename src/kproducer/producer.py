@@ -54,7 +54,12 @@ from kproducer.errors import (
 )
 from kproducer.failure_log import FailureLog, warn_data_loss
 from kproducer.metadata import Cluster, Metadata
-from kproducer.metrics import Metrics, NodeBufferMetrics, register_producer_metrics, register_transaction_metrics
+from kproducer.metrics import (
+    Metrics,
+    NodeBufferMetrics,
+    register_producer_metrics,
+    register_transaction_metrics,
+)
 from kproducer.partitioner import partition_for_key, resolve_partitioner
 from kproducer.record.builder import MAX_TIMESTAMP, estimate_size_upper_bound
 from kproducer.record.codecs import CompressionType
