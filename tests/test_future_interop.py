@@ -175,3 +175,16 @@ def test_split_record_notifies_stdlib_waiters_once() -> None:
     new.done()
     t.join(10)
     assert [md.offset for md in results] == [103]
+
+
+def test_done_callback_may_read_the_result_and_flush_waits_for_callbacks(tansu: TansuBroker, topic_name: str) -> None:
+    """A done-callback calling result() must not wait on the latch it runs before; flush() returns after it."""
+    create_topic(tansu.bootstrap, topic_name, 1)
+    seen: list[RecordMetadata] = []
+    with _producer(tansu, linger_ms=20) as p:
+        futs = [p.send(topic_name, b"c%d" % i) for i in range(200)]
+        for f in futs:
+            f.add_done_callback(lambda f: seen.append(f.result(5)))
+        assert p.flush(20) == 0
+        # Callbacks run before the batch's latch opens, so flush() found them all done.
+        assert len(seen) == 200 and all(md.offset >= 0 for md in seen)

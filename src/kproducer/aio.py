@@ -34,6 +34,7 @@ import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -60,16 +61,22 @@ _DRAIN_MAX = 2048
 class _Completions:
     """Records finished on the I/O thread, handed to the loop in batches (one wakeup per non-empty round)."""
 
-    __slots__ = ("loop", "pending", "scheduled", "warned_closed")
+    __slots__ = ("loop", "pending", "scheduled", "warned_closed", "batches")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.pending: collections.deque[tuple[asyncio.Future[RecordMetadata], Any, Any]] = collections.deque()
+        self.pending: collections.deque[tuple[asyncio.Future[RecordMetadata] | None, Any, Any]] = collections.deque()
         self.scheduled = False
         self.warned_closed = False
+        # The open batches' results that records without a callback went into: (loop future, RecordFuture)s.
+        self.batches: dict[Any, list[tuple[asyncio.Future[RecordMetadata], Any]]] = {}
 
-    def push(self, fut: asyncio.Future[RecordMetadata], metadata: Any, exception: Any) -> None:
-        """On the I/O thread: queue one outcome; wake the loop only if no drain is due yet."""
+    def push(self, fut: asyncio.Future[RecordMetadata] | None, metadata: Any, exception: Any) -> None:
+        """On the I/O thread: queue one outcome; wake the loop only if no drain is due yet.
+
+        ``fut`` None queues a whole batch: ``metadata`` is the batch's result, ``exception`` the
+        list of (loop future, RecordFuture) of the records sent into it without a callback.
+        """
         self.pending.append((fut, metadata, exception))
         if not self.scheduled:
             self.scheduled = True
@@ -83,8 +90,8 @@ class _Completions:
     def drain(self) -> None:
         """On the loop: settle queued futures (a cancelled one is skipped: its record was not unsent).
 
-        At most ``_DRAIN_MAX`` per call, then the rest in a later loop iteration, so that a round
-        completing tens of thousands of records does not hold the loop for all of them at once.
+        At most ``_DRAIN_MAX`` entries per call, then the rest in a later loop iteration, so that a
+        round completing tens of thousands of records does not hold the loop for all of them at once.
         """
         self.scheduled = False
         pending = self.pending
@@ -92,6 +99,9 @@ class _Completions:
             if not pending:
                 return
             fut, metadata, exception = pending.popleft()
+            if fut is None:
+                self._settle_batch(metadata, exception)
+                continue
             if fut.done():
                 continue
             if exception is None:
@@ -101,6 +111,39 @@ class _Completions:
         if pending and not self.scheduled:
             self.scheduled = True
             self.loop.call_soon(self.drain)
+
+    def _settle_batch(self, result: Any, records: list[tuple[asyncio.Future[RecordMetadata], Any]]) -> None:
+        """The records of one completed batch: each outcome is read from its RecordFuture here, on the loop."""
+        owner = self.batches.pop(result, None)
+        del owner
+        for fut, rf in records:
+            if fut.done():
+                continue
+            if not rf.done():  # moved to another batch (split for MESSAGE_TOO_LARGE): follow it there
+                rf.add_done_callback(partial(self._moved_done, fut))
+                continue
+            err = rf.record_error()
+            if err is None:
+                fut.set_result(rf.value())
+            else:
+                fut.set_exception(err)
+
+    def _moved_done(self, fut: asyncio.Future[RecordMetadata], rf: Any) -> None:
+        err = rf.record_error()
+        self.push(fut, None if err is not None else rf.value(), err)
+
+    def track(self, fut: asyncio.Future[RecordMetadata], rf: Any) -> None:
+        """On the loop: settle ``fut`` when the batch ``rf`` went into completes (one push per batch)."""
+        result = rf._batch_result
+        group = self.batches.get(result)
+        if group is None:
+            group = self.batches[result] = []
+            if not result._add_callback(partial(self.push, None, result, group)):
+                # Already complete (a record that failed before reaching a batch): settle it now.
+                del self.batches[result]
+                self._settle_batch(result, [(fut, rf)])
+                return
+        group.append((fut, rf))
 
 
 class _Delivery:
@@ -323,7 +366,12 @@ class AsyncProducer:
                 delivery(None, e)
                 completions.drain()
                 return fut
-        p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery)
+        if callback is None:
+            # No per-record callback on the I/O thread: the batch's completion settles its records here.
+            rf = p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
+            completions.track(fut, rf)
+        else:
+            p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery)
         # A send that needs no wait would never suspend, so tasks sending in a tight loop would hold
         # the loop for as long as they have records. Sends share one time slice per loop iteration:
         # once it is used up, every send yields until the loop has been round (timers, I/O, other

@@ -53,7 +53,8 @@ class ProduceRequestResult:
     """
 
     __slots__ = (
-        "topic_partition", "base_offset", "log_append_time", "_error_fn", "_done", "_event", "_callbacks", "moved"
+        "topic_partition", "base_offset", "log_append_time", "_error_fn", "_done", "_open", "_event", "_callbacks",
+        "moved",
     )  # fmt: skip
 
     def __init__(self, topic_partition: TopicPartition) -> None:
@@ -61,7 +62,8 @@ class ProduceRequestResult:
         self.base_offset = NO_OFFSET
         self.log_append_time = NO_TIMESTAMP
         self._error_fn: ErrorFn | None = None
-        self._done = False
+        self._done = False  # the outcome is final (callbacks may still be running)
+        self._open = False  # the latch: done-callbacks have all run
         self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] | None = None
         # After a split: (result, relative offset) of each record in its new batch, by old relative offset.
@@ -74,27 +76,34 @@ class ProduceRequestResult:
         self._error_fn = error_fn
 
     def done(self) -> None:
-        """Open the latch (once) and run the done-callbacks registered so far."""
+        """Run the done-callbacks registered so far, then open the latch (once).
+
+        Callbacks first, as Java's ProducerBatch fires its thunks before the latch:
+        whoever wakes from ``await_()`` (``flush()``) finds every callback already run.
+        The result counts as completed from the start, so a callback reading it does not wait.
+        """
         with _RESULTS_LOCK:
             if self._done:
                 return
             self._done = True
-            event = self._event
             callbacks, self._callbacks = self._callbacks, None
-        if event is not None:
-            event.set()
         for cb in callbacks or ():
             try:
                 cb()
             except Exception:
                 log.exception("error in a future done-callback for %s", self.topic_partition)
+        with _RESULTS_LOCK:
+            self._open = True
+            event = self._event
+        if event is not None:
+            event.set()
 
     def await_(self, timeout: float | None = None) -> bool:
-        """Block until ``done()``; False when ``timeout`` seconds passed first."""
-        if self._done:
+        """Block until ``done()`` finished (callbacks run); False when ``timeout`` seconds passed first."""
+        if self._open:
             return True
         with _RESULTS_LOCK:
-            if self._done:
+            if self._open:
                 return True
             event = self._event
             if event is None:
@@ -253,7 +262,8 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         fut = self
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not fut._batch_result.await_(remaining):
+            # The outcome is final once completed (a done-callback may read it while the latch is still shut).
+            if not fut._batch_result.completed and not fut._batch_result.await_(remaining):
                 raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
             nxt = fut._forward()
             if nxt is None:
