@@ -8,15 +8,17 @@ its own child process and writes to ``--write`` of the topics: it discovers new 
 steadily over ``--discover-s`` and sends one record per second to every topic it
 knows, for ``--steady-s`` more seconds, with ``metadata.max.age.ms=--max-age-ms``.
 
-Discovery (``--pattern``): by default the topics due in each 100 ms tick are sent
-together, each by one of a pool of caller threads (the issue's "discovers new ones
-steadily", 2,000 over 15 s: ~13 a tick, as an application fanning records out to
-new topics would). The loop never waits for those sends: a send() blocked on
-metadata holds only its caller, and a topic joins the once-a-second sends only
-after its first send() returned. ``--pattern single`` sends each new topic alone
-at its due time (one every 7.5 ms by default); then every client makes about one
-Metadata request per topic (measured: 400 topics, kproducer 400, confluent-kafka
-401), since nothing arrives together to be coalesced.
+Discovery (``--pattern``): by default (``single``) one caller thread sends the
+topics due in each 100 ms tick back to back (2,000 over 15 s: ~13 a tick), then
+its once-a-second records to the topics it knows, as a single-threaded
+application fanning records out to new topics would: a client whose send() waits
+for metadata makes one request per new topic, one that holds the record instead
+shares one request among all of a tick's new topics. ``pool`` sends each new
+topic of a tick from a thread of a pool of callers (the loop never waits for
+them; a topic joins the once-a-second sends after its first send() returned).
+``paced`` sends each new topic alone at its due time (one every 7.5 ms by
+default), from the pool; then every client makes about one Metadata request per
+topic, since nothing arrives together to be coalesced.
 
 Tansu quirk, corrected by the proxy: Tansu answers a Metadata v1+ request with an
 empty topic list (the "brokers only" request every client sends at start) with
@@ -32,7 +34,7 @@ this off. Requests naming topics, and the null list that means "all topics"
 Reported per client: Metadata requests, Metadata response bytes, p50/p99 time
 from the first send() to a new topic until its record is acknowledged, p99 of the
 time that first send() blocked its caller (metadata), records delivered and
-failed; for kproducer also the largest routine (no urgent topic) request and the
+failed, the longest any send() call held its caller; for kproducer also the largest routine (no urgent topic) request and the
 target size it had to stay within. ``--debug-log DIR`` writes each client's
 metadata debug log and per-topic latencies there.
 
@@ -43,15 +45,12 @@ metadata debug log and per-topic latencies there.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import struct
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -60,153 +59,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from tests.support.counting_proxy import METADATA, CountingProxy  # noqa: E402
+
 CLIENTS = ["kproducer", "confluent-kafka", "kafka-python"]
-METADATA = 3
 TICK_S = 0.1
 CALLER_THREADS = 16
-
-
-# ---------------------------------------------------------------- counting proxy
-class CountingProxy:
-    """Loopback TCP proxy that counts Kafka requests and response bytes per API key."""
-
-    def __init__(self, listen_port: int, target_port: int, *, brokers_only_fix: bool = True) -> None:
-        self.listen_port = listen_port
-        self.target_port = target_port
-        self.brokers_only_fix = brokers_only_fix
-        self.brokers_only_rewrites = 0
-        self.requests: Counter[int] = Counter()
-        self.response_bytes: Counter[int] = Counter()
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="counting-proxy", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("counting proxy did not start")
-
-    def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.brokers_only_rewrites = 0
-            self.requests.clear()
-            self.response_bytes.clear()
-
-    def snapshot(self) -> tuple[dict[int, int], dict[int, int]]:
-        with self._lock:
-            return dict(self.requests), dict(self.response_bytes)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", self.listen_port)
-        )
-        self._ready.set()
-        try:
-            self._loop.run_forever()
-        finally:
-            server.close()
-
-    async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
-        try:
-            breader, bwriter = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            cwriter.close()
-            return
-        pending: dict[int, int] = {}  # correlation id -> api key, for this connection
-        brokers_only: dict[int, int] = {}  # correlation id -> version of a topic-less Metadata request
-
-        async def upstream() -> None:
-            buf = bytearray()
-            while data := await creader.read(65536):
-                bwriter.write(data)
-                buf += data
-                while len(buf) >= 12:
-                    (size,) = struct.unpack_from(">i", buf, 0)
-                    if len(buf) < 4 + size:
-                        break
-                    api_key, version, cid = struct.unpack_from(">hhi", buf, 4)
-                    pending[cid] = api_key
-                    if api_key == METADATA and self.brokers_only_fix and _is_brokers_only(buf, version, size):
-                        brokers_only[cid] = version
-                    with self._lock:
-                        self.requests[api_key] += 1
-                    del buf[: 4 + size]
-                await bwriter.drain()
-            bwriter.close()
-
-        async def downstream() -> None:
-            # Responses are forwarded whole (frame by frame), so that one can be rewritten.
-            buf = bytearray()
-            while data := await breader.read(65536):
-                buf += data
-                while len(buf) >= 8:
-                    size, cid = struct.unpack_from(">ii", buf, 0)
-                    if len(buf) < 4 + size:
-                        break
-                    frame = bytes(buf[: 4 + size])
-                    del buf[: 4 + size]
-                    api_key = pending.pop(cid, -1)
-                    version = brokers_only.pop(cid, None)
-                    if version is not None:
-                        frame = _without_topics(frame, version)
-                        with self._lock:
-                            self.brokers_only_rewrites += 1
-                    cwriter.write(frame)
-                    with self._lock:
-                        self.response_bytes[api_key] += len(frame)
-                await cwriter.drain()
-            cwriter.close()
-
-        try:
-            await asyncio.gather(upstream(), downstream())
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            cwriter.close()
-            bwriter.close()
-
-
-def _is_brokers_only(frame: bytearray, version: int, size: int) -> bool:
-    """A Metadata v1+ request naming an empty (not null) topic list: Kafka answers it with no topics."""
-    from kio.serial import entity_reader
-
-    from kproducer.network.protocol import is_flexible, request_class
-
-    if version < 1:
-        return False
-    view = memoryview(bytes(frame[4 : 4 + size]))
-    (client_id_len,) = struct.unpack_from(">h", view, 8)
-    pos = 10 + max(client_id_len, 0)
-    if is_flexible(METADATA, version):
-        pos += 1  # empty tagged fields of request header v2
-    req, _ = entity_reader(request_class(METADATA, version))(view, pos)
-    return req.topics is not None and len(req.topics) == 0
-
-
-def _without_topics(frame: bytes, version: int) -> bytes:
-    """The response a Kafka broker gives a brokers-only request: Tansu's answer with its topics removed."""
-    import dataclasses
-    import io
-
-    from kio.serial import entity_reader, entity_writer
-
-    from kproducer.network.protocol import is_flexible, response_class
-
-    cls = response_class(METADATA, version)
-    header_len = 4 + (1 if is_flexible(METADATA, version) else 0)  # correlation id (+ empty tagged fields)
-    if is_flexible(METADATA, version) and frame[8] != 0:
-        return frame  # tagged fields in the header: leave the frame alone
-    body, _ = entity_reader(cls)(memoryview(frame), 4 + header_len)
-    out = io.BytesIO()
-    entity_writer(cls)(out, dataclasses.replace(body, topics=()))
-    payload = frame[4 : 4 + header_len] + out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
 
 
 # ---------------------------------------------------------------- child side
@@ -342,8 +199,17 @@ def _child(
             with lock:
                 failed.append(f"{topic}: send() raised {exc!r}")
             return
-        blocked[topic] = (perf() - start) * 1000  # how long send() held its caller
+        held = (perf() - start) * 1000  # how long send() held its caller
+        blocked[topic] = held
+        longest[0] = max(longest[0], held)
         returned.append(topic)
+
+    longest = [0.0]  # the longest any send() call held its caller, in ms
+
+    def timed_send(topic: str) -> None:
+        begin = perf()
+        send(topic, None)
+        longest[0] = max(longest[0], (perf() - begin) * 1000)
 
     blocked: dict[str, float] = {}
     # The pool's futures are not kept: 2,000 of them (each with a Condition, an RLock and
@@ -351,8 +217,9 @@ def _child(
     pool = ThreadPoolExecutor(CALLER_THREADS)
     known: list[str] = []
     taken = 0
-    # ticks: the topics due in each 100 ms tick are sent together; single: each one alone, when due.
-    tick_s = TICK_S if pattern == "ticks" else max(0.001, min(TICK_S, discover_s / max(1, len(names))))
+    # single and pool: the topics due in each 100 ms tick are sent together, back to back by this
+    # one thread (single) or each by a thread of the pool (pool); paced: each one alone, when due.
+    tick_s = TICK_S if pattern != "paced" else max(0.001, min(TICK_S, discover_s / max(1, len(names))))
     ticks_per_s = round(1 / tick_s)
     t0 = perf()
     tick = 0
@@ -373,9 +240,12 @@ def _child(
         taken = n
         slot = tick % ticks_per_s
         for i in range(slot, len(known), ticks_per_s):
-            send(known[i], None)
+            timed_send(known[i])
         for t in new:
-            pool.submit(first_send, t, perf())
+            if pattern == "single":
+                first_send(t, perf())
+            else:
+                pool.submit(first_send, t, perf())
         tick += 1
         sleep = t0 + tick * tick_s - perf()
         if sleep > 0:
@@ -397,6 +267,7 @@ def _child(
         "first_ack_p99_ms": _pct(lat, 0.99),
         "first_send_blocked_p50_ms": _pct(list(blocked.values()), 0.5),
         "first_send_blocked_p99_ms": _pct(list(blocked.values()), 0.99),
+        "longest_send_ms": longest[0],
         "routine_max_topics": max((n for n, _ in routine_sizes), default=0),
         "routine_over_target": sum(1 for n, t in routine_sizes if n > t),
         "routine_requests": len(routine_sizes),
@@ -436,9 +307,10 @@ def main() -> None:
     ap.add_argument("--max-age-ms", type=int, default=10_000)
     ap.add_argument(
         "--pattern",
-        choices=["ticks", "single"],
-        default="ticks",
-        help="discovery: the new topics of each 100 ms tick together (default), or each alone when due",
+        choices=["single", "pool", "paced"],
+        default="single",
+        help="discovery: the new topics of each 100 ms tick sent back to back by one caller thread (default), "
+        "or each by a thread of a pool, or each alone when due (pool threads)",
     )
     ap.add_argument("--chunk", type=int, default=1_000, help="topics per CreateTopics request")
     ap.add_argument("--clients", default=",".join(CLIENTS))
@@ -525,9 +397,9 @@ def main() -> None:
     print()
     print(
         "| client | Metadata requests | vs confluent | Metadata bytes | vs confluent | first send→ack p50 | p99 "
-        "| first send() blocked p99 | delivered | failed | largest routine request (target) |"
+        "| first send() blocked p99 | longest send() | delivered | failed | largest routine request (target) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         rq = (
             f"{r['metadata_requests'] / base['metadata_requests']:.0%}"
@@ -543,6 +415,7 @@ def main() -> None:
         print(
             f"| {r['client']} | {r['metadata_requests']} | {rq} | {r['metadata_bytes'] / 1000:.0f} KB | {rb} | "
             f"{r['first_ack_p50_ms']:.1f} ms | {r['first_ack_p99_ms']:.1f} ms | {r['first_send_blocked_p99_ms']:.1f} ms | "
+            f"{r['longest_send_ms']:.1f} ms | "
             f"{r['delivered']} | {r['failed']} | {routine} |"
         )
 

@@ -316,3 +316,43 @@ def test_available_memory_always_returns_to_total(ops: list[tuple[str, int]], cl
         pool.deallocate(b)
     assert pool.queued() == 0
     assert pool.available_memory() == total
+
+
+# ---------------------------------------------------------------------- reserve / release (records waiting for metadata)
+@given(st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=3 * POOLABLE)), max_size=30))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_reserve_and_release_keep_the_accounting(ops: list[tuple[bool, int]]) -> None:
+    pool = BufferPool(4 * POOLABLE, POOLABLE)
+    charged: list[int] = []
+    buffers: list[bytearray] = []
+    for is_reserve, size in ops:
+        free = pool.available_memory()
+        if is_reserve and size <= free:
+            pool.reserve(size, 0)
+            charged.append(size)
+        elif not is_reserve and size <= free:
+            buffers.append(pool.allocate(size, 0))
+        elif charged:
+            pool.release(charged.pop())
+        held = sum(charged) + sum(len(b) for b in buffers)
+        assert pool.available_memory() + held == 4 * POOLABLE
+    for size in charged:
+        pool.release(size)
+    for b in buffers:
+        pool.deallocate(b)
+    assert pool.available_memory() == 4 * POOLABLE
+
+
+def test_reserve_waits_for_memory_and_fails_after_max_block() -> None:
+    pool = BufferPool(2 * POOLABLE, POOLABLE)
+    pool.reserve(2 * POOLABLE, 0)
+    with pytest.raises(BufferExhaustedError):
+        pool.reserve(10, 50)
+    got = threading.Event()
+    t = threading.Thread(target=lambda: (pool.reserve(POOLABLE, 5000), got.set()))
+    t.start()
+    wait_until(lambda: pool.queued() == 1)
+    assert not got.is_set()
+    pool.release(POOLABLE)  # a parked record was appended or failed: its charge comes back
+    t.join(5)
+    assert got.is_set() and pool.available_memory() == 0

@@ -88,6 +88,8 @@ class Tracker:
     def __init__(self, producer: Producer, topic: str) -> None:
         self.producer = producer
         self.topic = topic
+        # send() never waits for metadata; the partition of each send is read from its future at once.
+        producer.partitions_for(topic)
         self.lock = threading.Lock()
         self.outcomes: dict[int, list[tuple[RecordMetadata | None, BaseException | None, float]]] = {}
         self.partitions: dict[int, TopicPartition] = {}

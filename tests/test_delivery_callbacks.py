@@ -54,6 +54,7 @@ def test_confluent_style_on_delivery_copied_from_its_docs(tansu: TansuBroker, to
             reports.append((None, msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
 
     with _producer(tansu) as p:
+        p.partitions_for(topic_name)  # send() never waits for metadata: let the first sends find it
         before = _fast_calls(p)
         for i in range(300):
             p.send(topic_name, b"v%d" % i, b"k%d" % (i % 11), on_delivery=delivery_report)
@@ -76,6 +77,7 @@ def test_java_style_callback(tansu: TansuBroker, topic_name: str) -> None:
         got.append((metadata, exception))
 
     with _producer(tansu) as p:
+        p.partitions_for(topic_name)  # send() never waits for metadata: let the first sends find it
         before = _fast_calls(p)
         futs = [p.send(topic_name, b"j%d" % i, callback=on_completion) for i in range(200)]
         assert p.flush(20) == 0

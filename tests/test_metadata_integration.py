@@ -39,8 +39,8 @@ def test_500_new_topics_cost_far_fewer_than_500_requests(tansu: TansuBroker) -> 
     p = Producer(bootstrap_servers=tansu.bootstrap, linger_ms=5, max_block_ms=20_000)
     try:
         requests = _record_requests(p._metadata)
-        # 16 caller threads discover the topics concurrently: each send() blocks only its caller,
-        # and topics that turn up while a request is in flight share the next one.
+        # 16 caller threads discover the topics concurrently: send() parks each record, and topics
+        # that turn up while a request is in flight share the next one.
         with ThreadPoolExecutor(16) as pool:
             futures = list(pool.map(lambda t: p.send(t, value=t.encode(), key=b"k"), names))
         assert p.flush(30) == 0
@@ -56,8 +56,9 @@ def test_500_new_topics_cost_far_fewer_than_500_requests(tansu: TansuBroker) -> 
     named = [t for r in requests if r for t in r]
     # Tansu answers the producer's first, brokers-only request with every topic (Kafka names none):
     # a topic whose first send() lands while that answer is on its way is known without being named.
-    unnamed = set(names) - set(named)
-    assert len(unnamed) <= 2, f"{len(unnamed)} topics were never named in a request: {sorted(unnamed)[:5]}"
+    # send() does not wait, so how many topics the threads get through in that time depends on the
+    # machine's load; the named ones must be among the topics sent (a partial refresh, not "all").
+    assert set(named) <= set(names), sorted(set(named) - set(names))[:5]
     assert all(r is not None for r in requests), "a routine request asked for all topics"
     assert snap["metadata-response-bytes-total"] > 0
     for t in (names[0], names[250], names[-1]):
@@ -70,12 +71,13 @@ def test_unknown_topic_fails_after_max_block_ms_naming_it(tansu: TansuBroker) ->
     try:
         t0 = time.monotonic()
         fut = p.send("kip526-no-such-topic", value=b"x")
-        waited = time.monotonic() - t0
+        assert not fut.done()  # the record waits for metadata, not the caller
         with pytest.raises(UnknownTopicOrPartitionError, match="kip526-no-such-topic"):
             fut.get(5)
+        waited = time.monotonic() - t0
         st = p._metadata.topic_state("kip526-no-such-topic")
         assert st is not None and st.urgent and st.errors >= 2  # kept urgent, retried with backoff
-        assert 0.7 <= waited < 3.0
+        assert waited >= 0.7
         # Retries were backed off, not a hot loop: 100 ms growing to 1 s over 0.8 s is a handful.
         assert p.metrics()["metadata-request-total"] < 15
     finally:

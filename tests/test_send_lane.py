@@ -68,6 +68,7 @@ class TestLane:
         sent: list[tuple[bytes | None, bytes | None]] = []
         with _producer(tansu) as p:
             lane = _lane(p)
+            p.partitions_for(topic_name)  # wait for the topic's metadata: send() itself never does
             futs = []
             for i in range(3000):
                 key = None if i % 3 == 0 else f"key-{i % 50}".encode()
@@ -108,6 +109,7 @@ class TestLane:
 
         with _producer(tansu) as p:
             lane = _lane(p)
+            p.partitions_for(topic_name)  # wait for the topic's metadata: send() itself never does
             for i in range(2000):
                 p.send(topic_name, b"v%d" % i, b"k%d" % (i % 7), callback=cb(i))
             assert p.flush(15) == 0
@@ -162,6 +164,7 @@ class TestLane:
         values = [(b"compressible-%d-" % i) * 20 for i in range(1500)]
         with _producer(tansu, compression_type=codec) as p:
             lane = _lane(p)
+            p.partitions_for(topic_name)  # wait for the topic's metadata: send() itself never does
             futs = [p.send(topic_name, v) for v in values]
             assert p.flush(15) == 0
             assert all(f.result(5).offset >= 0 for f in futs)
@@ -174,6 +177,7 @@ class TestLane:
         per_thread = 5000
         with _producer(tansu, batch_size=4096) as p:
             lane = _lane(p)
+            p.partitions_for(topic_name)  # wait for the topic's metadata: send() itself never does
 
             def run(t: int) -> None:
                 for i in range(per_thread):

@@ -1,9 +1,11 @@
 """The Producer facade: ``send``/``flush``/``close``/``metrics`` on the caller's thread.
 
-``send()`` does exactly seed 003's caller-thread steps: wait for the topic's
-metadata (bounded by ``max.block.ms``), serialize, partition, check the size,
-append to the RecordAccumulator, and wake the Sender when a batch filled or a
-new one was created. Everything else happens on the Sender thread.
+``send()`` serializes, then hands the record to the routing step
+(:mod:`kproducer.router`): the topic's metadata, the size check, the partition
+choice and the append to the RecordAccumulator, waking the Sender when a batch
+filled or a new one was created. A record whose topic has no metadata yet is
+parked there instead of blocking the caller. Everything else happens on the
+Sender thread.
 
 The hot path is kept lean: bytes skip the serializers, the partition count is
 read from the immutable Cluster snapshot without a lock, and attribute look-ups
@@ -24,9 +26,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.bulk import BulkFuture, _arrow_column, _encoded_headers, _fail_bulk, _OffsetSink
 from kproducer.circuit_breaker import (
     CircuitBreakManager,
     PartitionCircuitBreaker,
@@ -46,9 +50,8 @@ from kproducer.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
-    PartitionMutedError,
     ProducerClosedError,
-    RecordTooLargeError,
+    SerializationError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -60,9 +63,9 @@ from kproducer.metrics import (
     register_producer_metrics,
     register_transaction_metrics,
 )
-from kproducer.partitioner import partition_for_key, resolve_partitioner
-from kproducer.record.builder import MAX_TIMESTAMP, estimate_size_upper_bound
+from kproducer.partitioner import resolve_partitioner
 from kproducer.record.codecs import CompressionType
+from kproducer.router import RecordRouter
 from kproducer.sender import Clock, KafkaClient, Sender
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
@@ -73,9 +76,6 @@ from kproducer.transaction_manager import (
     TransactionState,
     group_metadata_from,
 )
-
-if TYPE_CHECKING:
-    from kproducer.bulk import BulkFuture
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def _at_exit() -> None:
         if p._closed or p._forked or p._pid != os.getpid():
             continue
         try:
-            pending = p._accumulator.incomplete_record_count()
+            pending = p._router.pending_count()
             if not pending:
                 continue
             warn_data_loss(
@@ -169,10 +169,6 @@ atexit.register(_at_exit)
 
 def _clock_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-class _FailedFuture(RecordFuture):
-    """A future that failed before it reached a batch (metadata timeout, record too large)."""
 
 
 class Producer:
@@ -291,10 +287,32 @@ class Producer:
             circuit_break_manager=self._breaker_manager,
         )
         self._sensors.bind_gauges(self._pool, self._client)
-        # KIP-526: a topic still holding records is never evicted; metadata metrics and gauges.
-        self._metadata.set_buffered_records_check(self._accumulator.has_buffered_records)
         self._metadata.bind_metrics(self._sensors, on_evict=self._sensors.remove_topic)
 
+        self._router = RecordRouter(
+            metadata=self._metadata,
+            accumulator=self._accumulator,
+            pool=self._pool,
+            clock_ms=self._clock,
+            wakeup=self._client.wakeup,
+            sensors=self._sensors,
+            breaker_manager=self._breaker_manager,
+            partitioner=self._partitioner,
+            keyed_reroute=self._keyed_reroute,
+            ignore_keys=self._ignore_keys,
+            compression=self._compression,
+            max_request_size=cfg.max_request_size,
+            buffer_memory=cfg.buffer_memory,
+            max_block_ms=cfg.max_block_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            failure_log=self._failure_log,
+        )
+        router = self._router
+        # KIP-526: a topic still holding records (in batches or parked) is never evicted.
+        self._metadata.set_buffered_records_check(
+            lambda t: router.has_parked(t) or self._accumulator.has_buffered_records(t)
+        )
         self._sender = Sender(
             client=self._client,
             metadata=self._metadata,
@@ -314,6 +332,7 @@ class Producer:
             circuit_break_manager=self._breaker_manager,
             max_in_flight=cfg.max_in_flight_requests_per_connection,
             failure_log=self._failure_log,
+            router=self._router,
         )
         self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
         self._io_thread = threading.Thread(
@@ -321,10 +340,10 @@ class Producer:
         )
         self._io_thread.start()
         # Bound once: send() is called millions of times.
-        self._append = self._accumulator.append
         self._wakeup = self._sender.wakeup
-        self._partition_state = self._accumulator.partition_state
+        self._route = self._router.route
         self._lane = self._make_send_lane()
+        self._router.lane = self._lane
         if self._lane is not None:
             # The instance attribute shadows the method: p.send(...) goes straight into C.
             self.__dict__["send"] = self._lane
@@ -416,11 +435,13 @@ class Producer:
     ) -> RecordFuture:
         """Queue one record; returns a future resolving to its RecordMetadata.
 
-        Blocks only to wait for the topic's metadata or for buffer memory, each
-        within ``max.block.ms``. Errors that concern this record (its metadata
-        timed out, it is too large, the buffer stayed full) complete the future
-        and the callback, as in Java; a misuse (closed producer, bad argument,
-        serialization failure) raises here.
+        Never waits for metadata: a record whose topic has none yet waits in the
+        producer (charged to ``buffer.memory``) and goes into a batch, in send
+        order, when its metadata arrives. The call blocks only while the buffer is
+        full, up to ``max.block.ms``. Errors that concern this record (no metadata
+        within ``max.block.ms``, an invalid topic, too large, a serializer failure,
+        a muted partition, the buffer stayed full) complete the future and the
+        callback; a misuse (closed producer, bad argument types) raises here.
 
         ``callback(metadata, exception)`` is Java's order; ``on_delivery(err, msg)``
         is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
@@ -449,107 +470,28 @@ class Producer:
         if headers is not None and type(headers) is not list:
             headers = list(headers)
 
-        # 1. metadata
-        cluster = self._metadata.cluster
-        num_partitions = cluster.partition_count(topic)
-        start = 0
-        if num_partitions is None or (partition is not None and partition >= num_partitions):
-            start = self._clock()
-            try:
-                cluster, num_partitions = self._wait_on_metadata(topic, partition, start)
-            except KafkaError as e:
-                return self._fail_now(topic, partition, e, callback)
-        else:
-            self._metadata.touch(topic, self._clock())
-
-        # 2. serialize (bytes skip the serializers)
-        if type(key) is bytes or key is None:
-            key_bytes = key
-            if key is not None and not self._key_passthrough:
-                key_bytes = self._key_serializer.serialize(topic, key, headers)
-        else:
-            key_bytes = self._key_serializer.serialize(topic, key, headers)
-        if type(value) is bytes or value is None:
-            value_bytes = value
-            if value is not None and not self._value_passthrough:
-                value_bytes = self._value_serializer.serialize(topic, value, headers)
-        else:
-            value_bytes = self._value_serializer.serialize(topic, value, headers)
-
-        # 3. partition (with a circuit breaker, muted partitions are avoided: seed 002)
-        manager = self._breaker_manager
-        if partition is not None:
-            if partition < 0:
-                raise ValueError(f"partition must be >= 0, got {partition}")
-            if manager is not None and manager.routing_muted and not manager.may_send(TopicPartition(topic, partition)):
-                # An explicit muted partition fails at once, before it takes any buffer memory.
-                return self._fail_now(
-                    topic,
-                    partition,
-                    PartitionMutedError(
-                        f"partition {topic}-{partition} is muted by the circuit breaker; retry later "
-                        f"or let the partitioner choose",
-                        topic=topic,
-                        partition=partition,
-                    ),
-                    callback,
-                )
-        elif self._partitioner is not None:
-            view = cluster if manager is None else manager.cluster_view(cluster)
-            partition = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, view)
-            if not 0 <= partition < num_partitions:
-                raise ValueError(
-                    f"partitioner.class returned partition {partition} for topic {topic!r}, "
-                    f"which has partitions 0..{num_partitions - 1}"
-                )
-        elif key_bytes is not None and not self._ignore_keys:
-            partition = partition_for_key(key_bytes, num_partitions)
-            if manager is not None and self._keyed_reroute and manager.routing_muted:
-                partition = manager.reroute_keyed(topic, partition, key_bytes, cluster)
-        else:
-            partition = -1  # the accumulator's built-in sticky partitioner chooses (KIP-794)
-
-        # 4. size check
-        size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
-        if size > self._max_request_size or size > self._buffer_memory:
-            which = "max.request.size" if size > self._max_request_size else "buffer.memory"
-            limit = self._max_request_size if which == "max.request.size" else self._buffer_memory
-            return self._fail_now(
-                topic,
-                partition if partition >= 0 else None,
-                RecordTooLargeError(
-                    f"The message is {size} bytes when serialized which is larger than {limit}, "
-                    f"the value of the {which} configuration",
-                    topic=topic,
-                    partition=partition if partition >= 0 else None,
-                ),
-                callback,
-            )
-
-        # 5. append, and wake the Sender when a batch filled or a new one was created
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        elif timestamp < 0 or timestamp > MAX_TIMESTAMP:
-            raise ValueError(f"timestamp must be in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp}")
-        now = self._clock()
-        remaining = self._max_block_ms - (now - start) if start else self._max_block_ms
+        # Serialize (bytes skip the serializers), then the routing step: metadata, size check,
+        # partition choice, append. A topic without metadata parks the record, not the caller.
         try:
-            result = self._append(
-                topic, partition, timestamp, key_bytes, value_bytes, headers, callback, remaining, False, now, cluster
-            )
-        except KafkaError as e:
-            if isinstance(e, ProducerClosedError):
-                raise
-            return self._fail_now(topic, partition if partition >= 0 else None, e, callback)
-        if result.batch_is_full or result.new_batch_created:
-            self._wakeup()
-        lane = self._lane
-        if lane is not None and cluster is self._metadata.cluster:
-            # Later sends to this topic may take the C lane (while metadata holds this snapshot).
-            lane.register(topic, cluster, num_partitions, *self._partition_state(topic))
-        future = result.future
-        assert future is not None  # only None with abort_on_new_batch, which send() does not use
-        return future
+            if type(key) is bytes or key is None:
+                key_bytes = key
+                if key is not None and not self._key_passthrough:
+                    key_bytes = self._key_serializer.serialize(topic, key, headers)
+            else:
+                key_bytes = self._key_serializer.serialize(topic, key, headers)
+            if type(value) is bytes or value is None:
+                value_bytes = value
+                if value is not None and not self._value_passthrough:
+                    value_bytes = self._value_serializer.serialize(topic, value, headers)
+            else:
+                value_bytes = self._value_serializer.serialize(topic, value, headers)
+        except Exception as e:
+            # The record's own error: it reaches its future and callback, naming topic and partition.
+            error = e if isinstance(e, SerializationError) else SerializationError(f"serializer raised {e!r}")
+            if error is not e:
+                error.__cause__ = e
+            return self._router.fail_now(topic, partition, error, callback)
+        return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
 
     def send_batch(
         self,
@@ -563,20 +505,47 @@ class Producer:
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
     ) -> BulkFuture:
-        """Queue many records at once without a Python object per record (see :mod:`kproducer.bulk`).
+        """Queue ``values[i]`` (with ``keys[i]``) as records of ``topic`` without a Python object per record.
 
-        Returns one future resolving to the records' metadata in order; ``headers``
-        (one list) go on every record; ``callback`` or ``on_delivery`` (as for
-        :meth:`send`) is called per record.
+        Returns one future resolving to the records' metadata in row order;
+        ``headers`` (one list) go on every record; ``callback`` or ``on_delivery``
+        (as for :meth:`send`) is called per record. The rows take the same routing step as :meth:`send` (see
+        :mod:`kproducer.bulk` for how they are encoded).
         """
-        from kproducer.bulk import send_batch
-
+        self._check_usable()
+        if type(topic) is not str:
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Sequence):
+            raise TypeError(f"values must be a sequence (list or tuple) of bytes, got {type(values).__name__}")
+        if keys is not None:
+            if isinstance(keys, (str, bytes, bytearray, memoryview)) or not isinstance(keys, Sequence):
+                raise TypeError(f"keys must be a sequence of bytes (or None), got {type(keys).__name__}")
+            if len(keys) != len(values):
+                raise ValueError(
+                    f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
+                )
+        n = len(values)
         cb = None
         if callback is not None or on_delivery is not None:
             cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
-        return send_batch(
-            self, topic, values, keys, partition=partition, timestamp=timestamp, headers=headers, on_delivery=cb  # type: ignore[arg-type]
-        )
+        if self._needs_per_record():
+            rows = list(zip(keys or [None] * n, values, strict=True))
+            return self._send_each(topic, rows, partition, timestamp, headers, cb)
+        fut = BulkFuture(topic, n)
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        if keys is not None and not isinstance(keys, (list, tuple)):
+            keys = list(keys)
+        try:
+            encoded = _encoded_headers(headers)
+            wake = self._router.route_many(topic, n, values, keys, False, partition, timestamp, encoded, cb, fut, fut)
+        except ProducerClosedError:
+            raise
+        except KafkaError as e:
+            return _fail_bulk(fut, e, cb)
+        if wake:
+            self._wakeup()
+        return fut
 
     def send_arrow(
         self,
@@ -592,31 +561,156 @@ class Producer:
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
     ) -> BulkFuture:
-        """Queue the rows of a pyarrow Table/RecordBatch, encoded straight from the column buffers.
+        """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
 
-        ``callback`` or ``on_delivery`` (as for :meth:`send`) is called per row.
+        ``key_column`` is used when present (None: no keys). Without ``topic``, each
+        row's topic comes from the string column ``topic_column``. ``callback`` or
+        ``on_delivery`` (as for :meth:`send`) is called per row.
         """
-        from kproducer.bulk import send_arrow
+        self._check_usable()
 
+        data = table_or_batch
         cb = None
         if callback is not None or on_delivery is not None:
             cb = resolve_bulk_callback(
-                callback, on_delivery, topic or "", _arrow_column_or_none(table_or_batch, key_column),
-                _arrow_column_or_none(table_or_batch, value_column),
+                callback, on_delivery, topic or "", _arrow_column_or_none(data, key_column),
+                _arrow_column_or_none(data, value_column),
             )
+        return self._send_arrow(data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb)
 
-        return send_arrow(
-            self,
-            table_or_batch,
-            topic,
-            value_column=value_column,
-            key_column=key_column,
-            topic_column=topic_column,
-            partition=partition,
-            timestamp=timestamp,
-            headers=headers,  # type: ignore[arg-type]
-            on_delivery=cb,
-        )
+    def _send_arrow(
+        self,
+        data: Any,
+        topic: str | None,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: Callback | None,
+    ) -> BulkFuture:
+        """send_arrow() with its per-row callback resolved."""
+        import pyarrow as pa
+
+        if isinstance(data, pa.RecordBatch):
+            batches = [data]
+            schema = data.schema
+        elif isinstance(data, pa.Table):
+            batches = data.to_batches()
+            schema = data.schema
+        else:
+            raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
+        names = schema.names
+        if value_column not in names:
+            raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
+        has_keys = key_column is not None and key_column in names
+        n = data.num_rows
+        if topic is None:
+            if topic_column not in names:
+                raise ValueError(
+                    f"send_arrow needs topic=... or a {topic_column!r} string column (columns: {', '.join(names)})"
+                )
+            return self._send_arrow_by_topic(
+                data, value_column, key_column if has_keys else None, topic_column, partition, timestamp,
+                headers, on_delivery,
+            )
+        if type(topic) is not str:
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        for batch in batches:
+            _arrow_column(batch.column(value_column), value_column)
+            if has_keys:
+                _arrow_column(batch.column(key_column), key_column)  # type: ignore[arg-type]
+        if self._needs_per_record():
+            vals = data.column(value_column).to_pylist()
+            ks = data.column(key_column).to_pylist() if has_keys else [None] * n
+            return self._send_each(topic, list(zip(ks, vals, strict=True)), partition, timestamp, headers, on_delivery)
+        fut = BulkFuture(topic, n)
+        wake = False
+        row = 0
+        route_many = self._router.route_many
+        try:
+            encoded = _encoded_headers(headers)
+            for batch in batches:
+                m = batch.num_rows
+                values = _arrow_column(batch.column(value_column), value_column)
+                keys = _arrow_column(batch.column(key_column), key_column) if has_keys else None  # type: ignore[arg-type]
+                sink = fut if not row else _OffsetSink(fut, row)
+                # Rows of a chunk are numbered from 0: per-row delivery reports look them up from the call's row.
+                at_offset = getattr(on_delivery, "at_offset", None)
+                chunk_cb = on_delivery if at_offset is None or not row else at_offset(row)
+                wake |= route_many(topic, m, values, keys, True, partition, timestamp, encoded, chunk_cb, sink, fut)
+                row += m
+        except ProducerClosedError:
+            raise
+        except KafkaError as e:
+            return _fail_bulk(fut, e, on_delivery)
+        finally:
+            if wake:
+                self._wakeup()
+        return fut
+
+    def _send_arrow_by_topic(
+        self,
+        data: Any,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+    ) -> BulkFuture:
+        """One bulk call per distinct topic (rows keep their order within a topic); one future over all rows."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        topics_col = table.column(topic_column)
+        if not (pa.types.is_string(topics_col.type) or pa.types.is_large_string(topics_col.type)):
+            raise TypeError(f"topic column {topic_column!r} must be a string column, got {topics_col.type}")
+        if topics_col.null_count:
+            raise ValueError(f"topic column {topic_column!r} has {topics_col.null_count} null rows; every row needs a topic")
+        outer = BulkFuture("<several>", table.num_rows)
+        for t in pc.unique(topics_col).to_pylist():
+            rows = pc.indices_nonzero(pc.equal(topics_col, t))
+            sub = table.take(rows)
+            for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
+            inner = self._send_arrow(
+                sub, t, value_column, key_column, topic_column, partition, timestamp, headers,
+                on_delivery if for_columns is None else for_columns(
+                    t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
+                ),
+            )
+            outer._appended(len(rows))
+            inner.add_done_callback(partial(outer._forward_from, rows.to_pylist(), t))
+        return outer
+
+    def _needs_per_record(self) -> bool:
+        """Interceptors and custom partitioners see each record: bulk calls then go through send()."""
+        return bool(self._interceptors) or self._partitioner is not None
+
+    def _send_each(
+        self,
+        topic: str,
+        rows: list[tuple[Any, Any]],
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+    ) -> BulkFuture:
+        fut = BulkFuture(topic, len(rows))
+        hdrs = list(headers) if headers else None
+        for_row = getattr(on_delivery, "for_row", None)  # per-row delivery reports (kproducer.delivery)
+        for row, (key, value) in enumerate(rows):
+            cb = on_delivery if for_row is None else for_row(row)
+            rf = self.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
+            fut._follow(row, rf)
+        return fut
+
+    def _check_usable(self) -> None:
+        if self._closed or self._forked:
+            self._raise_unusable()
 
     def _raise_unusable(self) -> None:
         if self._forked:
@@ -675,24 +769,6 @@ class Producer:
                 self._wakeup()
                 first = False
             md.await_update(version, min(deadline - now, 1000) / 1000.0)
-
-    def _fail_now(
-        self, topic: str, partition: int | None, error: KafkaError, on_delivery: Callback | None
-    ) -> RecordFuture:
-        """Java's FutureFailure: the error reaches the returned future and the callback, not the caller."""
-        if error.topic is None:
-            error.topic = topic
-            error.partition = partition
-        self._sensors.record_errors(topic, 1)
-        self._failure_log.failed(topic, partition if partition is not None else -1, 1, error, 0, self._clock())
-        fut = RecordFuture.failed(TopicPartition(topic, partition if partition is not None else -1), error)
-        if on_delivery is not None:
-            try:
-                on_delivery(None, error)
-            except Exception:
-                log.exception("delivery callback raised")
-        return fut
-
 
     # ------------------------------------------------------------------ transactions
     @property
@@ -804,6 +880,7 @@ class Producer:
         """
         tm = self._require_transactional("commit_transaction")
         start = time.perf_counter_ns()
+        self._await_parked_for_transaction("commit_transaction", timeout)
         result = tm.begin_commit()
         if self._lane is not None:
             self._lane.enabled = False
@@ -814,10 +891,30 @@ class Producer:
         already written are hidden from read_committed consumers by the abort marker."""
         tm = self._require_transactional("abort_transaction")
         start = time.perf_counter_ns()
+        self._await_parked_for_transaction("abort_transaction", timeout)
         result = tm.begin_abort()
         if self._lane is not None:
             self._lane.enabled = False
         self._txn_wait(result, timeout, "abort", start)
+
+    def _await_parked_for_transaction(self, operation: str, timeout: float | None) -> None:
+        """Records sent in the transaction that still wait for their topic's metadata belong to it.
+
+        send() does not block on metadata, so such a record is not in a batch yet; the
+        transaction may end only once it is (or once it failed at ``max.block.ms``), as
+        Java's blocking send() guarantees. Until then the state is unchanged, so a
+        KafkaTimeoutError here can be retried by calling the same method again.
+        """
+        router = self._router
+        if not router.has_parked():
+            return
+        self._wakeup()
+        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
+        if not router.await_unparked(wait):
+            raise KafkaTimeoutError(
+                f"{operation}(): {router.parked_count()} record(s) of this transaction still wait for their "
+                f"topic's metadata after {wait:g} s; call {operation}() again to keep waiting"
+            )
 
     @contextmanager
     def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
@@ -900,10 +997,15 @@ class Producer:
         self._accumulator.begin_flush()
         self._wakeup()
         try:
-            self._accumulator.await_flush_completion(timeout)
+            # Records waiting for metadata first reach a batch (or fail at max.block.ms).
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._router.await_unparked(timeout):
+                return self._router.pending_count()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._accumulator.await_flush_completion(remaining)
         finally:
             self._accumulator.end_flush()
-        return self._accumulator.incomplete_record_count()
+        return self._router.pending_count()
 
     def take_failed_count(self) -> int:
         """The number of records that failed since the previous call (or since the producer started).
@@ -936,6 +1038,12 @@ class Producer:
         if self._breaker_manager is not None:
             # Closing drains everything: muted partitions get their records tried too.
             self._breaker_manager.close()
+        if self._router.parked:
+            # Records still waiting for metadata get it (or fail at max.block.ms) before the drain.
+            start = time.monotonic()
+            self._router.await_unparked(timeout)
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.monotonic() - start))
         self._sender.initiate_close()
         self._join_io_thread(timeout)
         if self._io_thread.is_alive():

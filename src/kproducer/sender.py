@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.metadata import Metadata
     from kproducer.metrics import ProducerSensors
+    from kproducer.router import RecordRouter
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Sender:
         circuit_break_manager: CircuitBreakManager | None = None,
         max_in_flight: int = 5,
         failure_log: FailureLog | None = None,
+        router: RecordRouter | None = None,
     ) -> None:
         self._client = client
         self._metadata = metadata
@@ -134,6 +136,7 @@ class Sender:
         self._breaker_manager = circuit_break_manager
         self._max_in_flight = max_in_flight
         self._failure_log = failure_log if failure_log is not None else FailureLog(log)
+        self._router = router
         # Batches handed to the network and not yet completed, per partition, for in-flight expiry.
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._running = True
@@ -166,6 +169,9 @@ class Sender:
         # Graceful close: keep sending until the accumulator is empty and nothing is in flight.
         while not self._force_close and self._has_pending_work():
             self._run_once_safe()
+        if self._router is not None:
+            # Whatever still waits for metadata now never gets it.
+            self._router.fail_all(ProducerClosedError("producer was closed before the topic's metadata arrived"))
         if self._force_close:
             self._abort_everything(ProducerClosedError("producer was closed forcefully before the record was delivered"))
         self._failure_log.emit_all(self._clock())
@@ -225,6 +231,13 @@ class Sender:
         tm = self._tm
         now = self._clock()
         self._failure_log.maybe_emit(now)
+        parked_delay = _MAX_POLL_MS
+        router = self._router
+        if router is not None and router.parked:
+            # Records that waited for metadata go into batches before anything sent after them
+            # (or fail at max.block.ms), whether or not a producer id is known yet.
+            parked_delay = max(1, router.release(now))
+            now = self._clock()
         if tm is not None:
             fatal = tm.fatal_error
             if fatal is not None:
@@ -241,14 +254,19 @@ class Sender:
                     expired = self._accumulator.expired_batches(now)
                     for batch in expired:
                         self._fail_expired(batch, now)
-                    self._client.poll(min(wait, _MAX_POLL_MS), now)
+                    self._client.poll(min(wait, _MAX_POLL_MS, parked_delay), now)
                     return
         if self._client.metadata_request_due(now):
-            # A send() blocked on a new topic waits for this request: send it before the
+            # Records parked for a new topic wait for this request: send it before the
             # ready/drain pass (whose cost grows with the topics buffered), not after it.
+            version = self._metadata.version
             self._client.poll(0, now)
             now = self._clock()
-        timeout = self._send_producer_data(now)
+            if router is not None and router.parked and self._metadata.version != version:
+                # An answer came in that poll: its topics' parked records go out in this loop,
+                # not after the next poll's timeout.
+                parked_delay = max(1, router.release(now))
+        timeout = min(self._send_producer_data(now), parked_delay)
         if tm is not None and tm.transactional:
             # Partitions the drain just found outside the transaction: AddPartitionsToTxn goes next loop.
             # (While a coordinator request is in flight its response wakes the poll instead.)

@@ -43,6 +43,20 @@ def read_topic(
     Returns records sorted by (partition, offset). ``security`` adds librdkafka settings
     (security.protocol, ssl.ca.location, sasl.*) to read through the same TLS/SASL path.
     """
+    return read_topics(bootstrap, {topic: partitions}, expected, timeout, security)
+
+
+def read_topics(
+    bootstrap: str,
+    topics: dict[str, int | None],
+    expected: int,
+    timeout: float = 30.0,
+    security: dict[str, Any] | None = None,
+) -> list[ConsumedRecord]:
+    """:func:`read_topic` over several topics with one consumer (``None``: ask for the partition count).
+
+    Returns records sorted by (topic, partition, offset).
+    """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer(
@@ -57,6 +71,7 @@ def read_topic(
         }
     )
     transient = {KafkaError._PARTITION_EOF, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+    names = ", ".join(repr(t) for t in list(topics)[:3]) + (f" and {len(topics) - 3} more" if len(topics) > 3 else "")
 
     def take(batch: list[Any], out: list[ConsumedRecord]) -> None:
         for m in batch:
@@ -64,7 +79,7 @@ def read_topic(
             if err is not None:
                 if err.code() in transient or (err.retriable() and not err.fatal()):
                     continue
-                raise AssertionError(f"reading back {topic!r} partition {m.partition()}: {err}")
+                raise AssertionError(f"reading back {m.topic()!r} partition {m.partition()}: {err}")
             ts_type, ts = m.timestamp()
             out.append(
                 ConsumedRecord(
@@ -73,19 +88,22 @@ def read_topic(
             )
 
     try:
-        if partitions is None:
-            md = c.list_topics(topic, timeout=10)
-            partitions = len(md.topics[topic].partitions)
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        assignment = []
+        for topic, partitions in topics.items():
+            if partitions is None:
+                md = c.list_topics(topic, timeout=10)
+                partitions = len(md.topics[topic].partitions)
+            assignment.extend(TopicPartition(topic, p, 0) for p in range(partitions))
+        c.assign(assignment)
         out: list[ConsumedRecord] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
             take(c.consume(num_messages=10000, timeout=0.2), out)
         if len(out) < expected:
-            raise AssertionError(f"read back {len(out)} of {expected} records from {topic!r} within {timeout}s")
+            raise AssertionError(f"read back {len(out)} of {expected} records from {names} within {timeout}s")
         # Drain a little longer so that extra (duplicate) records are caught too.
         take(c.consume(num_messages=10000, timeout=0.3), out)
-        out.sort(key=lambda r: (r.partition, r.offset))
+        out.sort(key=lambda r: (r.topic, r.partition, r.offset))
         return out
     finally:
         c.close()

@@ -115,6 +115,14 @@ class CircuitBreakRoutingLike(Protocol):
     def partitions_to_vacate(self) -> frozenset[TopicPartition]: ...
 
 
+class MemorySource(Protocol):
+    """Where a new batch's buffer comes from: the BufferPool, or memory already charged to it."""
+
+    def allocate(self, size: int, max_time_to_block_ms: int) -> bytearray: ...
+
+    def deallocate(self, buffer: bytearray, size: int | None = None) -> None: ...
+
+
 class RecordAppendResult(NamedTuple):
     """What ``append()`` tells the caller: wake the Sender when the batch is full or new."""
 
@@ -466,6 +474,8 @@ class RecordAccumulator:
         abort_on_new_batch: bool | int = False,
         now_ms: int | Cluster | None = None,
         cluster: Cluster | None = None,
+        *,
+        memory: MemorySource | None = None,
     ) -> RecordAppendResult:
         """Append one record to its partition's last batch, or to a new batch (seed 001 ``append``).
 
@@ -473,8 +483,10 @@ class RecordAccumulator:
         partition (KIP-794). With ``abort_on_new_batch`` the call returns
         ``abort_for_new_batch=True`` instead of allocating a new batch. The
         Producer facade's shorter form ``(..., max_time_to_block_ms, now_ms, cluster)``
-        is accepted too.
+        is accepted too. ``memory`` replaces the BufferPool as the source of a new
+        batch's buffer (records that waited for metadata bring their own charge).
         """
+        pool: MemorySource = self.free if memory is None else memory
         if not isinstance(abort_on_new_batch, bool):
             # Called as (..., max_time_to_block_ms, now_ms, cluster).
             cluster = now_ms if isinstance(now_ms, Cluster) else cluster
@@ -536,7 +548,7 @@ class RecordAccumulator:
                         self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, headers)
                     )
                     # Outside the deque lock: this may block for up to max.block.ms.
-                    buffer = self.free.allocate(size, max_time_to_block_ms)
+                    buffer = pool.allocate(size, max_time_to_block_ms)
                     now = self._clock()
                 with dq.lock:
                     if sticky and self._partition_changed(topic_info, effective, cluster):
@@ -557,7 +569,7 @@ class RecordAccumulator:
         finally:
             if buffer is not None:
                 # Another thread opened a batch meanwhile (or we failed): give the memory back.
-                self.free.deallocate(buffer, len(buffer))
+                pool.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
 
     def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
@@ -587,6 +599,8 @@ class RecordAccumulator:
         max_record_size: int,
         max_time_to_block_ms: int,
         cluster: Cluster | None,
+        *,
+        memory: MemorySource | None = None,
     ) -> bool:
         """Append records ``start..end`` of a bulk call, filling batches of ``batch.size`` in order.
 
@@ -596,15 +610,31 @@ class RecordAccumulator:
         the buffer a new batch needs. Returns whether the Sender should be woken.
         """
         topic_info = self._topic(topic)
+        pool: MemorySource = self.free if memory is None else memory
         sticky = partition == UNKNOWN_PARTITION
         if sticky and cluster is None:
             raise ValueError("append_many with partition -1 needs the cluster for the built-in partitioner")
+        breaker = self._routing
+        if breaker is not None and sticky and cluster is not None:
+            # As in append(): the sticky partition is chosen among partitions the breaker has not muted.
+            cluster = breaker.cluster_view(cluster)
         self._appends_in_progress.append(None)
         buffer: bytearray | None = None
         wake = False
+        forced_switches = 0
         try:
             while start < end:
                 effective = topic_info.partitioner.peek_current_partition(cluster) if sticky else partition  # type: ignore[arg-type]
+                if (
+                    sticky
+                    and breaker is not None
+                    and forced_switches < 3
+                    and self._closed_to_records(breaker, TopicPartition(topic, effective))
+                    and cluster.available_partitions_for_topic(topic)  # type: ignore[union-attr]
+                ):
+                    forced_switches += 1
+                    topic_info.partitioner.update_partition_info(effective, 0, cluster, True)  # type: ignore[arg-type]
+                    continue
                 dq = topic_info.deque_for(effective)
                 with dq.lock:
                     if sticky and self._partition_changed(topic_info, effective, cluster):
@@ -668,11 +698,11 @@ class RecordAccumulator:
                         max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
                     size = max(self.batch_initial_size, max_record_size)
                     # Outside the deque lock: this may block for up to max.block.ms.
-                    buffer = self.free.allocate(size, max_time_to_block_ms)
+                    buffer = pool.allocate(size, max_time_to_block_ms)
             return wake
         finally:
             if buffer is not None:
-                self.free.deallocate(buffer, len(buffer))
+                pool.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
 
     # ------------------------------------------------------------------ moving off muted partitions (Sender)
@@ -813,7 +843,13 @@ class RecordAccumulator:
                 batch.seal()
 
     def sticky_partition(self, topic: str, cluster: Cluster) -> int:
-        """The topic's current sticky partition (KIP-794), choosing one when there is none yet."""
+        """The topic's current sticky partition (KIP-794), choosing one when there is none yet.
+
+        With a circuit breaker it is chosen among the partitions the breaker has not muted.
+        """
+        breaker = self._routing
+        if breaker is not None:
+            cluster = breaker.cluster_view(cluster)
         return self._topic(topic).partitioner.peek_current_partition(cluster)
 
     @staticmethod

@@ -139,6 +139,40 @@ class BufferPool:
             return buffer
         return self._safe_allocate(size)
 
+    def reserve(self, size: int, max_time_to_block_ms: int) -> None:
+        """Charge ``size`` bytes to ``buffer.memory`` without making a buffer, blocking like :meth:`allocate`.
+
+        Records held while their topic has no metadata are counted this way, so that
+        ``buffer.memory`` bounds everything the producer holds; :meth:`release` gives
+        the bytes back.
+        """
+        if size == self._poolable_size or size > self._total_memory or size < 0:
+            # A pooled buffer's bytes stay charged and the object is dropped; a bad size raises.
+            self.allocate(size, max_time_to_block_ms)
+            return
+        with self._lock:
+            if self._closed:
+                raise ProducerClosedError("Producer closed while allocating memory")
+            try:
+                if self._non_pooled_available_memory + len(self._free) * self._poolable_size >= size:
+                    self._free_up(size)
+                    self._non_pooled_available_memory -= size
+                else:
+                    pooled = self._wait_for_memory(size, max_time_to_block_ms)
+                    del pooled  # a whole pooled buffer of this size: its bytes are the charge
+            finally:
+                if not (self._non_pooled_available_memory == 0 and not self._free) and self._waiters:
+                    self._waiters[0].notify()
+
+    def release(self, size: int) -> None:
+        """Give back bytes charged by :meth:`reserve` (or by a buffer that was dropped)."""
+        if size <= 0:
+            return
+        with self._lock:
+            self._non_pooled_available_memory += size
+            if self._waiters:
+                self._waiters[0].notify()
+
     def _wait_for_memory(self, size: int, max_time_to_block_ms: int) -> bytearray | None:
         """Join the FIFO waiters and accumulate ``size`` bytes (lock held). Returns a pooled buffer or None."""
         accumulated = 0

@@ -1,0 +1,929 @@
+"""The routing step every send goes through: topic metadata, size check, partition choice, append.
+
+``Producer.send``, ``send_batch``, ``send_arrow`` (and the C send lane, its fast
+path for registered topics) all reach :class:`RecordRouter`. Its steps, in
+order: the size check, the topic's metadata, the partition choice
+(``partitioner.class`` → KIP-794's sticky partitioner → the circuit breaker),
+then one accumulator append that takes a single record or a bulk range.
+
+No caller waits for metadata. A record whose topic has no metadata yet (or whose
+explicit partition is beyond the known count) is *parked*: charged to
+``buffer.memory``, queued in a per-topic FIFO, and its topic joins the next
+Metadata request (KIP-526's urgent set; every topic parked at the same time
+shares that one request). The Sender thread calls :meth:`RecordRouter.release`
+once per loop: a topic whose metadata arrived has its parked records partitioned
+and appended in the order they were sent, before any record sent to it later
+(while a topic has parked records, later sends to it park behind them). A parked
+record still without metadata after ``max.block.ms`` fails through its future and
+callback with the error a blocking send would have raised. The references are
+librdkafka's "unassigned partition" queue and franz-go's buffering of records for
+unknown topics; Java's blocking ``send()`` is KAFKA-3539.
+
+A caller still blocks for memory: parking charges the record to the BufferPool
+first, which waits up to ``max.block.ms`` when the buffer is full.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.errors import (
+    BufferExhaustedError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaTimeoutError,
+    PartitionMutedError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kproducer.failure_log import FailureLog
+from kproducer.partitioner import partition_for_key
+from kproducer.record import native
+from kproducer.record.builder import (
+    MAX_RECORD_OVERHEAD,
+    MAX_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    estimate_size_upper_bound,
+    varint_size,
+)
+from kproducer.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kproducer.accumulator import BufferPool, RecordAccumulator
+    from kproducer.accumulator.batch import BulkSink
+    from kproducer.circuit_breaker import CircuitBreakManager
+    from kproducer.metadata import Cluster, Metadata
+    from kproducer.metrics import ProducerSensors
+
+__all__ = ["RecordRouter", "invalid_topic_error"]
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[Any, Any], Any]
+
+_UNKNOWN_PARTITION = -1
+_NEVER = 2**31 - 1
+# Kafka's Topic.validate: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_TOPIC_LENGTH = 249
+# Per-topic metadata errors that no refresh can cure: INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED.
+_FINAL_TOPIC_ERRORS = (17, 29)
+# How soon the Sender tries again to append parked records that found the BufferPool empty.
+_MEMORY_RETRY_MS = 5
+
+
+def invalid_topic_error(topic: str) -> InvalidTopicError | None:
+    """Why ``topic`` can never be a Kafka topic name (Kafka's ``Topic.validate``), or None."""
+    if not topic:
+        reason = "it can't be empty"
+    elif topic in (".", ".."):
+        reason = "it can't be '.' or '..'"
+    elif len(topic) > _MAX_TOPIC_LENGTH:
+        reason = f"it is {len(topic)} characters long, the maximum is {_MAX_TOPIC_LENGTH}"
+    elif _LEGAL_TOPIC.fullmatch(topic) is None:
+        reason = "it may only contain ASCII letters, digits, '.', '_' and '-'"
+    else:
+        return None
+    return InvalidTopicError(f"Topic name {topic!r} is illegal: {reason}", topic=topic)
+
+
+class _Charged:
+    """Memory already charged to the BufferPool by parked records, spent first on the batches they need.
+
+    The Sender appends parked records and must never block: beyond the charge it
+    takes from the pool only what is free now (``BufferExhaustedError`` otherwise).
+    """
+
+    __slots__ = ("pool", "bytes")
+
+    def __init__(self, pool: BufferPool) -> None:
+        self.pool = pool
+        self.bytes = 0
+
+    def allocate(self, size: int, max_time_to_block_ms: int) -> bytearray:
+        if self.bytes >= size:
+            self.bytes -= size
+            return bytearray(size)
+        return self.pool.allocate(size, 0)
+
+    def deallocate(self, buffer: bytearray, size: int | None = None) -> None:
+        self.bytes += len(buffer) if size is None else size
+
+
+class _Parked:
+    """One record waiting for its topic's metadata (serialized; its bytes charged to buffer.memory)."""
+
+    __slots__ = (
+        "partition", "key", "value", "key_bytes", "value_bytes", "timestamp", "headers", "on_delivery",
+        "future", "charge", "deadline_ms",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_bytes: Any,
+        value_bytes: Any,
+        timestamp: int,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+        future: RecordFuture,
+        charge: int,
+        deadline_ms: int,
+    ) -> None:
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.key_bytes = key_bytes
+        self.value_bytes = value_bytes
+        self.timestamp = timestamp
+        self.headers = headers
+        self.on_delivery = on_delivery
+        self.future = future
+        self.charge = charge
+        self.deadline_ms = deadline_ms
+
+
+class _ParkedBulk:
+    """The rows of one bulk call (or one Arrow chunk of it) waiting for their topic's metadata."""
+
+    __slots__ = (
+        "partition", "n", "values", "keys", "arrow", "timestamp", "headers", "on_delivery", "sink",
+        "record_bound", "charge", "deadline_ms", "future",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        partition: int | None,
+        n: int,
+        values: Any,
+        keys: Any,
+        arrow: bool,
+        timestamp: int,
+        headers: bytes | None,
+        on_delivery: DeliveryCallback | None,
+        sink: Any,
+        record_bound: int,
+        charge: int,
+        deadline_ms: int,
+        future: Any,
+    ) -> None:
+        self.partition = partition
+        self.n = n
+        self.values = values
+        self.keys = keys
+        self.arrow = arrow
+        self.timestamp = timestamp
+        self.headers = headers
+        self.on_delivery = on_delivery
+        self.sink = sink
+        self.record_bound = record_bound
+        self.charge = charge
+        self.deadline_ms = deadline_ms
+        self.future = future
+
+
+class _CountingSink:
+    """A parked bulk chunk's sink: forwards to the call's, and counts the rows appended so far."""
+
+    __slots__ = ("inner", "appended")
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.appended = 0
+
+    def _appended(self, count: int) -> None:
+        self.appended += count
+        self.inner._appended(count)
+
+    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
+        self.inner._range_done(rng, result, futures)
+
+
+class _TopicQueue:
+    """A topic's parked records in send order.
+
+    ``whole``: the topic had no metadata, so every record sent to it parks behind
+    these. Otherwise only explicit partitions beyond the known count are parked
+    (``highest`` is the largest); records for existing partitions go straight on.
+    """
+
+    __slots__ = ("fifo", "whole", "highest", "refreshes", "refresh_at_ms")
+
+    def __init__(self, whole: bool) -> None:
+        self.fifo: deque[_Parked | _ParkedBulk] = deque()
+        self.whole = whole
+        self.highest = -1
+        self.refreshes = 0
+        self.refresh_at_ms = 0
+
+
+def _placeholder(topic: str) -> RecordFuture:
+    """The future a parked record's caller gets; it follows the record into its batch once appended."""
+    return RecordFuture(ProduceRequestResult(TopicPartition(topic, _UNKNOWN_PARTITION)), 0, NO_TIMESTAMP, -1, -1)
+
+
+class RecordRouter:
+    """The one routing step of a producer (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        metadata: Metadata,
+        accumulator: RecordAccumulator,
+        pool: BufferPool,
+        clock_ms: Callable[[], int],
+        wakeup: Callable[[], None],
+        sensors: ProducerSensors,
+        breaker_manager: CircuitBreakManager | None,
+        partitioner: Any,
+        keyed_reroute: bool,
+        ignore_keys: bool,
+        compression: Any,
+        max_request_size: int,
+        buffer_memory: int,
+        max_block_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        failure_log: FailureLog | None = None,
+    ) -> None:
+        self._md = metadata
+        self._failure_log = failure_log if failure_log is not None else FailureLog(log)
+        self._acc = accumulator
+        self._pool = pool
+        self._clock = clock_ms
+        self._wakeup = wakeup
+        self._sensors = sensors
+        self._breaker = breaker_manager
+        self._partitioner = partitioner
+        self._keyed_reroute = keyed_reroute
+        self._ignore_keys = ignore_keys
+        self._compression = compression
+        self._max_request_size = max_request_size
+        self._buffer_memory = buffer_memory
+        self.max_block_ms = max_block_ms
+        self._retry_backoff_ms = max(1, retry_backoff_ms)
+        self._retry_backoff_max_ms = max(retry_backoff_max_ms, self._retry_backoff_ms)
+        self._append = accumulator.append
+        self._partition_state = accumulator.partition_state
+        # Topic -> its parked records. Read without the lock on the hot path (one dict lookup
+        # when anything is parked); changed only under the lock.
+        self.parked: dict[str, _TopicQueue] = {}
+        self._lock = threading.Lock()
+        self._unparked = threading.Condition(self._lock)
+        self._parked_count = 0
+        self.lane: Any = None
+
+    # ------------------------------------------------------------------ single records
+    def route(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_bytes: Any,
+        value_bytes: Any,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture:
+        """Send one serialized record on; its future (never raises for the record's own errors)."""
+        if partition is not None and partition < 0:
+            raise ValueError(f"partition must be >= 0, got {partition}")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif timestamp < 0 or timestamp > MAX_TIMESTAMP:
+            raise ValueError(f"timestamp must be in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp}")
+        size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
+        if size > self._max_request_size or size > self._buffer_memory:
+            return self.fail_now(topic, partition, self._too_large(topic, partition, size), on_delivery)
+        cluster = self._md.cluster
+        count = cluster.partition_count(topic)
+        if count is None or (partition is not None and partition >= count) or (self.parked and self._behind(topic, count)):
+            return self._park(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, size)
+        return self._direct(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count)
+
+    def _behind(self, topic: str, count: int) -> bool:
+        """Whether a record for an existing partition of ``topic`` must park behind the topic's parked ones.
+
+        It must while the topic had no metadata, or once the partitions its parked
+        records name exist (the Sender is about to append them). Records parked for
+        partitions still beyond the count cannot share a partition with it.
+        """
+        q = self.parked.get(topic)
+        return q is not None and (q.whole or q.highest < count)
+
+    def _direct(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_bytes: Any,
+        value_bytes: Any,
+        timestamp: int,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+        cluster: Cluster,
+        count: int,
+    ) -> RecordFuture:
+        """The append of a record whose topic has metadata and no parked record to wait behind."""
+        now = self._clock()
+        self._md.touch(topic, now)
+        try:
+            return self._append_one(
+                topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery,
+                cluster, count, self.max_block_ms, now, None,
+            )
+        except ProducerClosedError:
+            raise
+        except KafkaError as e:
+            return self.fail_now(topic, partition, e, on_delivery)
+
+    def _too_large(self, topic: str, partition: int | None, size: int) -> RecordTooLargeError:
+        which = "max.request.size" if size > self._max_request_size else "buffer.memory"
+        limit = self._max_request_size if which == "max.request.size" else self._buffer_memory
+        return RecordTooLargeError(
+            f"The message is {size} bytes when serialized which is larger than {limit}, "
+            f"the value of the {which} configuration",
+            topic=topic,
+            partition=partition,
+        )
+
+    def choose_partition(
+        self, topic: str, partition: int | None, key: Any, key_bytes: Any, value: Any, value_bytes: Any,
+        cluster: Cluster, count: int,
+    ) -> int:
+        """The partition for one record, or -1 for the accumulator's sticky partition (KIP-794).
+
+        Explicit partitions the circuit breaker muted fail fast; a custom partitioner
+        sees only the partitions it left open; keyed records hashed to a muted
+        partition are rerouted unless ``keyed.reroute`` is off.
+        """
+        manager = self._breaker
+        if partition is not None:
+            if manager is not None and manager.routing_muted and not manager.may_send(TopicPartition(topic, partition)):
+                raise self._muted_error(topic, partition)
+            return partition
+        if self._partitioner is not None:
+            view = cluster if manager is None else manager.cluster_view(cluster)
+            chosen = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, view)
+            if not 0 <= chosen < count:
+                raise ValueError(
+                    f"partitioner.class returned partition {chosen} for topic {topic!r}, "
+                    f"which has partitions 0..{count - 1}"
+                )
+            return int(chosen)
+        if key_bytes is not None and not self._ignore_keys:
+            chosen = partition_for_key(key_bytes, count)
+            if manager is not None and self._keyed_reroute and manager.routing_muted:
+                chosen = manager.reroute_keyed(topic, chosen, key_bytes, cluster)
+            return chosen
+        return _UNKNOWN_PARTITION
+
+    @staticmethod
+    def _muted_error(topic: str, partition: int) -> PartitionMutedError:
+        return PartitionMutedError(
+            f"partition {topic}-{partition} is muted by the circuit breaker; retry later or let the partitioner choose",
+            topic=topic,
+            partition=partition,
+        )
+
+    def _append_one(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_bytes: Any,
+        value_bytes: Any,
+        timestamp: int,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+        cluster: Cluster,
+        count: int,
+        max_block_ms: int,
+        now: int,
+        memory: _Charged | None,
+    ) -> RecordFuture:
+        """Partition and append one record whose topic has metadata; raises the record's KafkaError."""
+        chosen = self.choose_partition(topic, partition, key, key_bytes, value, value_bytes, cluster, count)
+        result = self._append(
+            topic, chosen, timestamp, key_bytes, value_bytes, headers, on_delivery, max_block_ms, False, now, cluster,
+            memory=memory,
+        )
+        if result.batch_is_full or result.new_batch_created:
+            self._wakeup()
+        lane = self.lane
+        if lane is not None and memory is None and cluster is self._md.cluster:
+            # Later sends to this topic may take the C lane (while metadata holds this snapshot);
+            # never while records of the topic are parked, which they must not overtake.
+            lane.register(topic, cluster, count, *self._partition_state(topic))
+            if self.parked and self._behind(topic, count):
+                lane.forget(topic)
+        future = result.future
+        assert future is not None  # only None with abort_on_new_batch, which is not used here
+        return future
+
+    def fail_now(
+        self, topic: str, partition: int | None, error: KafkaError, on_delivery: DeliveryCallback | None
+    ) -> RecordFuture:
+        """Java's FutureFailure: the error reaches the returned future and the callback, not the caller."""
+        if error.topic is None:
+            error.topic = topic
+            error.partition = partition
+        self._sensors.record_errors(topic, 1)
+        self._failure_log.failed(topic, partition if partition is not None else -1, 1, error, 0, self._clock())
+        fut = RecordFuture.failed(TopicPartition(topic, partition if partition is not None else -1), error)
+        _call(on_delivery, error)
+        return fut
+
+    def _park(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_bytes: Any,
+        value_bytes: Any,
+        timestamp: int,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+        size: int,
+    ) -> RecordFuture:
+        err = invalid_topic_error(topic)
+        if err is not None:
+            return self.fail_now(topic, partition, err, on_delivery)
+        try:
+            self._pool.reserve(size, self.max_block_ms)
+        except BufferExhaustedError as e:
+            return self.fail_now(topic, partition, e, on_delivery)
+        # The caller may reuse its buffers once send() returns: keep bytes of our own.
+        if key_bytes is not None and type(key_bytes) is not bytes:
+            key_bytes = bytes(key_bytes)
+        if value_bytes is not None and type(value_bytes) is not bytes:
+            value_bytes = bytes(value_bytes)
+        now = self._clock()
+        future = _placeholder(topic)
+        rec = _Parked(
+            partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, future, size,
+            now + self.max_block_ms,
+        )
+        if not self._enqueue(topic, partition, rec, now):
+            self._pool.release(size)
+            cluster = self._md.cluster
+            count = cluster.partition_count(topic)
+            if count is None or (partition is not None and partition >= count):  # metadata changed again
+                return self.route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery)
+            return self._direct(
+                topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count
+            )
+        return future
+
+    def _enqueue(self, topic: str, partition: int | None, entry: _Parked | _ParkedBulk, now: int) -> bool:
+        """Queue a parked entry behind the topic's others; False when it may go straight on instead."""
+        new_topic = False
+        with self._lock:
+            cluster = self._md.cluster
+            count = cluster.partition_count(topic)
+            fits = count is not None and (partition is None or partition < count)
+            q = self.parked.get(topic)
+            if q is None:
+                if fits:
+                    return False  # the Sender released the topic meanwhile
+                q = self.parked[topic] = _TopicQueue(whole=count is None)
+                new_topic = True
+            elif fits and not self._behind(topic, count):  # type: ignore[arg-type]
+                return False  # parked only for partitions that still do not exist: no order to keep
+            if count is None:
+                q.whole = True
+            if partition is not None and partition > q.highest:
+                q.highest = partition
+            q.fifo.append(entry)
+            self._parked_count += _records(entry)
+        lane = self.lane
+        if lane is not None and q.whole:
+            lane.forget(topic)
+        if new_topic:
+            md = self._md
+            if count is None:
+                md.add_topic(topic, now)  # a new topic is urgent: it joins the next request
+                md.mark_urgent(topic, now)
+            else:
+                md.touch(topic, now)
+                self._schedule_refresh(topic, q, now)
+            self._wakeup()
+        return True
+
+    def _schedule_refresh(self, topic: str, q: _TopicQueue, now: int) -> None:
+        """Ask for the topic's metadata again, then not before the next backoff (retry.backoff.ms, doubling)."""
+        self._md.mark_urgent(topic, now)
+        q.refreshes += 1
+        backoff = min(self._retry_backoff_ms * 2 ** (q.refreshes - 1), self._retry_backoff_max_ms)
+        q.refresh_at_ms = now + backoff
+
+    # ------------------------------------------------------------------ bulk
+    def route_many(
+        self,
+        topic: str,
+        n: int,
+        values: Any,
+        keys: Any,
+        arrow: bool,
+        partition: int | None,
+        timestamp: int | None,
+        encoded_headers: bytes | None,
+        on_delivery: DeliveryCallback | None,
+        sink: BulkSink,
+        future: Any,
+    ) -> bool:
+        """Route rows ``0..n`` of one bulk chunk; True when the Sender should be woken. Raises KafkaError."""
+        if n == 0:
+            return False
+        if partition is not None and partition < 0:
+            raise ValueError(f"partition must be >= 0, got {partition}")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif timestamp.__class__ is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
+            raise ValueError(
+                f"timestamp must be an int in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp!r}"
+            )
+        sizes = native.sizes_arrow if arrow else native.sizes_seq
+        value_total, largest_value = sizes(values, 0, n)
+        key_total, largest_key = sizes(keys, 0, n) if keys is not None else (0, -1)
+        header_size = len(encoded_headers) if encoded_headers is not None else 1
+        record_bound = (
+            RECORD_BATCH_OVERHEAD
+            + MAX_RECORD_OVERHEAD
+            + varint_size(largest_key)
+            + max(largest_key, 0)
+            + varint_size(largest_value)
+            + max(largest_value, 0)
+            + header_size
+        )
+        if record_bound > self._max_request_size or record_bound > self._buffer_memory:
+            which = "max.request.size" if record_bound > self._max_request_size else "buffer.memory"
+            limit = self._max_request_size if which == "max.request.size" else self._buffer_memory
+            raise RecordTooLargeError(
+                f"a record of this bulk call is up to {record_bound} bytes when serialized, larger than {limit}, "
+                f"the value of the {which} configuration",
+                topic=topic,
+                partition=partition,
+            )
+        cluster = self._md.cluster
+        count = cluster.partition_count(topic)
+        if count is None or (partition is not None and partition >= count) or (self.parked and topic in self.parked):
+            err = invalid_topic_error(topic)
+            if err is not None:
+                raise err
+            # Charged as the records' upper bound, at most the whole buffer.
+            charge = min(
+                self._buffer_memory,
+                RECORD_BATCH_OVERHEAD + value_total + key_total + n * (MAX_RECORD_OVERHEAD + header_size),
+            )
+            self._pool.reserve(charge, self.max_block_ms)
+            if not arrow:
+                # The caller may reuse its lists once the call returns.
+                values = list(values)
+                keys = list(keys) if keys is not None else None
+            now = self._clock()
+            entry = _ParkedBulk(
+                partition, n, values, keys, arrow, timestamp, encoded_headers, on_delivery, _CountingSink(sink),
+                record_bound, charge, now + self.max_block_ms, future,
+            )
+            future._park(n)
+            if self._enqueue(topic, partition, entry, now):
+                return False
+            future._unpark(n)
+            self._pool.release(charge)
+            cluster = self._md.cluster
+            count = cluster.partition_count(topic)
+            assert count is not None
+        self._md.touch(topic, self._clock())
+        return self._append_many(
+            topic, n, values, keys, arrow, partition, timestamp, encoded_headers, on_delivery, sink, record_bound,
+            cluster, count, self.max_block_ms, None,
+        )
+
+    def _append_many(
+        self,
+        topic: str,
+        n: int,
+        values: Any,
+        keys: Any,
+        arrow: bool,
+        partition: int | None,
+        timestamp: int,
+        encoded_headers: bytes | None,
+        on_delivery: DeliveryCallback | None,
+        sink: BulkSink,
+        record_bound: int,
+        cluster: Cluster,
+        count: int,
+        max_block_ms: int,
+        memory: _Charged | None,
+    ) -> bool:
+        """The bulk partition choice (the same policy as :meth:`choose_partition`) and the appends."""
+        acc = self._acc
+        manager = self._breaker
+        groups: list[tuple[int, bytes | None, int]]
+        if partition is not None:
+            if manager is not None and manager.routing_muted and not manager.may_send(TopicPartition(topic, partition)):
+                raise self._muted_error(topic, partition)
+            groups = [(partition, None, n)]
+        elif keys is not None and not self._ignore_keys:
+            partition_many = native.partition_arrow if arrow else native.partition_seq
+            buckets = partition_many(keys, 0, n, count)
+            null_keyed = buckets.pop()
+            if manager is not None and self._keyed_reroute and manager.routing_muted:
+                buckets = self._reroute_buckets(topic, buckets, keys, arrow, n, cluster, manager)
+            if null_keyed:
+                # Rows without a key join the sticky partition, merged in row order so that the
+                # partition's records keep the call's order.
+                target = self._sticky_target(topic, cluster)
+                merged = array("q", buckets[target]) + array("q", null_keyed)
+                buckets[target] = array("q", sorted(merged)).tobytes()
+            groups = [(part, idx, len(idx) // 8) for part, idx in enumerate(buckets) if idx]
+        else:
+            groups = [(_UNKNOWN_PARTITION, None, n)]
+        wake = False
+        for part, idx, rows in groups:
+            wake |= acc.append_many(
+                topic, part, timestamp, values, keys, idx, 0, rows, encoded_headers, arrow, sink, on_delivery,
+                record_bound, max_block_ms, cluster, memory=memory,
+            )
+        return wake
+
+    def _sticky_target(self, topic: str, cluster: Cluster) -> int:
+        """The sticky partition for a keyed call's null-keyed rows, moved off a partition the breaker closed."""
+        acc = self._acc
+        target = acc.sticky_partition(topic, cluster)
+        manager = self._breaker
+        if manager is None or not manager.routing_muted:
+            return target
+        view = manager.cluster_view(cluster)
+        partitioner = acc.partition_state(topic)[1]
+        for _ in range(3):
+            if manager.may_send(TopicPartition(topic, target)) or not view.available_partitions_for_topic(topic):
+                break
+            partitioner.update_partition_info(target, 0, view, True)
+            target = acc.sticky_partition(topic, cluster)
+        return target
+
+    @staticmethod
+    def _reroute_buckets(
+        topic: str, buckets: list[bytes], keys: Any, arrow: bool, n: int, cluster: Cluster, manager: CircuitBreakManager
+    ) -> list[bytes]:
+        """Keyed rows of muted partitions go where :meth:`CircuitBreakManager.reroute_keyed` sends each key."""
+        closed = [p for p, idx in enumerate(buckets) if idx and not manager.may_send(TopicPartition(topic, p))]
+        if not closed:
+            return buckets
+        available = manager.cluster_view(cluster).available_partitions_for_topic(topic)
+        if not available:
+            return buckets  # every partition muted: availability wins, the rows wait for a probe
+        # murmur2 of each key over the open partitions, as reroute_keyed computes it per key.
+        alternative = (native.partition_arrow if arrow else native.partition_seq)(keys, 0, n, len(available))
+        alternative.pop()
+        target_of = array("q", bytes(8 * n))
+        for j, idx in enumerate(alternative):
+            for row in array("q", idx):
+                target_of[row] = available[j].partition
+        rows_of: dict[int, list[int]] = {p: list(array("q", idx)) for p, idx in enumerate(buckets) if idx}
+        for p in closed:
+            for row in rows_of.pop(p):
+                rows_of.setdefault(target_of[row], []).append(row)
+        out = [b""] * len(buckets)
+        for p, rows in rows_of.items():
+            out[p] = array("q", sorted(rows)).tobytes()
+        return out
+
+    # ------------------------------------------------------------------ the Sender's side
+    @property
+    def parked_count(self) -> int:
+        """How many records wait for metadata."""
+        return self._parked_count
+
+    def pending_count(self) -> int:
+        """Records not yet completed: waiting for metadata or in batches (each counted once)."""
+        with self._lock:  # release() moves records from one to the other under this lock
+            return self._parked_count + self._acc.incomplete_record_count()
+
+    def await_unparked(self, timeout: float | None) -> bool:
+        """Wait until no record waits for metadata (each leaves by max.block.ms); False on ``timeout``."""
+        with self._unparked:
+            return self._unparked.wait_for(lambda: not self.parked, timeout)
+
+    def has_parked(self, topic: str | None = None) -> bool:
+        """Whether records wait for metadata (of ``topic``, or of any topic)."""
+        return bool(self.parked) if topic is None else topic in self.parked
+
+    def release(self, now: int) -> int:
+        """Append the parked records whose metadata arrived, fail those past ``max.block.ms``.
+
+        Runs on the Sender thread, once per loop while anything is parked. Returns
+        how long the Sender may sleep before the next parked record's deadline or
+        partition refresh falls due.
+        """
+        if not self.parked:
+            return _NEVER
+        delay = _NEVER
+        failed: list[tuple[_Parked | _ParkedBulk, str, KafkaError]] = []
+        cluster = self._md.cluster
+        released: list[str] = []
+        with self._lock:
+            for topic in list(self.parked):
+                q = self.parked[topic]
+                delay = min(delay, self._release_topic(topic, q, cluster, now, failed))
+                if not q.fifo:
+                    del self.parked[topic]
+                    released.append(topic)
+            if not self.parked:
+                self._unparked.notify_all()
+        lane = self.lane
+        if lane is not None and cluster is self._md.cluster:
+            # The topics' later sends may take the C lane now that nothing of theirs waits.
+            for topic in released:
+                count = cluster.partition_count(topic)
+                if count is not None and topic not in self.parked:
+                    lane.register(topic, cluster, count, *self._partition_state(topic))
+        for entry, topic, error in failed:
+            self._fail_parked(entry, topic, error)
+        return max(delay, 0)
+
+    def _release_topic(
+        self, topic: str, q: _TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+    ) -> int:
+        count = cluster.partition_count(topic)
+        error_code = cluster.topic_errors.get(topic)
+        auth_error = self._md.authentication_error
+        if error_code in _FINAL_TOPIC_ERRORS or (count is None and auth_error is not None):
+            # Invalid or unauthorized topic, or TLS/SASL refused: the same settings cannot succeed,
+            # so the records do not wait out max.block.ms.
+            for entry in q.fifo:
+                if error_code in _FINAL_TOPIC_ERRORS:
+                    error: Any = error_for_code(error_code, topic=topic)
+                else:
+                    error = copy.copy(auth_error)
+                failed.append((entry, topic, error))
+            self._parked_count -= sum(_records(e) for e in q.fifo)
+            q.fifo.clear()
+            return _NEVER
+        if count is None and self._md.topic_state(topic) is None:
+            self._md.add_topic(topic, now)  # evicted meanwhile: ask again
+        kept: deque[_Parked | _ParkedBulk] = deque()
+        memory = _Charged(self._pool)
+        exhausted = False
+        delay = _NEVER
+        try:
+            for entry in q.fifo:
+                fits = count is not None and (entry.partition is None or entry.partition < count)
+                if fits and not exhausted:
+                    # The entry's charge pays for the batch buffers it needs (what is left is released below).
+                    charge, entry.charge = entry.charge, 0
+                    memory.bytes += charge
+                    try:
+                        self._append_parked(topic, entry, cluster, count, now, memory)  # type: ignore[arg-type]
+                        self._parked_count -= _records(entry)
+                        continue
+                    except BufferExhaustedError:
+                        # Keep it (and everything behind it) parked; try again when memory is back.
+                        memory.bytes -= charge
+                        entry.charge = charge
+                        exhausted = True
+                        delay = _MEMORY_RETRY_MS
+                    except ProducerClosedError as e:
+                        memory.bytes -= charge
+                        entry.charge = charge
+                        failed.append((entry, topic, e))
+                        self._parked_count -= _records(entry)
+                        continue
+                if now >= entry.deadline_ms:
+                    failed.append((entry, topic, self._metadata_error(topic, entry.partition, count, error_code)))
+                    self._parked_count -= _records(entry)
+                    continue
+                kept.append(entry)
+                delay = min(delay, entry.deadline_ms - now)
+        finally:
+            self._pool.release(memory.bytes)
+        q.fifo = kept
+        if kept and count is not None:
+            q.whole = False
+            q.highest = max((e.partition for e in kept if e.partition is not None), default=-1)
+            if not exhausted:
+                # Explicit partitions beyond the count: refresh on a backoff, never in a storm.
+                if now >= q.refresh_at_ms:
+                    self._schedule_refresh(topic, q, now)
+                delay = min(delay, q.refresh_at_ms - now)
+        return delay
+
+    def _append_parked(
+        self, topic: str, entry: _Parked | _ParkedBulk, cluster: Cluster, count: int, now: int, memory: _Charged
+    ) -> None:
+        """Partition and append one parked entry (Sender thread, never blocking); its own errors fail it."""
+        try:
+            if entry.__class__ is _Parked:
+                rec: _Parked = entry
+                real = self._append_one(
+                    topic, rec.partition, rec.key, rec.value, rec.key_bytes, rec.value_bytes, rec.timestamp,
+                    rec.headers, rec.on_delivery, cluster, count, 0, now, memory,
+                )
+                fut = rec.future
+                fut._next = real
+                fut._batch_result.done()
+            else:
+                bulk: _ParkedBulk = entry  # type: ignore[assignment]
+                self._append_many(
+                    topic, bulk.n, bulk.values, bulk.keys, bulk.arrow, bulk.partition, bulk.timestamp, bulk.headers,
+                    bulk.on_delivery, bulk.sink, bulk.record_bound, cluster, count, 0, memory,
+                )
+                bulk.future._unpark(bulk.n)
+        except (BufferExhaustedError, ProducerClosedError) as e:
+            if entry.__class__ is _ParkedBulk and entry.sink.appended:
+                # Part of the rows are in batches: the rest cannot wait for a retry in order.
+                self._fail_parked(entry, topic, e)
+                return
+            raise
+        except Exception as e:  # a muted explicit partition, a partitioner's error: the record's own
+            error = e if isinstance(e, KafkaError) else KafkaError(f"routing failed: {e!r}", topic=topic)
+            self._fail_parked(entry, topic, error)
+
+    def _metadata_error(self, topic: str, partition: int | None, count: int | None, error_code: int | None) -> KafkaError:
+        """The error of a record whose topic (or partition) had no metadata within max.block.ms."""
+        ms = self.max_block_ms
+        if count is not None and partition is not None:
+            return KafkaTimeoutError(
+                f"Partition {partition} of topic {topic!r} with partition count {count} is not present "
+                f"in metadata after {ms} ms.",
+                topic=topic,
+                partition=partition,
+            )
+        if error_code == 3:
+            return UnknownTopicOrPartitionError(
+                f"Topic {topic!r} not present in metadata after {ms} ms (max.block.ms)", topic=topic
+            )
+        return KafkaTimeoutError(
+            f"Topic {topic!r} not present in metadata after {ms} ms (max.block.ms); {self._md.describe_reachability()}",
+            topic=topic,
+        )
+
+    def _fail_parked(self, entry: _Parked | _ParkedBulk, topic: str, error: KafkaError) -> None:
+        self._pool.release(entry.charge)
+        entry.charge = 0
+        if error.topic is None:
+            error.topic = topic
+            error.partition = entry.partition
+        if entry.__class__ is _Parked:
+            rec: _Parked = entry
+            self._sensors.record_errors(topic, 1)
+            self._failure_log.failed(topic, _partition_of(rec.partition), 1, error, 0, self._clock())
+            result = rec.future._batch_result
+            result.set(NO_OFFSET, NO_TIMESTAMP, lambda _index: error)
+            result.done()
+            _call(rec.on_delivery, error)
+        else:
+            bulk: _ParkedBulk = entry  # type: ignore[assignment]
+            missing = bulk.n - bulk.sink.appended
+            bulk.future._fail_parked(bulk.n, missing, error)
+            self._sensors.record_errors(topic, missing)
+            self._failure_log.failed(topic, _partition_of(bulk.partition), missing, error, 0, self._clock())
+            for _ in range(missing):
+                _call(bulk.on_delivery, error)
+
+    def fail_all(self, error: KafkaError) -> None:
+        """Fail every parked record (the producer closed without waiting)."""
+        with self._lock:
+            entries = [(e, t) for t, q in self.parked.items() for e in q.fifo]
+            self.parked.clear()
+            self._parked_count = 0
+            self._unparked.notify_all()
+        for entry, topic in entries:
+            self._fail_parked(entry, topic, error)
+
+
+def _records(entry: _Parked | _ParkedBulk) -> int:
+    return 1 if entry.__class__ is _Parked else entry.n  # type: ignore[union-attr]
+
+
+def _partition_of(partition: int | None) -> int:
+    return -1 if partition is None else partition
+
+
+def _call(on_delivery: DeliveryCallback | None, error: BaseException) -> None:
+    if on_delivery is None:
+        return
+    try:
+        on_delivery(None, error)
+    except Exception:
+        log.exception("delivery callback raised")
