@@ -711,6 +711,8 @@ class Producer:
     def _check_usable(self) -> None:
         if self._closed or self._forked:
             self._raise_unusable()
+        if self._txn is not None:
+            self._check_send_in_transaction()
 
     def _raise_unusable(self) -> None:
         if self._forked:
@@ -912,7 +914,7 @@ class Producer:
         wait = self._max_block_ms / 1000.0 if timeout is None else timeout
         if not router.await_unparked(wait):
             raise KafkaTimeoutError(
-                f"{operation}(): {router.parked_count()} record(s) of this transaction still wait for their "
+                f"{operation}(): {router.parked_count} record(s) of this transaction still wait for their "
                 f"topic's metadata after {wait:g} s; call {operation}() again to keep waiting"
             )
 
