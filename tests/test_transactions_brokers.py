@@ -289,3 +289,31 @@ def test_send_offsets_commits_the_group_offsets_only_with_the_transaction(broker
     assert _committed_offset(broker.bootstrap, aborted_group, source, 0) < 0  # nothing committed
     view = read_transactional_topics(broker.bootstrap, [sink])
     assert [r.value for r in view.committed] == [b"out-1"] and [r.value for r in view.aborted] == [b"out-2"]
+
+
+def test_records_waiting_for_metadata_belong_to_their_transaction(broker: Broker, topic_name: str) -> None:
+    # send() does not wait for metadata: right after these sends most records are still parked
+    # for their topics' metadata when commit/abort is called, and must still end in that transaction.
+    topics = _topics(broker, topic_name, 3)
+    late = f"{topic_name}-late"
+    broker.create_topic(late, 2)
+    p = _producer(broker)
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        committed = [p.send(topics[i % 3], f"c{i}".encode(), key=f"k{i}".encode()) for i in range(30)]
+        p.commit_transaction(30)
+        assert all(f.result(10).offset >= 0 for f in committed)
+        p.begin_transaction()
+        aborted = [p.send(late, f"a{i}".encode()) for i in range(10)]
+        p.abort_transaction(30)
+        outcomes = [f.exception(10) for f in aborted]
+        assert all(e is None or isinstance(e, TransactionAbortedError) for e in outcomes), outcomes
+        assert p.transaction_state is TransactionState.READY
+    finally:
+        p.close(30)
+    view = read_transactional_topics(broker.bootstrap, [*topics, late])
+    assert sorted(r.value for r in view.committed) == sorted(f"c{i}".encode() for i in range(30))
+    written_then_aborted = {r.value for r in view.aborted}
+    assert written_then_aborted == {f"a{i}".encode() for i, e in enumerate(outcomes) if e is None}
+    assert view.open == []
