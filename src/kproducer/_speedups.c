@@ -1,5 +1,5 @@
 /*
- * kproducer._speedups: the per-record hot path in C (issue 8).
+ * kproducer._speedups: the per-record hot path in C.
  *
  * - murmur2: Kafka's Utils.murmur2 (signed 32-bit result).
  * - append_record: one v2 record appended into the batch bytearray, with the
@@ -1287,7 +1287,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "kproducer._speedups", "kproducer's native hot path (issue 8).", -1, methods,
+    PyModuleDef_HEAD_INIT, "kproducer._speedups", "kproducer's native hot path.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {

@@ -1,4 +1,4 @@
-"""Partition circuit breaker (seed 002): stop feeding partitions that keep failing.
+"""Partition circuit breaker (KIP-693): stop feeding partitions that keep failing.
 
 Seed 002, *Motivation*: every partition shares one BufferPool, so a few slow or
 failing partitions fill the buffer and starve the healthy ones. The breaker
@@ -12,16 +12,14 @@ The pieces, as in the seed's *Public Interfaces*:
 * :class:`ProducerStatusContext`: the Sender's congestion snapshot handed to the
   breaker on every loop and on every completed batch.
 * :class:`PartitionCircuitBreaker`: the policy protocol
-  (``producer.circuit.breaker.class``). Policies are pure (DESIGN.md, "Policies as
-  pure objects"): they take time from the context, never from ``time``.
+  (``producer.circuit.breaker.class``). Policies are pure: they take time from the context, never from ``time``.
 * :class:`CircuitBreakManager`: the mute state the policy writes and the hot path
   reads. ``is_muted`` is one frozenset lookup with no lock: writers build a new
   frozenset and swap the reference.
-* :class:`FailureRateCircuitBreaker`: the default policy (seed 002, *Implementation
-  of the default rate based circuit breaker*), a per-partition sliding window over
+* :class:`FailureRateCircuitBreaker`: the default policy (KIP-693's FailureRateCircuitBreaker), a per-partition sliding window over
   records with Closed → Open → Half-open → Closed states.
 
-Wiring (the Sender loop, DESIGN.md "Threads and where work happens"):
+Wiring (the Sender loop):
 
 1. at the top of each loop: ``breaker.on_send(context)`` (it also calls
    ``manager.refresh()``, which re-derives node mutes after a metadata change);
@@ -122,7 +120,7 @@ REASON_PROBE_DUE: Final = "probe-due"
 
 @dataclass(frozen=True, slots=True)
 class ProducerStatusContext:
-    """The Sender's congestion snapshot (seed 002, ``ProducerStatusContext``).
+    """The Sender's congestion snapshot (KIP-693, ``ProducerStatusContext``).
 
     ``in_flight_requests`` is per broker node id; ``in_flight_batches`` per partition.
     The breaker takes its time from ``now_ms`` (never from ``time``).
@@ -142,7 +140,7 @@ class ProducerStatusContext:
 
 @runtime_checkable
 class PartitionCircuitBreaker(Protocol):
-    """A partition circuit breaker policy (seed 002, ``PartitionCircuitBreaker``).
+    """A partition circuit breaker policy (KIP-693, ``PartitionCircuitBreaker``).
 
     The Sender thread calls every method; implementations need no locking of
     their own. They change mute state only through the manager.
@@ -440,7 +438,7 @@ class CircuitBreakManager:
     ) -> bool:
         """Mute one partition (→ OPEN); returns whether its state changed.
 
-        With ``retry_after_ms`` a probe becomes due that long after ``now_ms`` (seed 002,
+        With ``retry_after_ms`` a probe becomes due that long after ``now_ms`` (KIP-693,
         ``mute.retry.interval``); without it the partition stays muted until ``unmute``.
         Muting an already muted partition reschedules its probe and ends a probe in flight.
         ``first_symptom_ms`` (when the leader's first unanswered request was sent) goes
@@ -478,7 +476,7 @@ class CircuitBreakManager:
     def mute_node(
         self, node_id: int, *, reason: str = REASON_IN_FLIGHT_FULL, now_ms: int | None = None
     ) -> bool:
-        """Mute every partition led by ``node_id`` (seed 002, ``mute(int nodeId)``)."""
+        """Mute every partition led by ``node_id`` (KIP-693, ``mute(int nodeId)``)."""
         return self._set_node(node_id, True, reason, now_ms)
 
     def unmute_node(
@@ -595,7 +593,7 @@ class CircuitBreakManager:
             UNMUTE_TOTAL_METRIC: float(self._unmute_total),
         }
 
-    # ----------------------------------------------------------- views (seed 002)
+    # ----------------------------------------------------------- views (KIP-693)
     def cluster_view(self, cluster: Cluster | None = None) -> CircuitBreakerClusterView:
         """A muted-filtered view of ``cluster`` (default: the provider's current one).
 
@@ -869,7 +867,7 @@ _KEYS: Final[dict[str, _Key]] = {
 
 @dataclass(frozen=True, slots=True)
 class FailureRateConfig:
-    """The default breaker's settings (seed 002, *Proposed Changes*), validated."""
+    """The default breaker's settings (KIP-693, *Proposed Changes*), validated."""
 
     trigger_message_count: int = 100
     trigger_failure_perc: int = 50

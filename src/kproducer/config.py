@@ -47,7 +47,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 #: Keys under this prefix that are not declared are accepted and handed to the
-#: circuit breaker implementation unvalidated (seed 002).
+#: circuit breaker implementation unvalidated (KIP-693).
 CIRCUIT_BREAKER_PREFIX = "producer.circuit.breaker."
 
 #: security.protocol values, with Java's names.
@@ -874,7 +874,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _L,
         "The address the metrics.prometheus.port server listens on; 0.0.0.0 for every interface.",
     ),
-    # ------------------------------------------------------------------ circuit breaker (seed 002)
+    # ------------------------------------------------------------------ circuit breaker (KIP-693)
     ConfigKey(
         "producer.circuit.breaker.class",
         Type.CLASS,

@@ -156,7 +156,7 @@ class IllegalStateError(KafkaError):
 
 
 class PartitionMutedError(RetriableError):
-    """The partition is muted by the circuit breaker (seed 002)."""
+    """The partition is muted by the circuit breaker (KIP-693)."""
 
     name = "PARTITION_MUTED"
 

@@ -629,7 +629,7 @@ class _TopicStat:
     for each metric: about 55 objects per topic). A producer writing to thousands
     of topics would otherwise hold hundreds of thousands of objects that every full
     cyclic-GC pass walks, and those passes stall the Sender and the callers (50–90
-    ms at 2,000 topics, measured for issue 5). The semantics are those of
+    ms at 2,000 topics, measured with benchmarks/metadata_scale.py). The semantics are those of
     :class:`_SampledStat` (``num_samples + 1`` samples; a sample idle for the whole
     span is purged) and of :class:`Rate`'s elapsed-time rule; a test checks them
     against those classes.
@@ -962,7 +962,7 @@ def _meter(
 
 
 def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
-    """Create the producer-metrics sensors under their Java names (see seed 003's table)."""
+    """Create the producer-metrics sensors under their Java names (Java's ``producer-metrics`` group)."""
     s = metrics.sensor
 
     record_send = s("records-send")

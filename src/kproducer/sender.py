@@ -1,4 +1,4 @@
-"""The Sender thread: ready → drain → produce → complete (seed 003, "What the Sender does").
+"""The Sender thread: ready → drain → produce → complete (Java's ``Sender.runOnce``).
 
 One background thread owns the NetworkClient, every socket and all protocol
 state. Each loop it asks the accumulator which leaders have sendable data,

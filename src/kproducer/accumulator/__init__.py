@@ -1,4 +1,4 @@
-"""The RecordAccumulator and its parts: BufferPool, ProducerBatch, per-record futures (seed 001, seed 003)."""
+"""The RecordAccumulator and its parts: BufferPool, ProducerBatch, per-record futures (as in the Java producer's ``internals`` package)."""
 
 from kproducer.accumulator.accumulator import (
     ExponentialBackoff,

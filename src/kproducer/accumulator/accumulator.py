@@ -1,4 +1,4 @@
-"""RecordAccumulator: per-partition batch queues between caller threads and the Sender (seed 001 "RecordAccumulator", seed 003).
+"""RecordAccumulator: per-partition batch queues between caller threads and the Sender (Java's ``RecordAccumulator``).
 
 Caller threads ``append()`` to the last batch of a partition's deque; the
 Sender asks ``ready()`` which leader nodes have sendable data and ``drain()``s
@@ -6,7 +6,7 @@ the first batch of each partition, per node, rotating over partitions so that
 none starves. Each deque has its own lock, held only for the append itself:
 the buffer for a new batch is allocated from the BufferPool *outside* the lock
 (it may block up to ``max.block.ms``), then the append is retried under the lock
-before a new batch is created (seed 001's double-lock pattern).
+before a new batch is created (the double-lock pattern of Java's ``RecordAccumulator.append``).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class TransactionManagerLike(Protocol):
 
 
 class CircuitBreakManagerLike(Protocol):
-    """Partition mutes decided by the circuit breaker (seed 002): muted partitions are not drained but for probes."""
+    """Partition mutes decided by the circuit breaker (KIP-693): muted partitions are not drained but for probes."""
 
     def is_muted(self, tp: TopicPartition) -> bool: ...
 
@@ -237,7 +237,7 @@ def _monotonic_ms() -> int:
 
 # ---------------------------------------------------------------------- the accumulator
 class RecordAccumulator:
-    """Queues of ProducerBatch per partition, filled by callers and drained by the Sender (seed 001)."""
+    """Queues of ProducerBatch per partition, filled by callers and drained by the Sender (as in Java's producer)."""
 
     def __init__(
         self,
@@ -477,7 +477,7 @@ class RecordAccumulator:
         *,
         memory: MemorySource | None = None,
     ) -> RecordAppendResult:
-        """Append one record to its partition's last batch, or to a new batch (seed 001 ``append``).
+        """Append one record to its partition's last batch, or to a new batch (Java's ``RecordAccumulator.append``).
 
         ``partition == -1`` lets the topic's built-in partitioner pick the sticky
         partition (KIP-794). With ``abort_on_new_batch`` the call returns
@@ -984,7 +984,7 @@ class RecordAccumulator:
         return None if now_ms >= retry_at else retry_at - now_ms
 
     def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
-        """Leader nodes with at least one sendable partition (seed 001 ``ready``).
+        """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``).
 
         A partition is sendable when its first batch is full (or more than one is
         queued), linger.ms has passed, the pool has waiters, the accumulator is
@@ -1096,7 +1096,7 @@ class RecordAccumulator:
     def drain(
         self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
     ) -> dict[int, list[ProducerBatch]]:
-        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (seed 001 ``drain``)."""
+        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``)."""
         out: dict[int, list[ProducerBatch]] = {}
         for node_id in node_ids:
             out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)

@@ -1,4 +1,4 @@
-"""ProducerBatch: one record batch for one partition, and its lifecycle (seed 001 "ProducerBatch", seed 003).
+"""ProducerBatch: one record batch for one partition, and its lifecycle (Java's ``ProducerBatch``).
 
 A batch wraps a :class:`MemoryRecordsBuilder` writing into a pool buffer. Each
 appended record gets a :class:`RecordFuture` (a pointer into the batch's single
@@ -53,7 +53,7 @@ class FinalState(enum.Enum):
 
 
 class Thunk(NamedTuple):
-    """A record's delivery callback and its future, kept in append order (seed 001 Thunk)."""
+    """A record's delivery callback and its future, kept in append order (Java's ``ProducerBatch.Thunk``)."""
 
     callback: DeliveryCallback | None
     future: RecordFuture
@@ -143,7 +143,7 @@ def record_error_fn(top_level: BaseException, record_exceptions: RecordException
 
 
 class ProducerBatch:
-    """The records for one partition sent in one produce request (seed 001 "ProducerBatch").
+    """The records for one partition sent in one produce request (Java's ``ProducerBatch``).
 
     Appends happen on caller threads under the partition deque's lock; the
     Sender thread drains, closes and completes it. ``buffer`` is the pool buffer
@@ -347,7 +347,7 @@ class ProducerBatch:
         exception: BaseException | None,
         record_exceptions: RecordExceptions | None = None,
     ) -> bool:
-        """Complete the batch: True when this call set the final state (seed 001 ``done()``).
+        """Complete the batch: True when this call set the final state (Java's ``ProducerBatch.done()``).
 
         A second call after success raises IllegalStateError (an acknowledged batch
         must never be reported failed); after a failure or abort it is logged and

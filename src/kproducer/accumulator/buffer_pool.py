@@ -1,4 +1,4 @@
-"""The BufferPool: ``buffer.memory`` bytes handed out as batch buffers (seed 001 "BufferPool", seed 003).
+"""The BufferPool: ``buffer.memory`` bytes handed out as batch buffers (Java's ``BufferPool``).
 
 Only buffers of exactly ``batch.size`` (the poolable size) are kept for reuse on
 a free list; any other size is carved out of the non-pooled memory and simply
@@ -51,7 +51,7 @@ def _exported(buffer: bytearray) -> bool:
 
 
 class BufferPool:
-    """A pool of ``bytearray`` batch buffers bounded by ``total_memory`` (seed 001 "BufferPool").
+    """A pool of ``bytearray`` batch buffers bounded by ``total_memory`` (Java's ``BufferPool``).
 
     ``clock_ms`` measures how long a waiter blocked (for its remaining budget and
     the ``bufferpool-wait-time`` sensor); the blocking itself is a real

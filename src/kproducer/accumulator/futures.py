@@ -1,4 +1,4 @@
-"""Per-batch result latch and per-record futures (seed 001 "ProducerBatch": ProduceRequestResult, FutureRecordMetadata).
+"""Per-batch result latch and per-record futures (Java's ``ProduceRequestResult`` and ``FutureRecordMetadata``).
 
 DESIGN "Futures without per-record cost": a batch owns one
 :class:`ProduceRequestResult` (the base offset, the log-append time and the

@@ -1,4 +1,4 @@
-"""MemoryRecordsBuilder: encodes records into one batch in place (seed 001, "MemoryRecordsBuilder").
+"""MemoryRecordsBuilder: encodes records into one batch in place (Java's ``MemoryRecordsBuilder``).
 
 Records are appended to the ``bytearray`` handed in (from the BufferPool) at a
 tracked position; the buffer may be pre-sized, so writes are slice assignments
@@ -292,7 +292,7 @@ def _initial_ratio(
 
 
 class MemoryRecordsBuilder:
-    """Builds one record batch in a caller-supplied bytearray (seed 001)."""
+    """Builds one record batch in a caller-supplied bytearray (as in Java's producer)."""
 
     __slots__ = (
         "_buf",

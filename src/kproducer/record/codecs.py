@@ -1,4 +1,4 @@
-"""Compression codecs for record batches (seed 001, "Message format": attributes bits 0-2).
+"""Compression codecs for record batches (Kafka's documentation, "Message Format": attributes bits 0-2).
 
 The byte layouts follow what the Java client writes, so that every broker and
 consumer reads them:
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class CompressionType(IntEnum):
-    """Codec id stored in the low three attribute bits (seed 001)."""
+    """Codec id stored in the low three attribute bits (as in Java's producer)."""
 
     NONE = 0
     GZIP = 1

@@ -1,4 +1,4 @@
-"""Legacy message sets, magic 0 and 1 (seed 001, "V0 version", "V1 version").
+"""Legacy message sets, magic 0 and 1 (Kafka's documentation, "Message Format"; v1 added the timestamp, KIP-32).
 
 One entry of a message set is ``[offset int64][size int32]`` (the log overhead)
 followed by a message: ``[crc uint32][magic int8][attributes int8]``

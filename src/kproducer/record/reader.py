@@ -1,4 +1,4 @@
-"""Reading record batches back: magic 0, 1 and 2 (seed 001, "Message format").
+"""Reading record batches back: magic 0, 1 and 2 (Kafka's documentation, "Message Format").
 
 The producer itself never needs this on its hot path; it exists to check what
 the builder wrote (tests, the split of an oversized batch, debugging tools) and
