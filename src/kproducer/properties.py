@@ -4,7 +4,7 @@ Kafka's own tools take ``--command-config client.properties`` (security settings
 ``--producer-property key=value``; ``kproducer`` accepts both on every subcommand, so
 ``kproducer metadata`` reaches a secured cluster with the file a Java tool already uses.
 The file format is ``java.util.Properties``: ``key=value`` or ``key: value`` or ``key value``,
-``#``/``!`` comments, a trailing backslash continues a line, and ``\\t \\n \\uXXXX`` escapes.
+``#``/``!`` comments, a trailing backslash continues a line, and ``\\t \\n`` and ``\\u00e9``-style escapes.
 """
 
 from __future__ import annotations
