@@ -1,4 +1,4 @@
-"""Metadata at scale (issue 5, KIP-526): requests and bytes per client while discovering many topics.
+"""Metadata at scale (KIP-526): requests and bytes per client while discovering many topics.
 
 A Tansu broker holds ``--topics`` one-partition topics, created up front in chunks.
 It advertises the port of a counting TCP proxy run here, so every connection a

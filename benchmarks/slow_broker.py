@@ -1,6 +1,6 @@
 """Slow-broker isolation: does one 2,000 ms broker starve the healthy partitions?
 
-Scenario (issue 6): a fresh 3-broker librdkafka mock cluster per mode, a topic of
+Scenario: a fresh 3-broker librdkafka mock cluster per mode, a topic of
 6 partitions spread over the brokers (partition p led by broker p % 3), keyless
 100 B records produced at full speed from one thread; after ``--fault-at`` seconds
 the first broker answers every request 2,000 ms late. Modes, in one run:

@@ -1,4 +1,4 @@
-"""RecordAccumulator: append/ready/drain, retries, expiry, split, flush, abort (seed 001 "RecordAccumulator", seed 003)."""
+"""RecordAccumulator: append/ready/drain, retries, expiry, split, flush, abort (Java's RecordAccumulator)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ProducerBatch, ProduceRequestResult and RecordFuture (seed 001 "ProducerBatch")."""
+"""ProducerBatch, ProduceRequestResult and RecordFuture (Java's ProducerBatch)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BufferPool, exactly as seed 001 "BufferPool" describes it: fast path, non-pooled memory, FIFO waiters, no leaks."""
+"""BufferPool, as Java's BufferPool behaves: fast path, non-pooled memory, FIFO waiters, no leaks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The partition circuit breaker (seed 002): policy, manager views, config, resolution.
+"""The partition circuit breaker (KIP-693): policy, manager views, config, resolution.
 
 Pure policy tests: a fake clock, no brokers, no sleeping.
 """
@@ -579,7 +579,7 @@ def test_listeners_fire_once_per_state_change_and_survive_failures() -> None:
 def test_mute_total_never_lags_the_muted_gauge_while_events_are_dispatched() -> None:
     """A node mute changes several partitions at once; the events are dispatched after the
     lock is released, one by one. A metrics read in between must still count every muted
-    partition (the CI failure behind issue 6: gauge 2, total 1)."""
+    partition (a CI run once saw gauge 2, total 1)."""
     h = Harness(SMALL)
     metrics = Metrics()
     seen: list[tuple[float, float]] = []

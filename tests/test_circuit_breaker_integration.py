@@ -1,4 +1,4 @@
-"""The partition circuit breaker (seed 002) wired into the producer, on the 3-broker mock cluster.
+"""The partition circuit breaker (KIP-693) wired into the producer, on the 3-broker mock cluster.
 
 A 6-partition topic is spread over the brokers (partition p led by broker p % 3), so
 one broker leads exactly two partitions. Faults are injected for that broker only

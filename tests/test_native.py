@@ -170,7 +170,7 @@ def test_bad_input_errors_name_the_culprit() -> None:
 
 
 def test_gil_released_by_crc32c_and_cramjam_for_large_buffers() -> None:
-    """CRC-32C and compression of a large buffer let another thread run (issue 8's requirement).
+    """CRC-32C and compression of a large buffer let another thread run (the GIL is released around them).
 
     With a huge switch interval no thread is forced off the GIL, and the spinner
     gives it up after every step (sleep(0)); so the spinner advances during a

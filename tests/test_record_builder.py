@@ -1,4 +1,4 @@
-"""MemoryRecordsBuilder behaviour: sizing, bad input, producer state, CRC checks (seed 001)."""
+"""MemoryRecordsBuilder behaviour: sizing, bad input, producer state, CRC checks (Java's MemoryRecordsBuilder)."""
 
 from __future__ import annotations
 
@@ -351,7 +351,7 @@ def test_close_without_a_seal_also_gives_back_the_staging_growth(codec: str) -> 
     """A batch drained straight from the open deque (never sealed) is cut back at close() too.
 
     Otherwise an in-flight batch keeps records staged uncompressed, several times
-    batch.size, that buffer.memory never counted (issue 8's peak RSS at 1 MB batches).
+    batch.size, that buffer.memory never counted (peak RSS at 1 MB batches).
     """
     capacity = 4096
     buf = bytearray(capacity)
