@@ -202,6 +202,58 @@ def test_unknown_topic_error_when_auto_create_is_off(tansu: TansuBroker, topic_n
     assert all(isinstance(e, (UnknownTopicOrPartitionError, KafkaTimeoutError)) for e in errors), errors
 
 
+def test_a_fast_caller_fills_the_parking_share_then_everything_is_delivered(tansu: TansuBroker, topic_name: str) -> None:
+    """Records parked for a topic that does not exist yet hold at most half of buffer.memory.
+
+    With the whole buffer parked nothing could be appended once the topic appears (each
+    partition's open batch needs memory beyond its records' bytes) and the records would
+    wait out max.block.ms. Here the caller blocks at the share; once the topic exists,
+    every record is delivered in send order, and the caller's own sends append the parked
+    ones, so the topic returns to the direct path (the C lane, natively) while it sends.
+    """
+    n, value = 1_000, b"v" * 1_000
+    conf = {
+        "bootstrap.servers": tansu.bootstrap,
+        "allow.auto.create.topics": False,
+        "buffer.memory": 262_144,
+        "max.block.ms": 30_000,
+        "linger.ms": 1,
+    }
+    with Producer(conf) as p:
+        futures: list[Any] = []
+        sent = threading.Event()
+
+        def produce() -> None:
+            for i in range(n):
+                futures.append(p.send(topic_name, value + b"%d" % i))
+            sent.set()
+
+        caller = threading.Thread(target=produce, daemon=True)
+        caller.start()
+        router = p._router
+        for _ in range(2_000):  # bounded: the caller parks ~128 records, then blocks at the share
+            if router._parked_bytes + 1_200 > router._park_limit:
+                break
+            time.sleep(0.01)
+        assert router._parked_bytes + 1_200 > router._park_limit, router._parked_bytes
+        assert router._parked_bytes <= router._park_limit
+        assert not sent.is_set()
+        create_topic(tansu.bootstrap, topic_name, 2)
+        caller.join(60)
+        assert sent.is_set()
+        assert p.flush(60) == 0
+        results = [f.result(1) for f in futures]
+        if p._lane is not None:
+            assert p._lane.fast_calls > 0
+    assert router.parked_count == 0
+    got = read_topic(tansu.bootstrap, topic_name, n)
+    for partition in (0, 1):
+        indices = [int(r.value[len(value) :]) for r in got if r.partition == partition]
+        assert indices == sorted(indices)
+        assert [md.offset for md in results if md.partition == partition] == list(range(len(indices)))
+    assert len(got) == n
+
+
 # ---------------------------------------------------------------------- circuit breaker: bulk == single
 _BREAKER = {"producer.circuit.breaker.class": "failure_rate", "linger.ms": 2}
 

@@ -81,6 +81,11 @@ _MAX_TOPIC_LENGTH = 249
 _FINAL_TOPIC_ERRORS = (17, 29)
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
 _MEMORY_RETRY_MS = 5
+# The share of buffer.memory that records waiting for metadata may hold. Appending them needs
+# batch buffers beyond their own bytes (each partition's open batch is only partly filled), so
+# parked records must never hold the whole buffer: then nothing could be appended and nothing
+# sent to free memory. Beyond this share a caller blocks, as it does when memory is full.
+_PARK_SHARE = 0.5
 
 
 def invalid_topic_error(topic: str) -> InvalidTopicError | None:
@@ -115,6 +120,11 @@ class _Charged:
         if self.bytes >= size:
             self.bytes -= size
             return bytearray(size)
+        if self.bytes:
+            # The charge covers part of the buffer: only the rest comes from the pool, now or not at all.
+            self.pool.reserve(size - self.bytes, 0)
+            self.bytes = 0
+            return bytearray(size)
         return self.pool.allocate(size, 0)
 
     def deallocate(self, buffer: bytearray, size: int | None = None) -> None:
@@ -126,7 +136,7 @@ class _Parked:
 
     __slots__ = (
         "partition", "key", "value", "key_bytes", "value_bytes", "timestamp", "headers", "on_delivery",
-        "future", "charge", "deadline_ms",
+        "future", "charge", "deadline_ms", "held",
     )  # fmt: skip
 
     def __init__(
@@ -154,6 +164,7 @@ class _Parked:
         self.future = future
         self.charge = charge
         self.deadline_ms = deadline_ms
+        self.held = charge
 
 
 class _ParkedBulk:
@@ -161,7 +172,7 @@ class _ParkedBulk:
 
     __slots__ = (
         "partition", "n", "values", "keys", "arrow", "timestamp", "headers", "on_delivery", "sink",
-        "record_bound", "charge", "deadline_ms", "future",
+        "record_bound", "charge", "deadline_ms", "future", "held",
     )  # fmt: skip
 
     def __init__(
@@ -193,6 +204,7 @@ class _ParkedBulk:
         self.charge = charge
         self.deadline_ms = deadline_ms
         self.future = future
+        self.held = charge
 
 
 class _CountingSink:
@@ -284,6 +296,10 @@ class RecordRouter:
         self._lock = threading.Lock()
         self._unparked = threading.Condition(self._lock)
         self._parked_count = 0
+        # Bytes charged by parked records, at most _PARK_SHARE of buffer.memory (see there).
+        self._parked_bytes = 0
+        self._park_limit = int(buffer_memory * _PARK_SHARE)
+        self._room = threading.Condition(self._lock)
         self.lane: Any = None
 
     # ------------------------------------------------------------------ single records
@@ -311,7 +327,9 @@ class RecordRouter:
             return self.fail_now(topic, partition, self._too_large(topic, partition, size), on_delivery)
         cluster = self._md.cluster
         count = cluster.partition_count(topic)
-        if count is None or (partition is not None and partition >= count) or (self.parked and self._behind(topic, count)):
+        if count is None or (partition is not None and partition >= count) or (
+            self.parked and self._behind(topic, count) and not self._catch_up(topic, count)
+        ):
             return self._park(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, size)
         return self._direct(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count)
 
@@ -324,6 +342,31 @@ class RecordRouter:
         """
         q = self.parked.get(topic)
         return q is not None and (q.whole or q.highest < count)
+
+    def _catch_up(self, topic: str, count: int) -> bool:
+        """Append ``topic``'s parked records from the caller's thread; True when none is left to wait behind.
+
+        The Sender releases parked records once per loop, but a caller sending to the
+        topic faster than that would park each new record behind the last, and the
+        topic would never leave the queue (nor return to the C lane). So a caller
+        that finds the topic's metadata here appends the parked records itself, in
+        order, before its own. Like :meth:`release` it never blocks for memory: with
+        the pool empty the records stay parked and so does the caller's.
+        """
+        failed: list[tuple[_Parked | _ParkedBulk, str, KafkaError]] = []
+        with self._lock:
+            q = self.parked.get(topic)
+            if q is None:
+                return True
+            self._release_topic(topic, q, self._md.cluster, self._clock(), failed)
+            if not q.fifo:
+                del self.parked[topic]
+                if not self.parked:
+                    self._unparked.notify_all()
+        for entry, name, error in failed:
+            self._fail_parked(entry, name, error)
+        q = self.parked.get(topic)
+        return q is None or not (q.whole or q.highest < count)
 
     def _direct(
         self,
@@ -467,6 +510,7 @@ class RecordRouter:
         if err is not None:
             return self.fail_now(topic, partition, err, on_delivery)
         try:
+            self._wait_for_room(size)
             self._pool.reserve(size, self.max_block_ms)
         except BufferExhaustedError as e:
             return self.fail_now(topic, partition, e, on_delivery)
@@ -513,6 +557,7 @@ class RecordRouter:
                 q.highest = partition
             q.fifo.append(entry)
             self._parked_count += _records(entry)
+            self._parked_bytes += entry.held
         lane = self.lane
         if lane is not None and q.whole:
             lane.forget(topic)
@@ -526,6 +571,26 @@ class RecordRouter:
                 self._schedule_refresh(topic, q, now)
             self._wakeup()
         return True
+
+    def _wait_for_room(self, size: int) -> None:
+        """Block while parked records hold their share of buffer.memory (``_PARK_SHARE``), up to max.block.ms."""
+        if self._parked_bytes + size <= self._park_limit:
+            return
+        with self._room:
+            if not self._room.wait_for(
+                lambda: self._parked_bytes == 0 or self._parked_bytes + size <= self._park_limit,
+                self.max_block_ms / 1000,
+            ):
+                raise BufferExhaustedError(
+                    f"Failed to hold a {size}-byte record for its topic's metadata within {self.max_block_ms} ms "
+                    f"(max.block.ms): records waiting for metadata already hold {self._parked_bytes} bytes, "
+                    f"the most they may hold of buffer.memory ({self._buffer_memory} bytes)"
+                )
+
+    def _unparked_entry(self, entry: _Parked | _ParkedBulk) -> None:
+        """Account for an entry leaving the queue (appended or failed); lock held."""
+        self._parked_count -= _records(entry)
+        self._parked_bytes -= entry.held
 
     def _schedule_refresh(self, topic: str, q: _TopicQueue, now: int) -> None:
         """Ask for the topic's metadata again, then not before the next backoff (retry.backoff.ms, doubling)."""
@@ -584,7 +649,11 @@ class RecordRouter:
             )
         cluster = self._md.cluster
         count = cluster.partition_count(topic)
-        if count is None or (partition is not None and partition >= count) or (self.parked and topic in self.parked):
+        if (
+            count is None
+            or (partition is not None and partition >= count)
+            or (self.parked and topic in self.parked and not self._catch_up(topic, count))
+        ):
             err = invalid_topic_error(topic)
             if err is not None:
                 raise err
@@ -593,6 +662,7 @@ class RecordRouter:
                 self._buffer_memory,
                 RECORD_BATCH_OVERHEAD + value_total + key_total + n * (MAX_RECORD_OVERHEAD + header_size),
             )
+            self._wait_for_room(charge)
             self._pool.reserve(charge, self.max_block_ms)
             if not arrow:
                 # The caller may reuse its lists once the call returns.
@@ -777,8 +847,9 @@ class RecordRouter:
                 else:
                     error = copy.copy(auth_error)
                 failed.append((entry, topic, error))
-            self._parked_count -= sum(_records(e) for e in q.fifo)
+                self._unparked_entry(entry)
             q.fifo.clear()
+            self._room.notify_all()
             return _NEVER
         if count is None and self._md.topic_state(topic) is None:
             self._md.add_topic(topic, now)  # evicted meanwhile: ask again
@@ -786,8 +857,10 @@ class RecordRouter:
         memory = _Charged(self._pool)
         exhausted = False
         delay = _NEVER
+        fifo = q.fifo
         try:
-            for entry in q.fifo:
+            while fifo:
+                entry = fifo.popleft()
                 fits = count is not None and (entry.partition is None or entry.partition < count)
                 if fits and not exhausted:
                     # The entry's charge pays for the batch buffers it needs (what is left is released below).
@@ -795,7 +868,7 @@ class RecordRouter:
                     memory.bytes += charge
                     try:
                         self._append_parked(topic, entry, cluster, count, now, memory)  # type: ignore[arg-type]
-                        self._parked_count -= _records(entry)
+                        self._unparked_entry(entry)
                         continue
                     except BufferExhaustedError:
                         # Keep it (and everything behind it) parked; try again when memory is back.
@@ -807,16 +880,23 @@ class RecordRouter:
                         memory.bytes -= charge
                         entry.charge = charge
                         failed.append((entry, topic, e))
-                        self._parked_count -= _records(entry)
+                        self._unparked_entry(entry)
                         continue
                 if now >= entry.deadline_ms:
                     failed.append((entry, topic, self._metadata_error(topic, entry.partition, count, error_code)))
-                    self._parked_count -= _records(entry)
+                    self._unparked_entry(entry)
                     continue
                 kept.append(entry)
                 delay = min(delay, entry.deadline_ms - now)
+                if exhausted:
+                    # Deadlines grow along the queue: nothing behind is due either. Stopping here
+                    # keeps a caller's catch-up (one per send) from walking the whole queue.
+                    kept.extend(fifo)
+                    fifo.clear()
         finally:
+            kept.extend(fifo)  # only when an unexpected error left the loop
             self._pool.release(memory.bytes)
+            self._room.notify_all()
         q.fifo = kept
         if kept and count is not None:
             q.whole = False
@@ -907,7 +987,9 @@ class RecordRouter:
             entries = [(e, t) for t, q in self.parked.items() for e in q.fifo]
             self.parked.clear()
             self._parked_count = 0
+            self._parked_bytes = 0
             self._unparked.notify_all()
+            self._room.notify_all()
         for entry, topic in entries:
             self._fail_parked(entry, topic, error)
 
