@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -190,10 +191,10 @@ def test_unreachable_broker_never_blocks_the_loop() -> None:
         ticker.start()
         cfg = {"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 1000, "reconnect.backoff.ms": 20}
         async with AsyncProducer(cfg) as p:
-            sending = asyncio.ensure_future(p.send("nowhere", b"v"))
-            ticks = await _ticks_while(ticker, sending, 5)
-            assert ticks >= 5 and not sending.done(), "the loop did not run while the metadata wait went on"
-            fut = await sending
+            # send() does not wait for metadata: the record waits in the producer, the loop goes on.
+            fut = await p.send("nowhere", b"v")
+            ticks = await _ticks_while(ticker, fut, 5)
+            assert ticks >= 5 and not fut.done(), "the loop did not run while the record waited for metadata"
             with pytest.raises(KafkaTimeoutError, match="not present in metadata"):
                 await fut
             await p.close(0)
@@ -353,3 +354,157 @@ def test_not_started_and_closed_errors() -> None:
             await p.start()
 
     asyncio.run(main())
+
+
+def test_the_loop_keeps_turning_while_the_io_thread_is_held(tansu: TansuBroker, topic_name: str) -> None:
+    """No send waits for the I/O thread on the loop, checked with latches instead of a clock.
+
+    A delivery callback holds the I/O thread until the loop has gone round 50
+    more times. Meanwhile nothing frees memory and no metadata arrives, so the
+    sending tasks fill ``buffer.memory`` and send to a topic nobody asked for
+    yet. If any send blocked the loop (on memory, on metadata, on the Sender),
+    the loop could not go round, the held callback would give up after its
+    bound, and the test fails on that count; the bound only detects a stall.
+    """
+    create_topic(tansu.bootstrap, topic_name, 4)
+    fresh = f"{topic_name}-fresh"
+    create_topic(tansu.bootstrap, fresh, 2)
+    tasks_n, per_task, hold_every = 20, 1000, 2500
+    loop_turns = 0
+    holding_since: list[int] = []  # the loop's turn count when the I/O thread started waiting
+    released = threading.Event()
+    holds = 0
+    stalls = 0
+    most_waiting = 0
+
+    def hold_io_thread(md: RecordMetadata | None, exc: KafkaError | None) -> None:
+        nonlocal holds, stalls
+        released.clear()
+        holding_since.append(loop_turns)
+        if released.wait(60):
+            holds += 1
+        else:
+            stalls += 1
+        holding_since.clear()
+
+    async def main() -> list[RecordMetadata]:
+        nonlocal loop_turns, most_waiting
+        cfg = _config(tansu, buffer_memory=96 * 1024, batch_size=16 * 1024, linger_ms=0, max_block_ms=120_000)
+        stop = False
+        async with AsyncProducer(cfg) as p:
+            await (await p.send(topic_name, b"warm"))
+
+            async def turns() -> None:
+                nonlocal loop_turns, most_waiting
+                while not stop:
+                    await asyncio.sleep(0)
+                    loop_turns += 1
+                    most_waiting = max(most_waiting, p._memory_waiters)
+                    since = holding_since[:1]
+                    if since and loop_turns - since[0] >= 50:
+                        released.set()
+
+            counter = asyncio.ensure_future(turns())
+
+            async def producer_task(t: int) -> list[RecordMetadata]:
+                futs = []
+                for i in range(per_task):
+                    n = t * per_task + i
+                    topic = fresh if n % 97 == 0 else topic_name
+                    cb = hold_io_thread if n % hold_every == 0 else None
+                    futs.append(await p.send(topic, b"x" * 200, b"k%d" % (n % 13), callback=cb))
+                return [await f for f in futs]
+
+            per = await asyncio.gather(*(producer_task(t) for t in range(tasks_n)))
+            stop = True
+            await counter
+        return [md for mds in per for md in mds]
+
+    mds = asyncio.run(main())
+    n = tasks_n * per_task
+    assert stalls == 0, f"{stalls} times the loop did not go round while the I/O thread was held"
+    assert holds == n // hold_every
+    assert most_waiting > 0, "the buffer never filled: the test did not exercise the memory wait"
+    assert len(mds) == n and len({(md.topic, md.partition, md.offset) for md in mds}) == n
+    fresh_n = len(range(0, n, 97))
+    assert sum(md.topic == fresh for md in mds) == fresh_n
+    main_n = n - fresh_n + 1  # and the warm-up record
+    assert len(read_topic(tansu.bootstrap, topic_name, main_n, timeout=120)) == main_n
+    assert len(read_topic(tansu.bootstrap, fresh, fresh_n)) == fresh_n
+
+
+def test_transactions_from_the_loop(tansu: TansuBroker, topic_name: str) -> None:
+    from kproducer.errors import IllegalStateError
+    from kproducer.transaction_manager import TransactionState
+    from tests.support.txn_reader import read_transactional_topics
+
+    create_topic(tansu.bootstrap, topic_name, 2)
+    late = f"{topic_name}-late"  # created now, first sent to inside a transaction: no metadata yet
+    create_topic(tansu.bootstrap, late, 1)
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+
+    async def main() -> None:
+        ticker = Ticker()
+        ticker.start()
+        cfg = {"bootstrap.servers": tansu.bootstrap, "transactional.id": f"aio-{topic_name}", "linger.ms": 5}
+        async with AsyncProducer(cfg) as p:
+            with pytest.raises(IllegalStateError, match="only allowed inside a transaction"):
+                await p.send(topic_name, b"outside")
+            blocking_calls_on: list[int] = []
+            sync = p.producer
+
+            def recording(call: Any) -> Any:
+                def wrapper(*a: Any, **kw: Any) -> Any:
+                    blocking_calls_on.append(threading.get_ident())
+                    return call(*a, **kw)
+
+                return wrapper
+
+            for name in ("init_transactions", "commit_transaction", "abort_transaction", "send_offsets_to_transaction"):
+                setattr(sync, name, recording(getattr(sync, name)))
+            await p.init_transactions(30)
+            async with p.transaction(30):
+                futs = [await p.send(topic_name, b"c1-%d" % i, b"k%d" % (i % 3)) for i in range(200)]
+                futs.append(await p.send(late, b"c1-late"))
+            # Every delivery future of the transaction is settled when the commit returns.
+            assert all(f.done() and f.result().offset >= 0 for f in futs)
+            committed.extend([b"c1-%d" % i for i in range(200)] + [b"c1-late"])
+
+            with pytest.raises(RuntimeError, match="abort this one"):
+                async with p.transaction(30):
+                    futs = [await p.send(topic_name, b"a-%d" % i) for i in range(50)]
+                    await p.flush(30)  # written, then aborted: the marker hides them
+                    raise RuntimeError("abort this one")
+            aborted.extend(b"a-%d" % i for i in range(50))
+            assert p.producer.transaction_state is TransactionState.READY
+
+            async def cancelled_body() -> None:
+                async with p.transaction(30):
+                    await p.send(topic_name, b"cancelled")
+                    await asyncio.Event().wait()
+
+            task = asyncio.ensure_future(cancelled_body())
+            for _ in range(100):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert p.producer.transaction_state is TransactionState.READY
+
+            await p.begin_transaction()
+            await p.send(topic_name, b"c2")
+            await p.send_offsets_to_transaction({}, "no-offsets-group")  # nothing to commit: a no-op
+            await p.commit_transaction(30)
+            committed.append(b"c2")
+            # init, commit, abort (error), abort (cancelled), send_offsets, commit: all in worker threads.
+            assert len(blocking_calls_on) == 6 and threading.get_ident() not in blocking_calls_on
+        await ticker.stop()
+
+    asyncio.run(main())
+    view = read_transactional_topics(tansu.bootstrap, [topic_name, late])
+    assert sorted(r.value for r in view.committed) == sorted(committed)
+    got_aborted = sorted(r.value for r in view.aborted)
+    # The cancelled transaction's record was written or not when the abort came: never committed.
+    assert [v for v in got_aborted if v != b"cancelled"] == sorted(aborted)
+    assert view.open == []

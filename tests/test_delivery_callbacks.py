@@ -108,6 +108,74 @@ def test_failures_reach_either_convention(tansu: TansuBroker, topic_name: str, k
         assert msg.key() == b"big" and len(msg) == 5000
 
 
+def test_confluent_error_accessors_on_real_failures(tansu: TansuBroker, topic_name: str) -> None:
+    """``err.code()`` / ``name()`` / ``str()`` / ``retriable()`` / ``fatal()`` as confluent-kafka's callbacks use them."""
+    from confluent_kafka import KafkaError as CKafkaError
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    failures: list[tuple[int, str, str, bool, bool, bool]] = []
+    kinds: list[str] = []
+
+    # The shape of confluent-kafka's own examples: compare err.code() with its KafkaError constants.
+    def delivery_report(err, msg):  # type: ignore[no-untyped-def]
+        if err is not None:
+            kind = "too-large" if err.code() == CKafkaError.MSG_SIZE_TOO_LARGE else (
+                "timed-out" if err.code() == CKafkaError._MSG_TIMED_OUT else "other"
+            )
+            failures.append((err.code(), err.name(), err.str(), err.retriable(), err.fatal(), msg.error() is err))
+            kinds.append(kind)
+
+    with _producer(tansu, max_request_size=2000) as p:
+        p.send(topic_name, b"z" * 5000, on_delivery=delivery_report)
+        p.flush(10)
+    # Nothing listens on port 1: the record waits for metadata until max.block.ms, then times out.
+    with Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 300, "reconnect.backoff.ms": 20}) as p:
+        p.send("nowhere", b"v", on_delivery=delivery_report)
+        p.flush(30)
+    assert kinds == ["too-large", "timed-out"]
+    too_large, timed_out = failures
+    assert too_large[:2] == (10, "MESSAGE_TOO_LARGE") and "larger than 2000" in too_large[2]
+    assert too_large[3:] == (False, False, True)
+    assert timed_out[0] == CKafkaError._MSG_TIMED_OUT and timed_out[1] == "TIMEOUT"
+    assert "not present in metadata" in timed_out[2] and timed_out[3:] == (True, False, True)
+    assert all(type(f[3]) is bool and type(f[4]) is bool for f in failures)
+
+
+def test_error_attributes_and_confluent_methods_agree() -> None:
+    """The Java/kafka-python attributes keep working beside confluent-kafka's methods of the same names."""
+    import pickle
+
+    from confluent_kafka import KafkaError as CKafkaError
+
+    from kproducer.errors import (
+        BufferExhaustedError,
+        IllegalStateError,
+        KafkaTimeoutError,
+        ProducerClosedError,
+        ProducerFencedError,
+        TransactionAbortedError,
+        error_for_code,
+    )
+
+    err = RecordTooLargeError("too big", topic="t", partition=0)
+    assert err.code == 10 and err.code() == 10 and err.name == "MESSAGE_TOO_LARGE" and err.name() == "MESSAGE_TOO_LARGE"
+    assert not err.retriable and err.retriable() is False and repr(err.retriable) == "False"
+    assert f"{err.code}" == "10" and {10: "x"}[err.code] == "x"
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is RecordTooLargeError and back.code() == 10 and str(back) == str(err) == err.str()
+    # Client-side errors: the attribute stays Kafka's -1, the call gives librdkafka's code for the condition.
+    assert KafkaTimeoutError().code == -1 and KafkaTimeoutError().code() == CKafkaError._MSG_TIMED_OUT
+    assert BufferExhaustedError().code() == CKafkaError._QUEUE_FULL
+    assert ProducerClosedError().code() == CKafkaError._PURGE_QUEUE
+    assert TransactionAbortedError().code() == CKafkaError._PURGE_QUEUE
+    assert IllegalStateError().code() == CKafkaError._STATE
+    assert KafkaError().code() == CKafkaError.UNKNOWN
+    assert KafkaTimeoutError.retriable and KafkaTimeoutError().retriable() is True
+    fenced = error_for_code(90)
+    assert isinstance(fenced, ProducerFencedError) and fenced.fatal() is True and fenced.code() == 90
+    assert error_for_code(120).txn_requires_abort() is True and not err.txn_requires_abort()
+
+
 @pytest.mark.parametrize("keyword", ["callback", "on_delivery"])
 def test_wrong_arity_is_refused_by_send(tansu: TansuBroker, topic_name: str, keyword: str) -> None:
     with _producer(tansu) as p:
@@ -197,6 +265,25 @@ def test_user_script_passes_mypy_strict(tmp_path: Path) -> None:
                 print(err, msg.error())
 
 
+            def confluent_methods(err: KafkaError | None, msg: DeliveryReport) -> None:
+                if err is not None:
+                    code: int = err.code()
+                    name: str = err.name()
+                    retry: bool = err.retriable() or err.fatal() or err.txn_requires_abort()
+                    print(code, name, err.str(), retry, err.code == 10, err.name == "MESSAGE_TOO_LARGE")
+
+
+            async def use_async_producer() -> None:
+                from kproducer.aio import AsyncProducer
+
+                async with AsyncProducer({"bootstrap.servers": "127.0.0.1:9092", "transactional.id": "x"}) as ap:
+                    await ap.init_transactions()
+                    async with ap.transaction():
+                        delivery = await ap.send("t", b"v", on_delivery=confluent_methods)
+                    md: RecordMetadata = await delivery
+                    print(md.offset)
+
+
             async def use_async(p: Producer) -> RecordMetadata:
                 md: RecordMetadata = await p.send("t", b"v")
                 return await asyncio.wrap_future(p.send("t", b"w"))
@@ -208,6 +295,7 @@ def test_user_script_passes_mypy_strict(tmp_path: Path) -> None:
                     p.send("t", b"v", callback=java_base)
                     p.send("t", b"v", on_delivery=confluent)
                     p.send("t", b"v", on_delivery=confluent_loose)
+                    p.send("t", b"v", on_delivery=confluent_methods)
                     p.send_batch("t", [b"a"], on_delivery=confluent)
                     fs = [p.send("t", b"x")]
                     done, _ = concurrent.futures.wait(fs)

@@ -4,16 +4,20 @@ The protocol work stays on the producer's I/O thread; what this module adds is
 that a coroutine never blocks its event loop:
 
 - ``await send(...)`` appends through the ordinary ``Producer.send`` (the same
-  routing step and C fast lane) only when that cannot block. When
-  ``buffer.memory`` is full it waits on an ``asyncio.Event`` that the I/O thread
-  sets, through ``loop.call_soon_threadsafe``, when a batch's memory returns;
-  the wait is bounded by ``max.block.ms`` (then the record fails with
-  ``BufferExhaustedError`` through its future, as in Java). A topic without
-  metadata is waited for in a worker thread (one per topic at a time).
+  routing step and C fast lane). ``send()`` never waits for metadata (a record
+  for a topic without it waits in the producer), so the one wait left is for
+  ``buffer.memory``: during the call the BufferPool is told that this thread must
+  not wait, and raises ``MemoryWouldBlock`` instead of blocking. The coroutine
+  then awaits an ``asyncio.Event`` that the I/O thread sets, through
+  ``loop.call_soon_threadsafe``, when a batch's memory returns, and sends the
+  record again; the wait is bounded by ``max.block.ms`` (then the record fails
+  with ``BufferExhaustedError`` through its future, as in Java).
 - ``send()`` returns an ``asyncio.Future`` for the delivery. Completions reach
-  the loop in batches: the I/O thread appends finished records to a deque and
-  schedules one drain on the loop when the deque was empty, so a completion
-  round that finishes thousands of records costs one thread-safe wakeup.
+  the loop in batches: records sent without a callback are grouped by the batch
+  they went into, and the batch's completion hands the whole group to the loop
+  (a deque, and one thread-safe wakeup when the deque was empty), so a completion
+  round that finishes thousands of records costs one wakeup and no Python call
+  per record on the I/O thread.
 - Cancelling the awaiting task or the delivery future does not unsend a record
   once it was appended: it is delivered (or fails) as usual, and its outcome is
   only dropped for the cancelled future. A task cancelled while ``send()``
@@ -21,10 +25,9 @@ that a coroutine never blocks its event loop:
 - ``send_batch`` / ``send_arrow`` run the bulk call in a worker thread (a large
   call may wait for memory batch after batch) and resolve to the per-record
   metadata.
-- ``flush`` / ``close`` / ``start`` run their blocking parts in a worker thread.
-
-Transactions are not offered here yet: the synchronous producer has no
-transactional API to build them on.
+- ``flush`` / ``close`` / ``start`` and the transactional calls run their
+  blocking parts in a worker thread; ``async with p.transaction():`` commits on
+  success and aborts on an exception.
 """
 
 from __future__ import annotations
@@ -32,20 +35,25 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from kproducer.accumulator.buffer_pool import MemoryWouldBlock
+from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP
 from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_callback
 from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
 from kproducer.producer import Producer
-from kproducer.record.builder import estimate_size_upper_bound
-from kproducer.structs import Headers, RecordMetadata
+from kproducer.structs import Headers, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:
+    from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
     from kproducer.bulk import BulkFuture
+    from kproducer.transaction_manager import GroupMetadata
 
 __all__ = ["AsyncProducer"]
 
@@ -59,23 +67,32 @@ _DRAIN_MAX = 2048
 
 
 class _Completions:
-    """Records finished on the I/O thread, handed to the loop in batches (one wakeup per non-empty round)."""
+    """Records finished on the I/O thread, handed to the loop in batches (one wakeup per non-empty round).
 
-    __slots__ = ("loop", "pending", "scheduled", "warned_closed", "batches")
+    Records sent without a callback are tracked per batch: ``group`` is a flat list
+    ``[loop future, RecordFuture, loop future, RecordFuture, ...]`` that one
+    done-callback of the batch's result pushes whole.
+    """
+
+    __slots__ = ("loop", "pending", "scheduled", "warned_closed", "last_result", "last_group")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.pending: collections.deque[tuple[asyncio.Future[RecordMetadata] | None, Any, Any]] = collections.deque()
         self.scheduled = False
         self.warned_closed = False
-        # The open batches' results that records without a callback went into: (loop future, RecordFuture)s.
-        self.batches: dict[Any, list[tuple[asyncio.Future[RecordMetadata], Any]]] = {}
+        # The group of the batch the last tracked record went into: consecutive records of one
+        # batch join it without a lookup. A completed batch takes no more records, so a record
+        # whose result is this one was appended before the batch completed (the group, pushed or
+        # not, is drained on this thread, after the record joined it).
+        self.last_result: ProduceRequestResult | None = None
+        self.last_group: list[Any] = []
 
     def push(self, fut: asyncio.Future[RecordMetadata] | None, metadata: Any, exception: Any) -> None:
         """On the I/O thread: queue one outcome; wake the loop only if no drain is due yet.
 
-        ``fut`` None queues a whole batch: ``metadata`` is the batch's result, ``exception`` the
-        list of (loop future, RecordFuture) of the records sent into it without a callback.
+        ``fut`` None queues a whole batch: ``metadata`` is the batch's result, ``exception``
+        its group of records sent without a callback.
         """
         self.pending.append((fut, metadata, exception))
         if not self.scheduled:
@@ -95,13 +112,14 @@ class _Completions:
         """
         self.scheduled = False
         pending = self.pending
-        for _ in range(_DRAIN_MAX):
-            if not pending:
-                return
+        budget = _DRAIN_MAX
+        while pending and budget > 0:
             fut, metadata, exception = pending.popleft()
             if fut is None:
+                budget -= len(exception) >> 1
                 self._settle_batch(metadata, exception)
                 continue
+            budget -= 1
             if fut.done():
                 continue
             if exception is None:
@@ -112,38 +130,70 @@ class _Completions:
             self.scheduled = True
             self.loop.call_soon(self.drain)
 
-    def _settle_batch(self, result: Any, records: list[tuple[asyncio.Future[RecordMetadata], Any]]) -> None:
-        """The records of one completed batch: each outcome is read from its RecordFuture here, on the loop."""
-        owner = self.batches.pop(result, None)
-        del owner
-        for fut, rf in records:
-            if fut.done():
-                continue
-            if not rf.done():  # moved to another batch (split for MESSAGE_TOO_LARGE): follow it there
-                rf.add_done_callback(partial(self._moved_done, fut))
-                continue
-            err = rf.record_error()
-            if err is None:
-                fut.set_result(rf.value())
-            else:
-                fut.set_exception(err)
+    def _settle_batch(self, result: ProduceRequestResult, group: list[Any]) -> None:
+        """The records of one completed batch: each outcome is read here, on the loop."""
+        if result is self.last_result:
+            self.last_result = None
+            self.last_group = []
+        if result._error_fn is None and result.moved is None:
+            # Acknowledged as a whole: build each record's metadata from the batch's outcome.
+            base = result.base_offset
+            append_time = result.log_append_time
+            tp = result.topic_partition
+            topic, partition = tp.topic, tp.partition
+            for i in range(0, len(group), 2):
+                fut = group[i]
+                if fut.done():
+                    continue
+                rf = group[i + 1]
+                if rf._next is not None:
+                    self._settle_one(fut, rf)
+                    continue
+                fut.set_result(
+                    RecordMetadata(
+                        topic,
+                        partition,
+                        NO_OFFSET if base == NO_OFFSET else base + rf.relative_offset,
+                        rf.create_timestamp if append_time == NO_TIMESTAMP else append_time,
+                        rf.serialized_key_size,
+                        rf.serialized_value_size,
+                    )
+                )
+            return
+        for i in range(0, len(group), 2):
+            fut = group[i]
+            if not fut.done():
+                self._settle_one(fut, group[i + 1])
+
+    def _settle_one(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
+        if not rf.done():  # moved to another batch (split, or parked for metadata): follow it there
+            rf.add_done_callback(partial(self._moved_done, fut))
+            return
+        err = rf.record_error()
+        if err is None:
+            fut.set_result(rf.value())
+        else:
+            fut.set_exception(err)
 
     def _moved_done(self, fut: asyncio.Future[RecordMetadata], rf: Any) -> None:
         err = rf.record_error()
         self.push(fut, None if err is not None else rf.value(), err)
 
-    def track(self, fut: asyncio.Future[RecordMetadata], rf: Any) -> None:
+    def track(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
         """On the loop: settle ``fut`` when the batch ``rf`` went into completes (one push per batch)."""
         result = rf._batch_result
-        group = self.batches.get(result)
-        if group is None:
-            group = self.batches[result] = []
-            if not result._add_callback(partial(self.push, None, result, group)):
-                # Already complete (a record that failed before reaching a batch): settle it now.
-                del self.batches[result]
-                self._settle_batch(result, [(fut, rf)])
-                return
-        group.append((fut, rf))
+        if result is self.last_result:
+            group = self.last_group
+            group.append(fut)
+            group.append(rf)
+            return
+        group = [fut, rf]
+        if not result._add_callback(partial(self.push, None, result, group)):
+            # Already complete (a record that failed before reaching a batch): settle it now.
+            self._settle_one(fut, rf)
+            return
+        self.last_result = result
+        self.last_group = group
 
 
 class _Delivery:
@@ -182,10 +232,10 @@ class AsyncProducer:
         self._kwargs = kwargs
         self._producer: Producer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = 0
         self._completions: _Completions | None = None
         self._memory = asyncio.Event()
         self._memory_waiters = 0
-        self._metadata_waits: dict[tuple[str, int | None], asyncio.Future[Any]] = {}
         self._closed = False
         self._sends = 0
         self._slice_start = time.monotonic()
@@ -201,6 +251,7 @@ class AsyncProducer:
         loop = asyncio.get_running_loop()
         producer = await loop.run_in_executor(None, lambda: Producer(self._config, **self._kwargs))
         self._loop = loop
+        self._thread = threading.get_ident()
         self._completions = _Completions(loop)
         self._producer = producer
         producer._pool.set_free_listener(self._memory_freed)
@@ -217,8 +268,7 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> int:
         """Wait (off the loop) until every record sent so far completed; the count still undelivered."""
         p = self._require()
-        loop = asyncio.get_running_loop()
-        left = await loop.run_in_executor(None, p.flush, timeout)
+        left = await self._off_loop(p.flush, timeout)
         await self._settled()
         return left
 
@@ -230,13 +280,16 @@ class AsyncProducer:
         p = self._producer
         if p is None:
             return
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, p.close, timeout)
+            await self._off_loop(p.close, timeout)
         finally:
             p._pool.set_free_listener(None)
             self._memory.set()  # a sender still waiting for memory sees the producer closed
         await self._settled()
+
+    async def _off_loop(self, fn: Any, *args: Any) -> Any:
+        """Run a blocking producer call in the loop's default executor."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def _settled(self) -> None:
         """Let the completions already handed to the loop settle their futures before returning."""
@@ -266,6 +319,57 @@ class AsyncProducer:
         self._slice_used = False
         self._slice_start = time.monotonic()
 
+    # ------------------------------------------------------------------ transactions
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """``Producer.init_transactions`` off the loop: register ``transactional.id``, fence older producers."""
+        await self._off_loop(self._require().init_transactions, timeout)
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction: records sent until commit or abort belong to it."""
+        self._require().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Iterable[Any],
+        group_metadata: str | GroupMetadata | Any,
+        timeout: float | None = None,
+    ) -> None:
+        """``Producer.send_offsets_to_transaction`` off the loop (consume-transform-produce)."""
+        await self._off_loop(self._require().send_offsets_to_transaction, offsets, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Off the loop: send every record of the transaction, wait for their acknowledgement, commit.
+
+        When it returns, the delivery futures of the transaction's records are settled.
+        """
+        await self._off_loop(self._require().commit_transaction, timeout)
+        await self._settled()
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Off the loop: abort the transaction (its unsent records fail with TransactionAbortedError)."""
+        await self._off_loop(self._require().abort_transaction, timeout)
+        await self._settled()
+
+    @asynccontextmanager
+    async def transaction(self, timeout: float | None = None) -> AsyncIterator[AsyncProducer]:
+        """``async with p.transaction():`` begins, commits on success and aborts on an exception.
+
+        The exception (cancellation included) is re-raised after the abort; a failed
+        commit raises its error. The blocking parts run off the loop.
+        """
+        p = self._require()
+        await self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if p._may_abort_after_error():
+                try:
+                    await self.abort_transaction(timeout)
+                except KafkaError:
+                    log.warning("aborting the transaction after an error failed", exc_info=True)
+            raise
+        await self.commit_transaction(timeout)
+
     # ------------------------------------------------------------------ memory (I/O thread → loop)
     def _memory_freed(self) -> None:
         """On the I/O thread, when a batch's memory returned: wake the loop only if a send waits for it."""
@@ -275,43 +379,66 @@ class AsyncProducer:
             except RuntimeError:
                 pass  # loop closed: nobody is waiting any more
 
-    async def _wait_for_memory(self, p: Producer, size: int, deadline: float) -> None:
-        """Await until ``size`` bytes could be allocated without blocking; BufferExhaustedError at ``deadline``."""
+    def _try_send(
+        self, p: Producer, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+        headers: Any, callback: Callback | None,
+    ) -> RecordFuture:
+        """``Producer.send`` with the pool told that this thread must not wait (MemoryWouldBlock instead)."""
         pool = p._pool
+        pool.no_wait_thread = self._thread
+        try:
+            if partition is None and timestamp is None and headers is None and callback is None:
+                return p.send(topic, value, key)  # the C lane's shape
+            return p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=callback)
+        finally:
+            pool.no_wait_thread = None
+
+    async def _send_when_memory(
+        self, p: Producer, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+        headers: Any, callback: Callback | None,
+    ) -> RecordFuture:
+        """Await memory, then send; the record fails with BufferExhaustedError at ``max.block.ms``.
+
+        The coroutine counts as a memory waiter (``BufferPool.queued()``), so ready()
+        sends batches without lingering, as for a blocked thread. While any send
+        waits, new sends join the waiters instead of taking freed memory first; the
+        waiters retry in the order the event wakes them, which is the order they
+        started waiting.
+        """
+        pool = p._pool
+        deadline = time.monotonic() + p._max_block_ms / 1000.0
         self._memory_waiters += 1
         pool.add_external_waiter(1)
-        p._wakeup()  # ready() now sees memory exhausted: batches go out without lingering
+        p._wakeup()
         try:
-            while not pool.can_allocate_now(size):
+            while True:
                 if p._closed or pool.closed:
                     raise ProducerClosedError("Cannot send after the producer has been closed")
+                try:
+                    return self._try_send(p, topic, value, key, partition, timestamp, headers, callback)
+                except MemoryWouldBlock as e:
+                    size, poll_s = e.size, e.poll_s
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise BufferExhaustedError(
-                        f"Failed to allocate memory within the configured max blocking time {p._max_block_ms} ms "
-                        f"(buffer.memory={p._buffer_memory} is full)"
-                    )
+                    return self._exhausted(p, topic, partition, callback)
                 self._memory.clear()
-                if pool.can_allocate_now(size):  # freed between the check and the clear
-                    break
+                if poll_s is None and pool.can_allocate_now(size):
+                    continue  # freed between the attempt and the clear
                 try:
-                    await asyncio.wait_for(self._memory.wait(), remaining)
+                    await asyncio.wait_for(self._memory.wait(), remaining if poll_s is None else min(remaining, poll_s))
                 except TimeoutError:
                     pass
         finally:
             self._memory_waiters -= 1
             pool.add_external_waiter(-1)
 
-    async def _wait_for_metadata(self, p: Producer, topic: str, partition: int | None) -> None:
-        """Wait for a topic's (and partition's) metadata in a worker thread, shared by the sends that need it."""
-        key = (topic, partition)
-        waiting = self._metadata_waits.get(key)
-        if waiting is None:
-            loop = asyncio.get_running_loop()
-            waiting = loop.run_in_executor(None, p._wait_on_metadata, topic, partition, p._clock())
-            self._metadata_waits[key] = waiting
-            waiting.add_done_callback(lambda _f: self._metadata_waits.pop(key, None))
-        await asyncio.shield(waiting)
+    def _exhausted(self, p: Producer, topic: str, partition: int | None, callback: Callback | None) -> RecordFuture:
+        """The record's BufferExhaustedError, through its future and callback (Java's FutureFailure)."""
+        error = BufferExhaustedError(
+            f"Failed to allocate memory within the configured max blocking time {p._max_block_ms} ms "
+            f"(buffer.memory={p._buffer_memory} is full)"
+        )
+        return p._router.fail_now(topic, partition, error, callback)
 
     # ------------------------------------------------------------------ send
     async def send(
@@ -328,50 +455,41 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """Append one record without blocking the loop; returns the future of its delivery.
 
-        Waits (awaiting, never blocking) only while ``buffer.memory`` is full or
-        the topic's metadata is unknown, both bounded by ``max.block.ms``. A
-        record's own failure (too large, buffer still full, metadata timeout, a
-        broker error) arrives through the returned future, as with ``Producer``.
+        Never waits for metadata (the record waits in the producer). Awaits,
+        never blocks, only while ``buffer.memory`` is full, bounded by
+        ``max.block.ms``. A record's own failure (too large, buffer still full,
+        no metadata within ``max.block.ms``, a broker error) arrives through the
+        returned future, as with ``Producer``; a misuse (closed producer, a
+        transactional producer outside a transaction, bad argument types) raises here.
         """
         p = self._producer
         if p is None or p._closed:
             self._require()
             raise ProducerClosedError("Cannot send after the producer has been closed")
         completions = self._completions
-        assert completions is not None and self._loop is not None
-        fut: asyncio.Future[RecordMetadata] = self._loop.create_future()
-        if on_delivery is not None:
-            callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
-        elif callback is not None:
-            check_callback(callback, "callback")
-        delivery = _Delivery(fut, completions, callback)
-
-        # Never let Producer.send block the loop: wait here for what it would wait for.
-        count = p._metadata.cluster.partition_count(topic)
-        if count is None or (partition is not None and partition >= count):
+        loop = self._loop
+        assert completions is not None and loop is not None
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        delivery: Callback | None = None
+        if callback is not None or on_delivery is not None:
+            if on_delivery is not None:
+                callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
+            else:
+                check_callback(callback, "callback")
+            # The record's callback settles the loop future, after the user's own.
+            delivery = _Delivery(fut, completions, callback)
+        rf: RecordFuture | None = None
+        if not self._memory_waiters:
             try:
-                await self._wait_for_metadata(p, topic, partition)
-            except KafkaError as e:
-                delivery(None, e)
-                completions.drain()
-                return fut
-        pool = p._pool
-        if pool._external_waiters or not pool.can_allocate_now(p._accumulator.batch_size):
-            size = max(p._accumulator.batch_size, _record_size_bound(p, key, value))
-            try:
-                await self._wait_for_memory(p, size, time.monotonic() + p._max_block_ms / 1000.0)
-            except BufferExhaustedError as e:
-                e.topic, e.partition = topic, partition
-                p._sensors.record_errors(topic, 1)
-                delivery(None, e)
-                completions.drain()
-                return fut
-        if callback is None:
+                rf = self._try_send(p, topic, value, key, partition, timestamp, headers, delivery)
+            except MemoryWouldBlock:
+                pass
+        if rf is None:
+            # buffer.memory is full (or other sends wait for it already): await it, in turn.
+            rf = await self._send_when_memory(p, topic, value, key, partition, timestamp, headers, delivery)
+        if delivery is None:
             # No per-record callback on the I/O thread: the batch's completion settles its records here.
-            rf = p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
             completions.track(fut, rf)
-        else:
-            p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery)
         # A send that needs no wait would never suspend, so tasks sending in a tight loop would hold
         # the loop for as long as they have records. Sends share one time slice per loop iteration:
         # once it is used up, every send yields until the loop has been round (timers, I/O, other
@@ -382,7 +500,7 @@ class AsyncProducer:
             self._sends += 1
             if not self._sends & 15 and time.monotonic() - self._slice_start >= _SLICE_S:
                 self._slice_used = True
-                self._loop.call_soon(self._new_slice)
+                loop.call_soon(self._new_slice)
                 await asyncio.sleep(0)
         return fut
 
@@ -476,14 +594,4 @@ class AsyncProducer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("started" if self._producer is not None else "new")
         return f"<AsyncProducer {state}>"
-
-
-def _record_size_bound(p: Producer, key: Any, value: Any) -> int:
-    """An upper bound of one record's batch bytes (bytes only; other types are serialized later)."""
-    k = key if isinstance(key, (bytes, bytearray)) else None
-    v = value if isinstance(value, (bytes, bytearray)) else None
-    try:
-        return estimate_size_upper_bound(2, p._compression, k, v, None)
-    except Exception:  # noqa: BLE001 - a bound only; send() checks the real size
-        return 0
 

@@ -3,7 +3,9 @@
 - ``callback=`` takes the Java client's ``Callback.onCompletion(metadata, exception)``:
   ``(RecordMetadata, None)`` on success, ``(None, exception)`` on failure.
 - ``on_delivery=`` takes confluent-kafka's ``on_delivery(err, msg)``: ``err`` is
-  None on success (else the record's :class:`~kproducer.errors.KafkaError`), and
+  None on success (else the record's :class:`~kproducer.errors.KafkaError`, which
+  also answers confluent-kafka's ``code()``, ``name()``, ``str()``, ``retriable()``,
+  ``fatal()`` and ``txn_requires_abort()``), and
   ``msg`` is a :class:`DeliveryReport` with confluent-kafka's ``Message``
   accessors: ``topic()``, ``partition()``, ``offset()``, ``key()``, ``value()``,
   ``headers()``, ``timestamp()``, ``error()`` and ``len()``. A callback copied

@@ -10,9 +10,13 @@ topic, partition and the broker's code and name when they apply.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import builtins
+from typing import Any, ClassVar
 
 __all__ = [
+    "ErrorCode",
+    "ErrorFlag",
+    "ErrorName",
     "KafkaError",
     "RetriableError",
     "InvalidMetadataError",
@@ -34,19 +38,93 @@ __all__ = [
 ]
 
 
+class ErrorCode(int):
+    """An error code that is also callable: ``err.code`` (the Java client's and kafka-python's
+    attribute) and ``err.code()`` (confluent-kafka's ``KafkaError.code()``) both work.
+
+    The attribute is the Kafka protocol code (-1 for client-side errors). The call
+    gives confluent-kafka's code, which is the same for broker errors and, for
+    client-side errors, librdkafka's negative code for the same condition where one
+    exists (``_MSG_TIMED_OUT``, ``_QUEUE_FULL``, ``_PURGE_QUEUE``...), so that
+    ``err.code() == confluent_kafka.KafkaError._MSG_TIMED_OUT`` keeps its meaning.
+    """
+
+    confluent: int
+
+    def __new__(cls, value: int, confluent: int | None = None) -> ErrorCode:
+        self = super().__new__(cls, value)
+        self.confluent = int(value) if confluent is None else confluent
+        return self
+
+    def __call__(self) -> int:
+        return self.confluent
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ErrorCode, (int(self), self.confluent))
+
+
+class ErrorName(str):
+    """An error name that is also callable: ``err.name`` and confluent-kafka's ``err.name()``."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str.__str__(self)
+
+
+class ErrorFlag(int):
+    """A class flag (``retriable``, ``fatal``) that is also callable: ``if err.retriable:`` and
+    confluent-kafka's ``err.retriable()`` both work (the call returns a real bool)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> bool:
+        return bool(self)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+    __str__ = __repr__
+
+
+_FLAG_ATTRS = ("retriable", "invalid_metadata", "fatal")
+
+
 class KafkaError(Exception):
     """Base of every kproducer error.
 
     ``code``/``name`` are the Kafka protocol error code and name when the error
     came from (or mirrors) a broker error; client-side errors use code -1 and
     their own name.
+
+    confluent-kafka's ``KafkaError`` accessors work on every error too, so a
+    delivery callback written for confluent-kafka runs unchanged on the
+    ``on_delivery=`` keyword: ``err.code()``, ``err.name()``, ``err.str()``,
+    ``err.retriable()``, ``err.fatal()`` and ``err.txn_requires_abort()`` (see
+    :class:`ErrorCode` for the codes ``code()`` returns).
     """
 
-    code: ClassVar[int] = -1
-    name: ClassVar[str] = "KAFKA_ERROR"
-    retriable: ClassVar[bool] = False
-    invalid_metadata: ClassVar[bool] = False
-    fatal: ClassVar[bool] = False
+    code: ClassVar[ErrorCode] = ErrorCode(-1)
+    name: ClassVar[ErrorName] = ErrorName("KAFKA_ERROR")
+    retriable: ClassVar[ErrorFlag] = ErrorFlag(False)
+    invalid_metadata: ClassVar[ErrorFlag] = ErrorFlag(False)
+    fatal: ClassVar[ErrorFlag] = ErrorFlag(False)
+    # librdkafka's code for the same client-side condition (what ``code()`` returns), if any.
+    _confluent_code: ClassVar[int | None] = None
+    # Set on an error that put an open transaction into its abortable state.
+    _txn_abortable: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Subclasses declare plain ints, strs and bools; make them callable as confluent-kafka's methods.
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if ("code" in own and type(own["code"]) is not ErrorCode) or "_confluent_code" in own:
+            cls.code = ErrorCode(int(cls.code), own.get("_confluent_code"))
+        if "name" in own and type(own["name"]) is not ErrorName:
+            cls.name = ErrorName(own["name"])
+        for attr in _FLAG_ATTRS:
+            if attr in own and type(own[attr]) is not ErrorFlag:
+                setattr(cls, attr, ErrorFlag(bool(own[attr])))
 
     def __init__(
         self,
@@ -55,7 +133,7 @@ class KafkaError(Exception):
         topic: str | None = None,
         partition: int | None = None,
     ) -> None:
-        self.message = message or self.name
+        self.message = message or str.__str__(self.name)
         self.topic = topic
         self.partition = partition
         super().__init__(self.message)
@@ -71,6 +149,19 @@ class KafkaError(Exception):
     def __reduce__(self) -> tuple[object, ...]:
         # Picklable, so that Spark can ship a task's Kafka error to the driver.
         return (_rebuild, (type(self), self.message, self.topic, self.partition))
+
+    def txn_requires_abort(self) -> bool:
+        """confluent-kafka's ``txn_requires_abort()``: the open transaction can only be aborted now."""
+        if self._txn_abortable:
+            return True
+        from kproducer.transaction_manager import ABORTABLE_ERRORS
+
+        return int(self.code) in ABORTABLE_ERRORS
+
+    # Defined last: inside the class body this name shadows the builtin for what follows.
+    def str(self) -> builtins.str:  # noqa: A003 - confluent-kafka's KafkaError.str()
+        """confluent-kafka's ``str()``: the human-readable description (as ``str(err)``)."""
+        return self.__str__()
 
 
 def _rebuild(cls: type[KafkaError], message: str, topic: str | None, partition: int | None) -> KafkaError:
@@ -108,6 +199,7 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key or value is invalid; the message names the key and what is allowed."""
 
     name = "CONFIG_ERROR"
+    _confluent_code = -186  # _INVALID_ARG
 
 
 class AuthenticationError(FatalError):
@@ -116,6 +208,7 @@ class AuthenticationError(FatalError):
     AuthenticationException). The message names the broker and the cause."""
 
     name = "AUTHENTICATION_FAILED"
+    _confluent_code = -169  # _AUTHENTICATION
 
 
 class SslAuthenticationError(AuthenticationError):
@@ -123,18 +216,21 @@ class SslAuthenticationError(AuthenticationError):
     plaintext listener, or a refused client certificate (Java's SslAuthenticationException)."""
 
     name = "SSL_HANDSHAKE_FAILED"
+    _confluent_code = -181  # _SSL
 
 
 class KafkaTimeoutError(RetriableError, TimeoutError):
     """An operation did not finish within its time bound (max.block.ms, delivery.timeout.ms...)."""
 
     name = "TIMEOUT"
+    _confluent_code = -192  # _MSG_TIMED_OUT
 
 
 class BufferExhaustedError(KafkaTimeoutError):
     """The BufferPool could not hand out memory within ``max.block.ms``."""
 
     name = "BUFFER_EXHAUSTED"
+    _confluent_code = -184  # _QUEUE_FULL
 
 
 class SerializationError(KafkaError, ValueError):
@@ -147,12 +243,14 @@ class ProducerClosedError(KafkaError):
     """The producer was closed before the record could be delivered."""
 
     name = "PRODUCER_CLOSED"
+    _confluent_code = -152  # _PURGE_QUEUE: librdkafka purges what close() could not deliver
 
 
 class IllegalStateError(KafkaError):
     """An API call that is not valid in the producer's current state."""
 
     name = "ILLEGAL_STATE"
+    _confluent_code = -172  # _STATE
 
 
 class PartitionMutedError(RetriableError):
@@ -165,6 +263,7 @@ class TransactionAbortedError(KafkaError):
     """The record's transaction was aborted before the record was sent (Java's TransactionAbortedException)."""
 
     name = "TRANSACTION_ABORTED"
+    _confluent_code = -152  # _PURGE_QUEUE: librdkafka purges the records of an aborted transaction
 
 
 class UnsupportedVersionError(KafkaError):

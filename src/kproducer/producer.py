@@ -928,18 +928,22 @@ class Producer:
         try:
             yield self
         except BaseException:
-            tm = self._txn
-            if tm is not None and tm.fatal_error is None and tm.state in (
-                TransactionState.IN_TRANSACTION,
-                TransactionState.ABORTABLE_ERROR,
-                TransactionState.ABORTING_TRANSACTION,
-            ):
+            if self._may_abort_after_error():
                 try:
                     self.abort_transaction(timeout)
                 except KafkaError:
                     log.warning("aborting the transaction after an error failed", exc_info=True)
             raise
         self.commit_transaction(timeout)
+
+    def _may_abort_after_error(self) -> bool:
+        """Whether a transaction whose block raised can (and so should) be aborted now."""
+        tm = self._txn
+        return tm is not None and tm.fatal_error is None and tm.state in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.ABORTING_TRANSACTION,
+        )
 
     def _on_transaction_state_change(self, source: TransactionState, target: TransactionState) -> None:
         if target is not TransactionState.IN_TRANSACTION and self._lane is not None:

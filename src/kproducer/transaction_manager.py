@@ -434,6 +434,7 @@ class TransactionManager:
             result.done(error)
 
     def transition_to_abortable(self, error: KafkaError) -> None:
+        error._txn_abortable = True  # confluent-kafka's err.txn_requires_abort()
         with self._lock:
             if self._state is TransactionState.ABORTING_TRANSACTION or self._fatal is not None:
                 # Already aborting: the abort goes on; the error is still logged.
@@ -610,10 +611,12 @@ class TransactionManager:
                 return pending
             if self._state is TransactionState.ABORTABLE_ERROR:
                 err = self._last_error
-                raise IllegalStateError(
+                refused = IllegalStateError(
                     f"commit_transaction() is not allowed: the transaction hit an abortable error ({err}); "
                     f"{ALLOWED_NEXT_CALLS[self._state]}"
-                ) from err
+                )
+                refused._txn_abortable = True
+                raise refused from err
             if self._state is not TransactionState.IN_TRANSACTION:
                 raise self._illegal("commit_transaction")
             self._transition_to(TransactionState.COMMITTING_TRANSACTION)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
+from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
@@ -795,6 +795,9 @@ class RecordAccumulator:
                     topic=tp.topic,
                     partition=tp.partition,
                 )
+            pool = self.free
+            if isinstance(pool, BufferPool) and pool.must_not_wait():
+                raise MemoryWouldBlock(self.batch_size, poll_s=0.02)  # an event loop awaits instead
             # Polled: nothing on the send or drain path pays for waking these rare waiters.
             time.sleep(min(remaining, 0.02))
         return max(0, int((deadline - time.monotonic()) * 1000))

@@ -50,6 +50,21 @@ def _exported(buffer: bytearray) -> bool:
     return False
 
 
+class MemoryWouldBlock(Exception):
+    """Raised, instead of waiting, on the thread that said it must never wait (an event loop's).
+
+    ``size`` is what the allocation asked for; ``poll_s`` is set when no memory
+    event will announce the end of the wait (the caller retries after that many
+    seconds). Nothing was charged or appended when it is raised: the caller awaits,
+    then sends the record again.
+    """
+
+    def __init__(self, size: int, poll_s: float | None = None) -> None:
+        super().__init__(f"allocating {size} bytes would block this thread")
+        self.size = size
+        self.poll_s = poll_s
+
+
 class BufferPool:
     """A pool of ``bytearray`` batch buffers bounded by ``total_memory`` (Java's ``BufferPool``).
 
@@ -80,6 +95,9 @@ class BufferPool:
         # ready() (memory is exhausted: send without lingering) and is told when memory returns.
         self._external_waiters = 0
         self._free_listener: Callable[[], None] | None = None
+        # The thread (an event loop's, for the duration of one send) that must get MemoryWouldBlock
+        # rather than wait: the asyncio facade awaits memory instead of blocking its loop.
+        self.no_wait_thread: int | None = None
         if clock_ms is None:
             self._now_ns: Callable[[], int] = time.monotonic_ns
         else:
@@ -175,6 +193,8 @@ class BufferPool:
 
     def _wait_for_memory(self, size: int, max_time_to_block_ms: int) -> bytearray | None:
         """Join the FIFO waiters and accumulate ``size`` bytes (lock held). Returns a pooled buffer or None."""
+        if self.no_wait_thread is not None and self.no_wait_thread == threading.get_ident():
+            raise MemoryWouldBlock(size)
         accumulated = 0
         buffer: bytearray | None = None
         more_memory = threading.Condition(self._lock)
@@ -304,6 +324,10 @@ class BufferPool:
             if size == self._poolable_size and self._free:
                 return True
             return self._available_memory_locked() >= size
+
+    def must_not_wait(self) -> bool:
+        """Whether the calling thread asked never to wait for memory (see :class:`MemoryWouldBlock`)."""
+        return self.no_wait_thread is not None and self.no_wait_thread == threading.get_ident()
 
     def set_free_listener(self, listener: Callable[[], None] | None) -> None:
         """Call ``listener()`` (on the thread that frees it) whenever memory returns, and on close."""
