@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import (
     BufferExhaustedError,
@@ -576,6 +577,8 @@ class RecordRouter:
         """Block while parked records hold their share of buffer.memory (``_PARK_SHARE``), up to max.block.ms."""
         if self._parked_bytes + size <= self._park_limit:
             return
+        if self._pool.must_not_wait():
+            raise MemoryWouldBlock(size, poll_s=_MEMORY_RETRY_MS / 1000)  # an event loop awaits instead
         with self._room:
             if not self._room.wait_for(
                 lambda: self._parked_bytes == 0 or self._parked_bytes + size <= self._park_limit,

@@ -595,7 +595,7 @@ class Sender:
                 tm.request_producer_id_reset(f"OUT_OF_ORDER_SEQUENCE_NUMBER for {tp}")
                 retriable = True
         else:
-            retriable = exc.retriable
+            retriable = bool(exc.retriable)
 
         if retriable and self._can_retry(batch, now):
             log.debug("retrying batch for %s (attempt %d): %s", tp, batch.attempts + 1, exc)

@@ -193,7 +193,7 @@ class BufferPool:
 
     def _wait_for_memory(self, size: int, max_time_to_block_ms: int) -> bytearray | None:
         """Join the FIFO waiters and accumulate ``size`` bytes (lock held). Returns a pooled buffer or None."""
-        if self.no_wait_thread is not None and self.no_wait_thread == threading.get_ident():
+        if max_time_to_block_ms > 0 and self.must_not_wait():
             raise MemoryWouldBlock(size)
         accumulated = 0
         buffer: bytearray | None = None
