@@ -1246,9 +1246,22 @@ static PyMethodDef lane_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The lane stands in for the bound Producer.send on the instance, so it answers introspection as that
+ * method does: __wrapped__ (inspect.signature follows it), __doc__, __name__, __qualname__, and a
+ * __get__ that makes pydoc's help() document it as a routine. */
+static PyObject *lane_get_wrapped(SendLane *self, void *c) { return Py_NewRef(self->slow); }
+static PyObject *lane_get_slow_attr(SendLane *self, void *name) {
+    return PyObject_GetAttrString(self->slow, (const char *)name);
+}
+static PyObject *lane_descr_get(PyObject *self, PyObject *obj, PyObject *type) { return Py_NewRef(self); }
+
 static PyGetSetDef lane_getset[] = {
     {"enabled", (getter)lane_get_enabled, (setter)lane_set_enabled, "False: every call takes the Python path.", NULL},
     {"fast_calls", (getter)lane_get_fast_calls, NULL, "How many sends the lane took.", NULL},
+    {"__wrapped__", (getter)lane_get_wrapped, NULL, "The Python Producer.send this lane speeds up.", NULL},
+    {"__doc__", (getter)lane_get_slow_attr, NULL, NULL, "__doc__"},
+    {"__name__", (getter)lane_get_slow_attr, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)lane_get_slow_attr, NULL, NULL, "__qualname__"},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1265,6 +1278,7 @@ static PyTypeObject SendLaneType = {
     .tp_clear = (inquiry)lane_clear,
     .tp_methods = lane_methods,
     .tp_getset = lane_getset,
+    .tp_descr_get = lane_descr_get,
     .tp_new = lane_new,
 };
 

@@ -292,22 +292,11 @@ def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallb
     return fut
 
 
-def _encoded_headers(headers: Any) -> bytes | None:
-    if headers is None:
-        return None
-    if isinstance(headers, (str, bytes, bytearray, memoryview)) or not isinstance(headers, Sequence):
-        raise TypeError(
-            "headers must be one sequence of (str, bytes | None) tuples applied to every record, "
-            f"got {type(headers).__name__}"
-        )
+def _encoded_headers(headers: list[tuple[str, bytes | None]] | None) -> bytes | None:
+    """A bulk call's headers (checked by kproducer.validation.check_headers), encoded once for every record."""
     if not headers:
         return None
-    if not isinstance(headers[0], tuple):
-        raise TypeError(
-            "headers of a bulk call are one list of (str, bytes | None) tuples applied to every record; "
-            "for per-record headers use send()"
-        )
-    return _encode_headers(list(headers))[0]
+    return _encode_headers(headers)[0]
 
 
 class _OffsetSink:

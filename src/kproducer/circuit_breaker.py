@@ -39,7 +39,6 @@ muting, as a muted partition is a hint, not an outage.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import importlib
 import logging
@@ -890,6 +889,8 @@ class FailureRateConfig:
             spec = _KEYS.get(suffix)
             if spec is None:
                 known = [CONFIG_PREFIX + k for k in (*_KEYS, "class", "keyed.reroute")]
+                import difflib  # only on this error path: it is slow to import
+
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ConfigError(
@@ -1238,6 +1239,8 @@ def _import(name: str) -> object:
     elif "." in name:
         module_name, _, attr_path = name.rpartition(".")
     else:
+        import difflib
+
         close = difflib.get_close_matches(name, list(_ALIASES), n=2, cutoff=0.6)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {name!r}{hint}")

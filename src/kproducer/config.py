@@ -13,8 +13,6 @@ Parsed values are stored as plain instance attributes, so reading
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import importlib
 import logging
 import re
@@ -935,6 +933,8 @@ def _declared_spelling(raw_name: str, key: ConfigKey) -> str:
 
 def _unknown(name: str) -> NoReturn:
     dotted = name.replace("_", ".")
+    import difflib  # only on this error path: it is slow to import
+
     close = difflib.get_close_matches(dotted, _SUGGESTIONS, n=3, cutoff=0.6)
     close += [c for c in difflib.get_close_matches(name, _SUGGESTIONS, n=3, cutoff=0.6) if c not in close]
     names: list[str] = []
@@ -1429,6 +1429,8 @@ class ProducerConfig:
         # Only reached for names that are not keys: say which key was probably meant.
         if name.startswith("__"):
             raise AttributeError(name)
+        import difflib
+
         close = difflib.get_close_matches(name, [k.attr for k in CONFIG_KEYS], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise AttributeError(f"ProducerConfig has no attribute {name!r}{hint}")
@@ -1563,6 +1565,8 @@ def render_markdown() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m kproducer.config --markdown`` writes the reference to stdout."""
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m kproducer.config", description=__doc__)
     parser.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
     args = parser.parse_args(argv)

@@ -27,16 +27,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.bulk import BulkFuture, _arrow_column, _encoded_headers, _fail_bulk, _OffsetSink
-from kproducer.circuit_breaker import (
-    CircuitBreakManager,
-    PartitionCircuitBreaker,
-    register_circuit_breaker_metrics,
-    resolve_circuit_breaker,
-)
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
     Callback,
@@ -64,9 +58,9 @@ from kproducer.metrics import (
     register_transaction_metrics,
 )
 from kproducer.partitioner import resolve_partitioner
+from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
-from kproducer.sender import Clock, KafkaClient, Sender
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 from kproducer.transaction_manager import (
@@ -76,6 +70,12 @@ from kproducer.transaction_manager import (
     TransactionState,
     group_metadata_from,
 )
+from kproducer.validation import check_headers, check_partition, check_timestamp
+
+if TYPE_CHECKING:
+    # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
+    from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
+    from kproducer.sender import Clock, KafkaClient
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,10 @@ class Producer:
         self._txn: TransactionManager | None = self._tm if cfg.transactional_id is not None else None
         self._txn_sensors = register_transaction_metrics(self._metrics) if self._txn is not None else None
 
+        # The network layer (and the kio protocol schemas it encodes with, which import asyncio) is
+        # loaded by the first Producer, not by 'import kproducer'.
         from kproducer.network.client import NetworkClient, security_options
+        from kproducer.sender import Sender
 
         self._client: KafkaClient = _client if _client is not None else NetworkClient(
             bootstrap_servers=cfg.bootstrap_servers,
@@ -433,15 +436,33 @@ class Producer:
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
     ) -> RecordFuture:
-        """Queue one record; returns a future resolving to its RecordMetadata.
+        """Queue one record; returns a RecordFuture resolving to its RecordMetadata.
+
+        ``topic``: a topic name (ASCII letters, digits, ``.``, ``_``, ``-``; at most
+        249 characters), or a ProducerRecord carrying all the fields.
+        ``value``, ``key``: ``bytes``, ``bytearray``, ``memoryview``, ``str`` (sent as
+        UTF-8) or ``None``; anything else needs ``value.serializer`` /
+        ``key.serializer`` (e.g. ``'json'``, ``'int'``, or a Serializer). A ``None``
+        value is a tombstone on a compacted topic.
+        ``partition``: an ``int`` >= 0, or ``None`` to let the partitioner choose
+        (murmur2 of the key as in Java; without a key, KIP-794's sticky partitioner).
+        ``timestamp``: an ``int``, milliseconds since the epoch, or ``None`` for now.
+        ``headers``: a list of ``(str, bytes | str | None)`` pairs, or a dict of the
+        same (str values are sent as UTF-8); keys may repeat in a list.
+        ``callback``: ``callback(metadata, exception)`` (Java's order), called once per
+        record with ``(RecordMetadata, None)`` when delivered or ``(None, exception)``
+        when it failed; ``on_delivery(err, msg)`` is the confluent-kafka shape. Both
+        run on the producer's I/O thread, so they must be quick.
 
         Never waits for metadata: a record whose topic has none yet waits in the
         producer (charged to ``buffer.memory``) and goes into a batch, in send
         order, when its metadata arrives. The call blocks only while the buffer is
         full, up to ``max.block.ms``. Errors that concern this record (no metadata
-        within ``max.block.ms``, an invalid topic, too large, a serializer failure,
-        a muted partition, the buffer stayed full) complete the future and the
-        callback; a misuse (closed producer, bad argument types) raises here.
+        within ``max.block.ms``, an invalid topic name, too large, a serializer
+        failure, a muted partition, the buffer stayed full, its retries ran out)
+        complete the future and the callback, as Java's send() does; a misuse
+        (closed producer, an argument of the wrong type or value) raises here, with
+        a message naming the argument and what is allowed.
 
         ``callback(metadata, exception)`` is Java's order; ``on_delivery(err, msg)``
         is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
@@ -467,8 +488,12 @@ class Producer:
                 topic, value, key, partition, timestamp, headers
             )
             callback = self._intercept_callback(callback)
-        if headers is not None and type(headers) is not list:
-            headers = list(headers)
+        if headers is not None:
+            headers = check_headers(headers)
+        if partition is not None and (type(partition) is not int or partition < 0):
+            check_partition(partition)
+        if timestamp is not None and (type(timestamp) is not int or timestamp < 0 or timestamp > MAX_TIMESTAMP):
+            check_timestamp(timestamp, MAX_TIMESTAMP)
 
         # Serialize (bytes skip the serializers), then the routing step: metadata, size check,
         # partition choice, append. A topic without metadata parks the record, not the caller.
@@ -505,12 +530,19 @@ class Producer:
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
     ) -> BulkFuture:
-        """Queue ``values[i]`` (with ``keys[i]``) as records of ``topic`` without a Python object per record.
+        """Queue many records of one topic at once, without a Python object per record (see :mod:`kproducer.bulk`).
 
-        Returns one future resolving to the records' metadata in row order;
-        ``headers`` (one list) go on every record; ``callback`` or ``on_delivery``
-        (as for :meth:`send`) is called per record. The rows take the same routing step as :meth:`send` (see
-        :mod:`kproducer.bulk` for how they are encoded).
+        ``values``: a list or tuple of ``bytes``, ``bytearray``, ``memoryview`` or
+        ``None`` (serializers are applied when configured; without them other types
+        are refused). ``keys``: ``None``, or a sequence of the same types and the
+        same length as ``values``. ``partition``, ``timestamp``: as for :meth:`send`,
+        applied to every record. ``headers``: one list of ``(str, bytes | str | None)``
+        pairs (or a dict) put on every record.
+        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+        :meth:`send`, called once per record on the I/O thread.
+
+        Returns one BulkFuture resolving to the records' RecordMetadata, in order. The
+        rows take the same routing step as :meth:`send`.
         """
         self._check_usable()
         if type(topic) is not str:
@@ -524,6 +556,7 @@ class Producer:
                 raise ValueError(
                     f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
                 )
+        headers, partition, timestamp = _check_common(headers, partition, timestamp)
         n = len(values)
         cb = None
         if callback is not None or on_delivery is not None:
@@ -563,12 +596,19 @@ class Producer:
     ) -> BulkFuture:
         """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
 
-        ``key_column`` is used when present (None: no keys). Without ``topic``, each
-        row's topic comes from the string column ``topic_column``. ``callback`` or
-        ``on_delivery`` (as for :meth:`send`) is called per row.
+        ``value_column`` (and ``key_column`` when the table has it; ``None``: no keys)
+        must be ``binary``, ``string``, ``large_binary`` or ``large_string`` columns;
+        a null is a ``None`` value or key. ``topic``: every row's topic, or ``None`` to
+        read each row's topic from the string column ``topic_column``.
+        ``partition``, ``timestamp``, ``headers``: as for :meth:`send_batch`.
+        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+        :meth:`send`, called once per row on the I/O thread.
+
+        Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
         """
         self._check_usable()
 
+        headers, partition, timestamp = _check_common(headers, partition, timestamp)
         data = table_or_batch
         cb = None
         if callback is not None or on_delivery is not None:
@@ -1141,6 +1181,17 @@ def _arrow_column_or_none(data: Any, name: str | None) -> Any:
     return data.column(name)
 
 
+def _check_common(headers: Any, partition: Any, timestamp: Any) -> tuple[Any, int | None, int | None]:
+    """The bulk calls' per-call arguments, checked as send() checks them."""
+    if headers is not None:
+        headers = check_headers(headers)
+    if partition is not None:
+        check_partition(partition)
+    if timestamp is not None:
+        check_timestamp(timestamp, MAX_TIMESTAMP)
+    return headers, partition, timestamp
+
+
 def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 
@@ -1200,6 +1251,13 @@ def _resolve_breaker(
     spec = cfg.producer_circuit_breaker_class
     if spec is None:
         return None, None
+    # Loaded only when a breaker is configured.
+    from kproducer.circuit_breaker import (
+        CircuitBreakManager,
+        register_circuit_breaker_metrics,
+        resolve_circuit_breaker,
+    )
+
     breaker = resolve_circuit_breaker(spec, cfg.prefixed("producer.circuit.breaker."))
     if breaker is None:
         return None, None

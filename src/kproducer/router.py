@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 import threading
 import time
 from array import array
@@ -39,7 +38,6 @@ from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import (
     BufferExhaustedError,
-    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     PartitionMutedError,
@@ -53,12 +51,12 @@ from kproducer.partitioner import partition_for_key
 from kproducer.record import native
 from kproducer.record.builder import (
     MAX_RECORD_OVERHEAD,
-    MAX_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     estimate_size_upper_bound,
     varint_size,
 )
 from kproducer.structs import TopicPartition
+from kproducer.validation import invalid_topic_error
 
 if TYPE_CHECKING:
     from kproducer.accumulator import BufferPool, RecordAccumulator
@@ -75,9 +73,6 @@ DeliveryCallback = Callable[[Any, Any], Any]
 
 _UNKNOWN_PARTITION = -1
 _NEVER = 2**31 - 1
-# Kafka's Topic.validate: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-_MAX_TOPIC_LENGTH = 249
 # Per-topic metadata errors that no refresh can cure: INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED.
 _FINAL_TOPIC_ERRORS = (17, 29)
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
@@ -87,21 +82,6 @@ _MEMORY_RETRY_MS = 5
 # parked records must never hold the whole buffer: then nothing could be appended and nothing
 # sent to free memory. Beyond this share a caller blocks, as it does when memory is full.
 _PARK_SHARE = 0.5
-
-
-def invalid_topic_error(topic: str) -> InvalidTopicError | None:
-    """Why ``topic`` can never be a Kafka topic name (Kafka's ``Topic.validate``), or None."""
-    if not topic:
-        reason = "it can't be empty"
-    elif topic in (".", ".."):
-        reason = "it can't be '.' or '..'"
-    elif len(topic) > _MAX_TOPIC_LENGTH:
-        reason = f"it is {len(topic)} characters long, the maximum is {_MAX_TOPIC_LENGTH}"
-    elif _LEGAL_TOPIC.fullmatch(topic) is None:
-        reason = "it may only contain ASCII letters, digits, '.', '_' and '-'"
-    else:
-        return None
-    return InvalidTopicError(f"Topic name {topic!r} is illegal: {reason}", topic=topic)
 
 
 class _Charged:
@@ -317,12 +297,9 @@ class RecordRouter:
         on_delivery: DeliveryCallback | None,
     ) -> RecordFuture:
         """Send one serialized record on; its future (never raises for the record's own errors)."""
-        if partition is not None and partition < 0:
-            raise ValueError(f"partition must be >= 0, got {partition}")
+        # partition and timestamp were checked by Producer.send (kproducer.validation).
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        elif timestamp < 0 or timestamp > MAX_TIMESTAMP:
-            raise ValueError(f"timestamp must be in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp}")
         size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
         if size > self._max_request_size or size > self._buffer_memory:
             return self.fail_now(topic, partition, self._too_large(topic, partition, size), on_delivery)
@@ -620,14 +597,9 @@ class RecordRouter:
         """Route rows ``0..n`` of one bulk chunk; True when the Sender should be woken. Raises KafkaError."""
         if n == 0:
             return False
-        if partition is not None and partition < 0:
-            raise ValueError(f"partition must be >= 0, got {partition}")
+        # partition and timestamp were checked by the bulk call (kproducer.validation).
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        elif timestamp.__class__ is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
-            raise ValueError(
-                f"timestamp must be an int in 0..{MAX_TIMESTAMP} (milliseconds since the epoch), got {timestamp!r}"
-            )
         sizes = native.sizes_arrow if arrow else native.sizes_seq
         value_total, largest_value = sizes(values, 0, n)
         key_total, largest_key = sizes(keys, 0, n) if keys is not None else (0, -1)

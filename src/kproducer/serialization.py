@@ -9,7 +9,6 @@ bytes; :func:`is_passthrough` tells it when that path is allowed.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import struct
 from collections.abc import Callable
@@ -206,6 +205,8 @@ class JsonSerializer(_Base):
 
     def __init__(self, *, is_key: bool = False) -> None:
         super().__init__(is_key=is_key)
+        import json  # loaded when a JSON serializer is configured, not by every import
+
         self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
     def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:

@@ -20,8 +20,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import crc32c
-
 from kproducer.errors import IllegalStateError
 from kproducer.record import native
 from kproducer.record.codecs import (
@@ -30,6 +28,7 @@ from kproducer.record.codecs import (
     compression_type_for_name,
     validate_compression_level,
 )
+from kproducer.record.crc import crc32c as _crc32c
 from kproducer.record.legacy import (
     LOG_OVERHEAD,
     encode_legacy_record,
@@ -937,7 +936,7 @@ class MemoryRecordsBuilder:
         # gil_release_mode=1: always let go of the GIL (the default only does from 32 KiB), so
         # caller threads keep appending while the Sender checksums a batch.
         with memoryview(self._buf) as mv:
-            crc = crc32c.crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=1)
+            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=1)
         struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
 
     def close_for_record_appends(self, capacity: int | None = None) -> None:

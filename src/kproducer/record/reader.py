@@ -15,10 +15,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import crc32c
-
 from kproducer.errors import CorruptRecordError
 from kproducer.record.codecs import CompressionType, decompress
+from kproducer.record.crc import crc32c as _crc32c
 from kproducer.record.legacy import CODEC_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK
 
 __all__ = ["Record", "RecordBatch", "DefaultRecordBatch", "LegacyRecordBatch", "read_batches"]
@@ -168,7 +167,7 @@ class DefaultRecordBatch(RecordBatch):
 
     def validate(self) -> None:
         """Check the CRC-32C; a mismatch means the bytes were damaged after close()."""
-        computed = crc32c.crc32c(self._data[21:])
+        computed = _crc32c(self._data[21:])
         if computed != self.crc:
             raise CorruptRecordError(
                 f"record batch at offset {self._base_offset} is corrupt: "

@@ -1,0 +1,126 @@
+"""help() and inspect.signature on an instance's send, on both the C lane and the pure path, and
+argument errors that name the argument and what is allowed."""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import os
+import pydoc
+from collections.abc import Iterator
+
+import pytest
+
+from kproducer.errors import InvalidTopicError
+from kproducer.producer import Producer
+from kproducer.record import native
+from kproducer.spark.embedded_broker import EmbeddedBroker
+from tests.support.readback import create_topic, read_topic
+
+
+@pytest.fixture
+def producer() -> Iterator[Producer]:
+    # Nothing listens on port 1: the checks below raise before any wait for the broker.
+    p = Producer(bootstrap_servers="127.0.0.1:1", max_block_ms=200)
+    try:
+        yield p
+    finally:
+        p.close(0)
+
+
+def test_the_c_lane_is_used_exactly_when_the_speedups_are(producer: Producer) -> None:
+    pure = os.environ.get("KPRODUCER_PURE_PYTHON") == "1"
+    assert (native.c is None) == pure
+    assert ("send" in producer.__dict__) == (not pure)
+
+
+def test_signature_and_help_show_the_real_send(producer: Producer) -> None:
+    expected = inspect.signature(Producer.send.__get__(producer))
+    assert inspect.signature(producer.send) == expected
+    assert str(expected).startswith("(topic: 'str | ProducerRecord', value: 'Any' = None, key: 'Any' = None, *,")
+    assert producer.send.__doc__ == Producer.send.__doc__
+    assert producer.send.__name__ == "send" and producer.send.__qualname__ == "Producer.send"
+    text = pydoc.render_doc(producer.send, renderer=pydoc.plaintext)
+    assert "send(topic: 'str | ProducerRecord', value: 'Any' = None" in text, text[:400]
+    assert "callback(metadata, exception)" in text
+    assert "for the common call shape, in C" not in text  # not the C lane type's own docstring
+
+
+def test_docstrings_list_types_and_callback_shape() -> None:
+    for method in (Producer.send, Producer.send_batch, Producer.send_arrow):
+        doc = method.__doc__ or ""
+        assert "callback(metadata, exception)" in doc and "on_delivery(err, msg)" in doc, method
+        assert "headers" in doc and "str" in doc, method
+    assert "bytes" in (Producer.send.__doc__ or "") and "memoryview" in (Producer.send.__doc__ or "")
+    assert "value.serializer" in (Producer.send.__doc__ or "")
+    assert "large_binary" in (Producer.send_arrow.__doc__ or "")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"headers": 5}, TypeError, "headers must be a list of (str, bytes | str | None) pairs, or a dict of str to "
+                                    "bytes | str | None; got int 5"),
+        ({"headers": "a=b"}, TypeError, "headers must be a list of"),
+        ({"headers": [("k",)]}, TypeError, "headers[0] must be a (key, value) pair; got tuple ('k',)"),
+        ({"headers": [(1, b"v")]}, TypeError, "header key at headers[0] must be a str; got int 1"),
+        ({"headers": {"k": 3}}, TypeError, "header 'k' value must be bytes, bytearray, memoryview, str or None; got int 3"),
+        ({"partition": "1"}, TypeError, "partition must be an int >= 0 or None, got str '1'"),
+        ({"partition": True}, TypeError, "partition must be an int >= 0 or None, got bool True"),
+        ({"partition": -2}, ValueError, "partition must be an int >= 0 or None, got -2"),
+        (
+            {"timestamp": datetime.datetime(2024, 1, 1)},
+            TypeError,
+            "timestamp must be an int, milliseconds since the epoch, or None for now; got datetime "
+            "datetime.datetime(2024, 1, 1, 0, 0) (for a datetime: int(dt.timestamp() * 1000))",
+        ),
+        ({"timestamp": 1.7e9}, TypeError, "(milliseconds, not seconds: int(seconds * 1000))"),
+        ({"timestamp": -5}, ValueError, "timestamp must be in 0.."),
+    ],
+)
+def test_argument_errors_name_the_argument(
+    producer: Producer, kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as info:
+        producer.send("topic", b"v", **kwargs)  # type: ignore[arg-type]
+    assert message in str(info.value)
+    bulk_kwargs = {k: v for k, v in kwargs.items()}
+    with pytest.raises(error) as info:
+        producer.send_batch("topic", [b"v"], **bulk_kwargs)  # type: ignore[arg-type]
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("topic", "message"),
+    [
+        ("bad topic!", "Topic name 'bad topic!' is illegal: it contains ' ', '!'; a topic name is ASCII letters, "
+                       "digits, '.', '_' and '-', 1 to 249 characters, not '.' or '..'"),
+        ("", "Topic name '' is illegal: it can't be empty; a topic name is"),
+        ("..", "Topic name '..' is illegal: it can't be '.' or '..'"),
+        ("x" * 250, "is illegal: it is 250 characters long; a topic name is"),
+        ("t\u00e4st", "it contains '\u00e4'"),
+    ],
+)
+def test_invalid_topic_names(producer: Producer, topic: str, message: str) -> None:
+    # As with Java's send(), the record's own error reaches its future and callback (at once: no
+    # metadata is asked for a name no broker accepts); the bulk calls fail every row the same way.
+    errors: list[BaseException | None] = []
+    fut = producer.send(topic, b"v", callback=lambda md, exc: errors.append(exc))
+    error = fut.exception(0)
+    assert isinstance(error, InvalidTopicError) and message in str(error)
+    assert errors == [error]
+    bulk = producer.send_batch(topic, [b"a", b"b"])
+    assert [type(e) for e in bulk.exceptions(0)] == [InvalidTopicError, InvalidTopicError]
+    assert message in str(bulk.exceptions(0)[0])
+
+
+def test_dict_headers_and_str_values_are_sent(tansu: EmbeddedBroker, topic_name: str) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+    with Producer(bootstrap_servers=tansu.bootstrap) as p:
+        p.send(topic_name, b"a", headers={"trace": "abc", "raw": b"\x00", "none": None}).result(20)
+        p.send(topic_name, b"b", headers=[("k", bytearray(b"x")), ("k", memoryview(b"y"))]).result(20)
+    recs = read_topic(tansu.bootstrap, topic_name, 2)
+    assert [r.headers for r in recs] == [
+        [("trace", b"abc"), ("raw", b"\x00"), ("none", None)],
+        [("k", b"x"), ("k", b"y")],
+    ]
