@@ -80,15 +80,24 @@ def test_failure_log_partitions_and_kinds_are_limited_separately() -> None:
     flog.failed("t", 1, 3, timeout, 0, now_ms=1)
     flog.retried("t", 0, 7, nrep, 1, now_ms=2)
     flog.failed("t", 0, 5, timeout, 4, now_ms=3)  # held: t-0 logged a failure line at 0
+    flog.retried("t", 1, 3, nrep, 1, now_ms=3)
+    flog.retried("t", 1, 3, nrep, 2, now_ms=4)  # held: counted, attempts 2..3 by the end
+    flog.retried("t", 1, 3, nrep, 3, now_ms=4)
     assert cap.lines() == [
         "1 record to t-0 failed: NOT_ENOUGH_REPLICAS after 2 retries",
         "3 records to t-1 failed: TIMEOUT (Expiring 3 record(s) for t-1: 120000 ms has passed) after 0 retries",
-        "retrying 7 records to t-0 after NOT_ENOUGH_REPLICAS (attempt 1)",
+        "7 record sends to t-0 retried after NOT_ENOUGH_REPLICAS (attempt 1)",
+        "3 record sends to t-1 retried after NOT_ENOUGH_REPLICAS (attempt 1)",
     ]
-    flog.emit_all(4)
-    assert cap.lines()[3] == (
-        "5 records to t-0 failed: TIMEOUT (Expiring 3 record(s) for t-1: 120000 ms has passed) after 4 retries"
-    )
+    flog.retried("t", 0, 7, nrep, 2, now_ms=4)  # the same 7 records again: held back, counted twice in all
+    flog.retried("t", 0, 2, timeout, 2, now_ms=4)
+    flog.emit_all(5)
+    assert cap.lines()[4:] == [
+        "5 records to t-0 failed: TIMEOUT (Expiring 3 record(s) for t-1: 120000 ms has passed) after 4 retries",
+        "6 record sends to t-1 retried after NOT_ENOUGH_REPLICAS (attempts 2-3)",
+        "9 record sends to t-0 retried after NOT_ENOUGH_REPLICAS (7, attempt 2); "
+        "TIMEOUT (Expiring 3 record(s) for t-1: 120000 ms has passed) (2, attempt 2)",
+    ]
 
 
 def test_describe_error_names_broker_and_client_errors() -> None:

@@ -75,7 +75,7 @@ def test_docstrings_list_types_and_callback_shape() -> None:
             "datetime.datetime(2024, 1, 1, 0, 0) (for a datetime: int(dt.timestamp() * 1000))",
         ),
         ({"timestamp": 1.7e9}, TypeError, "(milliseconds, not seconds: int(seconds * 1000))"),
-        ({"timestamp": -5}, ValueError, "timestamp must be in 0.."),
+        ({"timestamp": -5}, ValueError, "timestamp must be an int in 0.."),
     ],
 )
 def test_argument_errors_name_the_argument(

@@ -66,7 +66,7 @@ def warn_data_loss(logger: logging.Logger, line: str) -> None:
 @dataclass(slots=True)
 class _Pending:
     records: int = 0
-    # error description -> (records, highest retry count seen)
+    # error description -> [records, highest retry count or attempt seen, lowest]
     errors: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -95,15 +95,16 @@ class FailureLog:
         self._add(("retrying", topic, partition), records, exc, attempt, now_ms)
 
     def _add(self, key: tuple[str, str, int], records: int, exc: BaseException, count: int, now_ms: int) -> None:
-        lines: list[str] = []
+        lines: list[tuple[str, str]] = []
         with self._lock:
             p = self._pending.get(key)
             if p is None:
                 p = self._pending[key] = _Pending()
             p.records += records
-            slot = p.errors.setdefault(describe_error(exc), [0, 0])
+            slot = p.errors.setdefault(describe_error(exc), [0, count, count])
             slot[0] += records
             slot[1] = max(slot[1], count)
+            slot[2] = min(slot[2], count)
             last = self._last_line_ms.get(key)
             if last is None or now_ms - last >= self.interval_ms:
                 lines.append(self._take(key, now_ms))
@@ -111,8 +112,8 @@ class FailureLog:
                 due = last + self.interval_ms
                 if self._next_due_ms is None or due < self._next_due_ms:
                     self._next_due_ms = due
-        for line in lines:
-            self._write(line)
+        for kind, line in lines:
+            self._write(kind, line)
 
     # ------------------------------------------------------------------ emitting
     def maybe_emit(self, now_ms: int) -> None:
@@ -128,7 +129,7 @@ class FailureLog:
             self._emit(now_ms, everything=True)
 
     def _emit(self, now_ms: int, everything: bool) -> None:
-        lines: list[str] = []
+        lines: list[tuple[str, str]] = []
         with self._lock:
             self._next_due_ms = None
             for key in list(self._pending):
@@ -137,16 +138,16 @@ class FailureLog:
                     lines.append(self._take(key, now_ms))
                 elif self._next_due_ms is None or due < self._next_due_ms:
                     self._next_due_ms = due
-        for line in lines:
-            self._write(line)
+        for kind, line in lines:
+            self._write(kind, line)
 
-    def _write(self, line: str) -> None:
-        if line.startswith("retrying"):
+    def _write(self, kind: str, line: str) -> None:
+        if kind == "retrying":
             self._log.warning("%s", line)
         else:
             warn_data_loss(self._log, line)
 
-    def _take(self, key: tuple[str, str, int], now_ms: int) -> str:
+    def _take(self, key: tuple[str, str, int], now_ms: int) -> tuple[str, str]:
         kind, topic, partition = key
         where = f"{topic}-{partition}" if partition >= 0 else topic
         p = self._pending.pop(key)
@@ -157,14 +158,19 @@ class FailureLog:
             parts = [
                 f"{desc} after {n_retries} {'retry' if n_retries == 1 else 'retries'}"
                 + (f" ({n} {'record' if n == 1 else 'records'})" if len(errors) > 1 else "")
-                for desc, (n, n_retries) in errors
+                for desc, (n, n_retries, _) in errors
             ]
-            return f"{p.records} {noun} to {where} failed: " + "; ".join(parts)
+            return kind, f"{p.records} {noun} to {where} failed: " + "; ".join(parts)
+        # Counted like Java's record-retry-total: a record retried twice counts twice.
         parts = [
-            f"{desc} (attempt {attempt})" + (f" ({n} {'record' if n == 1 else 'records'})" if len(errors) > 1 else "")
-            for desc, (n, attempt) in errors
+            f"{desc} ("
+            + (f"{n}, " if len(errors) > 1 else "")
+            + (f"attempt {high}" if low == high else f"attempts {low}-{high}")
+            + ")"
+            for desc, (n, high, low) in errors
         ]
-        return f"retrying {p.records} {noun} to {where} after " + "; ".join(parts)
+        sends = "record send" if p.records == 1 else "record sends"
+        return kind, f"{p.records} {sends} to {where} retried after " + "; ".join(parts)
 
     # ------------------------------------------------------------------ counting
     @property

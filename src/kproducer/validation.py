@@ -67,7 +67,7 @@ def check_timestamp(timestamp: Any, max_timestamp: int) -> None:
             f"timestamp must be an int, milliseconds since the epoch, or None for now; got {_shown(timestamp)}{hint}"
         )
     if not 0 <= timestamp <= max_timestamp:
-        raise ValueError(f"timestamp must be in 0..{max_timestamp} (milliseconds since the epoch), got {timestamp}")
+        raise ValueError(f"timestamp must be an int in 0..{max_timestamp} (milliseconds since the epoch), got {timestamp}")
 
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
