@@ -16,9 +16,11 @@ from kproducer.metrics_reporter import (
     prometheus_name,
 )
 from kproducer.producer import Producer
+from kproducer.spark import write_to_kafka
 from kproducer.spark.contract import parse_options
 from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic
+from tests.test_spark_sink import spark  # noqa: F401  (the session's local[2] Spark, shared)
 
 N = 300
 
@@ -143,3 +145,63 @@ def test_spark_sink_turns_reporters_on_through_kafka_options() -> None:
     cfg = ProducerConfig(opts.producer_config_dict)  # what the executor's cached producer is built from
     assert cfg.metric_reporters == ("prometheus", "opentelemetry")
     assert cfg.metrics_prometheus_port == 9464
+
+
+def test_prometheus_port_in_use_warns_and_keeps_the_producer(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import socket
+
+    from prometheus_client import CollectorRegistry
+
+    caplog.set_level(logging.WARNING, logger="kproducer")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        registry = CollectorRegistry()
+        reporter = PrometheusReporter(registry=registry, port=port)
+        with Producer(bootstrap_servers="127.0.0.1:1", client_id="busy-port", metric_reporters=[reporter]):
+            assert reporter.http_port is None
+            assert registry.get_sample_value("kafka_producer_record_send_total", {"client_id": "busy-port"}) == 0
+    finally:
+        taken.close()
+    lines = [r.getMessage() for r in caplog.records if "metrics.prometheus.port" in r.getMessage()]
+    assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0] and "busy-port" in lines[0]
+
+
+def test_spark_sink_serves_prometheus_from_its_python_worker(
+    spark: Any, tansu: EmbeddedBroker, topic_name: str  # noqa: F811  (the fixture imported above)
+) -> None:
+    """kafka.metric.reporters=prometheus on a real local Spark job: the worker's producer is scraped."""
+    import socket
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    df = spark.range(0, 1000, 1, 1).selectExpr("cast(id as string) as value")  # one task: one worker
+    summary = write_to_kafka(
+        df,
+        topic_name,
+        config={
+            "bootstrap.servers": tansu.bootstrap,
+            "client.id": "spark-prom",
+            "metric.reporters": "prometheus",
+            "metrics.prometheus.port": str(port),
+        },
+    )
+    assert summary.records == 1000
+    # The Python worker keeps its cached producer (and the HTTP server) after the task.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    assert samples[("kafka_producer_record_send_total", (("client_id", "spark-prom"),))] == 1000
+    assert samples[("kafka_producer_topic_record_send_total", (("client_id", "spark-prom"), ("topic", topic_name)))] == 1000

@@ -27,6 +27,7 @@ of the same name, so each series carries its client id instead.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -35,6 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from kproducer.errors import ConfigError
 from kproducer.metrics import PRODUCER_GROUP, PRODUCER_TOPIC_GROUP, MetricName, Metrics
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "MetricsReporter",
@@ -230,7 +233,20 @@ class PrometheusReporter:
                 if server is None:
                     from prometheus_client import start_http_server
 
-                    started = start_http_server(self._port, addr=self._addr, registry=self._registry)
+                    try:
+                        started = start_http_server(self._port, addr=self._addr, registry=self._registry)
+                    except OSError as e:
+                        # Several processes on one host (Spark's Python workers) share the setting: the
+                        # first serves its producers, the others keep reporting into their registry.
+                        logger.warning(
+                            "metrics.prometheus.port: cannot listen on %s:%d (%s); producer %s's metrics are "
+                            "in this process's prometheus_client registry but not served over HTTP",
+                            self._addr,
+                            self._port,
+                            e.strerror or e,
+                            client_id,
+                        )
+                        return
                     server = _prometheus_servers[key] = started[0] if isinstance(started, tuple) else started
                 self.http_port = int(server.server_port)
 
