@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 DEFERRED = ("asyncio", "ssl", "importlib.metadata", "email", "json", "difflib", "argparse", "kio", "socket",
-            "kproducer.network.client", "kproducer.sender", "kproducer.circuit_breaker", "crc32c")
+            "kproducer.network.client", "kproducer.network.protocol", "kproducer.sender", "kproducer.circuit_breaker", "crc32c")
 
 
 def _modules_after(code: str) -> list[str]:

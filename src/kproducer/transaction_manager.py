@@ -44,8 +44,7 @@ from kproducer.errors import (
     TransactionAbortedError,
     error_for_code,
 )
-from kproducer.network import protocol
-from kproducer.network.protocol import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
+from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
 from kproducer.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -641,6 +640,8 @@ class TransactionManager:
         tid = self.transactional_id
         assert tid is not None
 
+        from kproducer.network import protocol  # the schemas load with the network layer
+
         def build(version: int) -> Any:
             return protocol.build_end_txn_request(version, tid, self.producer_id, self.producer_epoch, committed)
 
@@ -683,6 +684,8 @@ class TransactionManager:
             tid = self.transactional_id
             assert tid is not None
 
+            from kproducer.network import protocol  # the schemas load with the network layer
+
             def build(version: int) -> Any:
                 return protocol.build_add_offsets_to_txn_request(
                     version, tid, self.producer_id, self.producer_epoch, group.group_id
@@ -711,6 +714,8 @@ class TransactionManager:
         tid = self.transactional_id
         assert tid is not None
         remaining = dict(offsets)
+
+        from kproducer.network import protocol  # the schemas load with the network layer
 
         def build(version: int) -> Any:
             return protocol.build_txn_offset_commit_request(
@@ -755,6 +760,8 @@ class TransactionManager:
     def _init_producer_id_request(self, result: TransactionalRequestResult, bump: bool) -> TxnRequest:
         tid = self.transactional_id
 
+        from kproducer.network import protocol  # the schemas load with the network layer
+
         def build(version: int) -> Any:
             pid, epoch = (self.producer_id, self.producer_epoch) if bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return protocol.build_init_producer_id_request(version, tid, self.transaction_timeout_ms, pid, epoch)
@@ -778,6 +785,8 @@ class TransactionManager:
         tid = self.transactional_id
         assert tid is not None
         parts = sorted(partitions)
+
+        from kproducer.network import protocol  # the schemas load with the network layer
 
         def build(version: int) -> Any:
             return protocol.build_add_partitions_to_txn_request(version, tid, self.producer_id, self.producer_epoch, parts)
@@ -877,6 +886,8 @@ class TransactionManager:
             flying = self._in_flight_request
             if flying is not None and flying.api_key is ApiKey.FIND_COORDINATOR and flying.coordinator_key == k:
                 return
+
+        from kproducer.network import protocol  # the schemas load with the network layer
 
         def build(version: int) -> Any:
             return protocol.build_find_coordinator_request(version, k, key_type)

@@ -10,7 +10,6 @@ sets (magic 0/1) but the framing around the records is the same.
 
 from __future__ import annotations
 
-import enum
 import importlib
 import io
 import logging
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
+from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
 from kproducer.record.native import encode_unsigned_varint
 from kproducer.structs import TopicPartition
 
@@ -92,21 +92,6 @@ Buffer = bytes | bytearray | memoryview
 
 class ProtocolError(Exception):
     """Bytes from the broker that cannot be a valid Kafka frame: the connection must be closed."""
-
-
-class ApiKey(enum.IntEnum):
-    PRODUCE = 0
-    METADATA = 3
-    FIND_COORDINATOR = 10
-    SASL_HANDSHAKE = 17
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    INIT_PRODUCER_ID = 22
-    ADD_PARTITIONS_TO_TXN = 24
-    ADD_OFFSETS_TO_TXN = 25
-    END_TXN = 26
-    TXN_OFFSET_COMMIT = 28
-    SASL_AUTHENTICATE = 36
 
 
 # The versions this client implements, per API. Produce stops at 11: v12 changes
@@ -531,8 +516,6 @@ def parse_produce_response(
 # Builders for the transactional path, so that its callers (the transaction manager, and code that
 # commits or aborts a transaction by id without a producer) do not deal with the shapes that
 # change between versions.
-COORDINATOR_KEY_GROUP = 0
-COORDINATOR_KEY_TRANSACTION = 1
 
 
 class Coordinator(NamedTuple):
