@@ -292,7 +292,7 @@ def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallb
     return fut
 
 
-def _encoded_headers(headers: list[tuple[str, bytes | None]] | None) -> bytes | None:
+def _encoded_headers(headers: Any) -> bytes | None:
     """A bulk call's headers (checked by kproducer.validation.check_headers), encoded once for every record."""
     if not headers:
         return None
