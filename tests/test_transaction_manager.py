@@ -108,8 +108,9 @@ def settle(rig: Rig, result: TransactionalRequestResult | None = None, loops: in
         rig.run()
 
 
-def initialized(coordinator: int = 1) -> Rig:
+def initialized(coordinator: int = 1, init_version: int = 4) -> Rig:
     rig = txn_rig()
+    rig.client.versions[int(ApiKey.INIT_PRODUCER_ID)] = init_version
     # The manager's clock is the rig's own (make_rig built a separate one for it).
     rig.tm._clock = rig.clock  # type: ignore[union-attr]  # noqa: SLF001
     tm = rig.tm
@@ -223,6 +224,36 @@ def test_concurrent_transactions_on_add_partitions_retries_quickly() -> None:
     assert len(rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)) == 2 and len(rig.produce_bodies()) == 1
 
 
+def test_add_partitions_waits_for_a_free_slot_not_a_backoff_and_takes_partitions_found_meanwhile() -> None:
+    """The coordinator's in-flight window is full of produce requests: AddPartitionsToTxn goes out
+    in the first loop after a response frees a slot (the clock never moves), carrying every partition
+    found while it waited."""
+    from tests.support.mock_client import make_cluster, set_cluster
+
+    rig = initialized(coordinator=0)
+    tm = rig.tm
+    assert tm is not None
+    set_cluster(rig.metadata, make_cluster({"t": 4}, nodes=1))
+    rig.client.max_in_flight = 1
+    tm.begin_transaction()
+    first = rig.send(b"a", partition=0)
+    rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    rig.run(3)
+    assert len(rig.produce_bodies()) == 1 and not first.done()  # unanswered: node 0's only slot is taken
+    rig.send(b"b", partition=1)
+    rig.run(2)  # t-1 is found; its AddPartitionsToTxn waits for the slot
+    rig.send(b"c", partition=3)
+    rig.run(2)
+    assert len(rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)) == 1
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0), produce_response(0))
+    rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    rig.run(2)
+    adds = rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)
+    assert len(adds) == 2
+    assert {q for t in adds[1].v3_and_below_topics for q in t.partitions} == {1, 3}
+    assert first.done()
+
+
 def test_init_retries_coordinator_load_and_follows_not_coordinator() -> None:
     rig = txn_rig()
     rig.tm._clock = rig.clock  # type: ignore[union-attr]  # noqa: SLF001
@@ -313,6 +344,25 @@ def test_an_abortable_produce_error_needs_an_abort_which_bumps_the_epoch(caplog:
         "ABORTING_TRANSACTION -> INITIALIZING",
         "INITIALIZING -> READY",
     ]
+
+
+@pytest.mark.parametrize("code", [87, 59])  # INVALID_RECORD (a sequence gap), UNKNOWN_PRODUCER_ID
+def test_a_needed_epoch_bump_is_fatal_when_the_coordinator_cannot_bump(code: int) -> None:
+    """InitProducerId below v3 cannot say which epoch it bumps: re-initializing could fence a newer producer."""
+    rig = initialized(init_version=2)
+    tm = rig.tm
+    assert tm is not None
+    tm.begin_transaction()
+    failed = rig.send(b"x")
+    rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(code))
+    rig.run(4)
+    with pytest.raises(KafkaError):
+        failed.result(0)
+    assert tm.state is S.FATAL_ERROR
+    with pytest.raises(KafkaError, match="does not support bumping the producer epoch .*KIP-360.*close\\(\\)"):
+        tm.begin_abort()
+    assert len(rig.client.requests(ApiKey.INIT_PRODUCER_ID)) == 1  # no unconditional re-initialization
 
 
 def test_unknown_producer_id_in_a_transaction_is_abortable() -> None:

@@ -186,10 +186,13 @@ class Producer:
         *,
         _clock: Clock | None = None,
         _client: KafkaClient | None = None,
+        _start_io_thread: bool = True,
         **kwargs: Any,
     ) -> None:
         # ``_clock`` and ``_client`` are seams for tests (Java's Time and KafkaClient): a
-        # controllable clock and a scripted client drive the Sender without a broker.
+        # controllable clock and a scripted client drive the Sender without a broker. With
+        # ``_start_io_thread=False`` no I/O thread runs: the test calls the Sender's run_once()
+        # itself, so that a whole producer runs deterministically on one thread.
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
@@ -341,7 +344,9 @@ class Producer:
         self._io_thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
         )
-        self._io_thread.start()
+        self._io_thread_started = _start_io_thread
+        if _start_io_thread:
+            self._io_thread.start()
         # Bound once: send() is called millions of times.
         self._wakeup = self._sender.wakeup
         self._route = self._router.route
@@ -1091,6 +1096,9 @@ class Producer:
             if timeout is not None:
                 timeout = max(0.0, timeout - (time.monotonic() - start))
         self._sender.initiate_close()
+        if not self._io_thread_started:
+            # No I/O thread (a test drives the Sender): its closing work runs here.
+            self._sender.run()
         self._join_io_thread(timeout)
         if self._io_thread.is_alive():
             log.warning("producer %s did not drain within %.1fs: failing the remaining records", self.client_id, timeout or 0)

@@ -56,6 +56,8 @@ _DUPLICATE_SEQUENCE_NUMBER = 46
 _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _UNKNOWN_PRODUCER_ID = 59
 _MAX_POLL_MS = 1000
+#: ``connection_delay`` at or above this: the node is connected or connecting (no backoff to wait out).
+_CONNECTED = 2**40
 
 #: The producer's clock: monotonic milliseconds (Java's ``Time``); tests pass a controllable one.
 Clock = Callable[[], int]
@@ -393,8 +395,17 @@ class Sender:
                 self._txn_wait_ms = self._retry_backoff_ms
                 return
         if not client.ready(node, now):
-            # Connecting (or backing off): look again soon; the poll wakes on the connection anyway.
-            delay = min(max(client.connection_delay(node, now), 5), self._retry_backoff_ms)
+            delay = client.connection_delay(node, now)
+            if delay <= 0 or delay >= _CONNECTED:
+                # Connected with its in-flight window full (produce requests to the same broker),
+                # or connecting: the request goes in the first loop after the network makes
+                # progress (a response frees a slot, the connection completes), which wakes the
+                # poll. A fixed delay here would hold AddPartitionsToTxn or EndTxn for that long
+                # after the slot is free (Java's Sender polls until the node is ready).
+                tm.requeue(req, now, 0)
+                return
+            # Disconnected, in the reconnect backoff: wait it out.
+            delay = min(delay, self._retry_backoff_ms)
             tm.requeue(req, now, delay)
             self._txn_wait_ms = delay
             return
@@ -405,12 +416,15 @@ class Sender:
                 error = NetworkError(f"{req.name} to node {response.node_id}: disconnected")
             tm.handle_response(req, response.response, error)
 
+        request = ClientRequest(node, req.api_key, req.build, callback=on_response, created_ms=now)
         try:
-            client.send(ClientRequest(node, req.api_key, req.build, callback=on_response, created_ms=now), now)
+            client.send(request, now)
         except UnsupportedVersionError as e:
             tm.transition_to_fatal(e)
             return
         tm.set_in_flight(req)
+        if req.api_key is ApiKey.INIT_PRODUCER_ID:
+            tm.note_init_producer_id_version(request.api_version)
         log.debug("sent %s to node %s", req.name, node)
 
     # ------------------------------------------------------------------ producer id

@@ -160,14 +160,20 @@ class Priority(enum.IntEnum):
 
 # ---------------------------------------------------------------------- results
 class TransactionalRequestResult:
-    """What a caller waits on for init, commit, abort or send_offsets (one latch, one error)."""
+    """What a caller waits on for init, commit, abort or send_offsets (one latch, one error).
 
-    __slots__ = ("operation", "_event", "error")
+    ``acked`` once a caller's wait saw the outcome: until then a call that timed out is
+    still pending, and calling the same method again waits on this same result (Java's
+    ``TransactionalRequestResult.isAcked``).
+    """
+
+    __slots__ = ("operation", "_event", "error", "acked")
 
     def __init__(self, operation: str) -> None:
         self.operation = operation
         self._event = threading.Event()
         self.error: BaseException | None = None
+        self.acked = False
 
     def done(self, error: BaseException | None = None) -> None:
         if not self._event.is_set():
@@ -185,6 +191,7 @@ class TransactionalRequestResult:
                 f"{self.operation}() did not finish within {timeout:.3f} s; call {self.operation}() again "
                 "to keep waiting for the same operation"
             )
+        self.acked = True
         if self.error is not None:
             raise self.error
 
@@ -205,6 +212,8 @@ class TxnRequest:
     attempts: int = 0
     is_end_txn: bool = False
     seq: int = field(default=0)
+    #: AddPartitionsToTxn: the partitions it adds (grows with partitions found before it is sent).
+    partitions: set[TopicPartition] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +322,9 @@ class TransactionManager:
         self._partitions_being_added: set[TopicPartition] = set()
         self._transaction_started = False
         self._epoch_bump_required = False
+        # Whether the coordinator takes InitProducerId v3+ (KIP-360: the current id and epoch
+        # in the request), learnt from the version InitProducerId was sent with.
+        self._coordinator_supports_epoch_bump = True
         self._pending_results: dict[str, TransactionalRequestResult] = {}
 
     # ================================================================== states
@@ -559,7 +571,37 @@ class TransactionManager:
         if batch.base_sequence != NO_SEQUENCE and batch.producer_id == self.producer_id:
             # The sequence of this partition has a gap now: the abort must bump the epoch (KIP-360).
             self._epoch_bump_required = True
+        if self._epoch_bump_required and not self._epoch_bump_possible(kerr):
+            return
         self.transition_to_abortable(kerr)
+
+    def note_init_producer_id_version(self, version: int) -> None:
+        """The Sender tells the InitProducerId version negotiated with the transaction coordinator."""
+        if version >= 0:
+            self._coordinator_supports_epoch_bump = version >= 3
+
+    def _epoch_bump_possible(self, error: KafkaError) -> bool:
+        """Whether the epoch bump this error needs can happen; if not, the producer is done.
+
+        Bumping the epoch of a transactional id needs InitProducerId v3+ (KIP-360), which
+        names the current producer id and epoch, so that the coordinator refuses it if a
+        newer producer has fenced this one. An older coordinator would re-initialize the id
+        unconditionally and could fence the newer producer instead: as Java's producer
+        does, this is then a fatal error.
+        """
+        if self._coordinator_supports_epoch_bump:
+            return True
+        message = (
+            f"{error}; the producer's sequence numbers are no longer in step with the broker and the "
+            "transaction coordinator does not support bumping the producer epoch (InitProducerId v3, "
+            "KIP-360): it is not safe to continue; close() this producer"
+        )
+        code = getattr(error, "code", -1)
+        topic, partition = getattr(error, "topic", None), getattr(error, "partition", None)
+        self.transition_to_fatal(
+            error_for_code(code, message, topic=topic, partition=partition) if code > 0 else KafkaError(message)
+        )
+        return False
 
     # ================================================================== caller-thread operations
     def _check_not_failed(self, operation: str) -> None:
@@ -578,8 +620,29 @@ class TransactionManager:
         )
 
     def _pending(self, operation: str) -> TransactionalRequestResult | None:
-        """The result of an earlier call of ``operation`` that timed out, to wait on again."""
-        return self._pending_results.get(operation)
+        """The result of an earlier call of ``operation`` that timed out, to wait on again.
+
+        It stays pending until a caller has seen its outcome, even when it completed in
+        the background after the timeout: calling the method again then returns at once
+        with that outcome (as Java's producer does), instead of refusing a commit that has
+        already happened. A call of another method meanwhile is refused.
+        """
+        for op, earlier in list(self._pending_results.items()):
+            if earlier.acked:
+                del self._pending_results[op]
+        result = self._pending_results.get(operation)
+        if result is None:
+            self._refuse_while_pending(operation)
+        return result
+
+    def _refuse_while_pending(self, operation: str) -> None:
+        """Java's throwIfPendingState: an init, commit or abort that timed out must be called again first."""
+        for op, result in self._pending_results.items():
+            if op != operation and not result.acked:
+                raise IllegalStateError(
+                    f"{operation}() is not allowed: the previous call to {op}() timed out; call {op}() again "
+                    "to wait for its outcome first"
+                )
 
     def initialize_transactions(self) -> TransactionalRequestResult:
         with self._lock:
@@ -598,6 +661,7 @@ class TransactionManager:
     def begin_transaction(self) -> None:
         with self._lock:
             self._check_not_failed("begin_transaction")
+            self._pending("begin_transaction")
             if self._state is not TransactionState.READY:
                 raise self._illegal("begin_transaction")
             self._transition_to(TransactionState.IN_TRANSACTION)
@@ -670,7 +734,6 @@ class TransactionManager:
                 self._enqueue(self._init_producer_id_request(result, bump=True))
                 return
             self._transition_to(TransactionState.READY)
-            self._pending_results.pop(result.operation, None)
         result.done()
 
     def send_offsets_to_transaction(
@@ -678,6 +741,7 @@ class TransactionManager:
     ) -> TransactionalRequestResult:
         with self._lock:
             self._check_not_failed("send_offsets_to_transaction")
+            self._pending("send_offsets_to_transaction")
             if self._state is not TransactionState.IN_TRANSACTION:
                 raise self._illegal("send_offsets_to_transaction")
             result = TransactionalRequestResult("send_offsets_to_transaction")
@@ -775,7 +839,6 @@ class TransactionManager:
             with self._lock:
                 self._epoch_bump_required = False
                 self._transition_to(TransactionState.READY)
-                self._pending_results.pop(result.operation, None)
             result.done()
 
         req = TxnRequest("InitProducerId", ApiKey.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID, build, on_response, result=result)
@@ -784,14 +847,16 @@ class TransactionManager:
     def _add_partitions_request(self, partitions: set[TopicPartition]) -> TxnRequest:
         tid = self.transactional_id
         assert tid is not None
-        parts = sorted(partitions)
 
         from kproducer.network import protocol  # the schemas load with the network layer
 
         def build(version: int) -> Any:
-            return protocol.build_add_partitions_to_txn_request(version, tid, self.producer_id, self.producer_epoch, parts)
+            return protocol.build_add_partitions_to_txn_request(
+                version, tid, self.producer_id, self.producer_epoch, sorted(req.partitions or ())
+            )
 
         def on_response(body: Any) -> None:
+            parts = set(req.partitions or ())
             errors = protocol.add_partitions_to_txn_errors(body)
             failed = {tp: c for tp, c in errors.items() if c != 0 and c != _OPERATION_NOT_ATTEMPTED}
             with self._lock:
@@ -814,7 +879,14 @@ class TransactionManager:
                 return
             self._handle_error(req, code, None)
 
-        req = TxnRequest("AddPartitionsToTxn", ApiKey.ADD_PARTITIONS_TO_TXN, Priority.ADD_PARTITIONS_OR_OFFSETS, build, on_response)
+        req = TxnRequest(
+            "AddPartitionsToTxn",
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            Priority.ADD_PARTITIONS_OR_OFFSETS,
+            build,
+            on_response,
+            partitions=set(partitions),
+        )
         return req
 
     # ================================================================== the Sender's side
@@ -827,7 +899,11 @@ class TransactionManager:
         return self._in_flight_request is not None
 
     def has_pending_partitions(self) -> bool:
-        return bool(self._pending_partitions)
+        """Partitions found outside the transaction that no queued AddPartitionsToTxn will carry yet."""
+        if not self._pending_partitions:
+            return False
+        with self._lock:
+            return not any(r.api_key is ApiKey.ADD_PARTITIONS_TO_TXN for _p, _s, r in self._queue)
 
     def has_pending_requests(self) -> bool:
         return bool(self._queue) or bool(self._pending_partitions)
@@ -867,6 +943,13 @@ class TransactionManager:
                 break
             for entry in skipped:
                 heapq.heappush(self._queue, entry)
+            if chosen is not None and chosen.partitions is not None and self._pending_partitions:
+                # Partitions found while this request waited (for a free slot, a backoff) go in it
+                # too: one round trip adds every partition known when it is sent.
+                if self._state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
+                    chosen.partitions.update(self._pending_partitions)
+                    self._partitions_being_added.update(self._pending_partitions)
+                self._pending_partitions.clear()
             return chosen, wait
 
     def requeue(self, req: TxnRequest, now: int, backoff_ms: int | None = None) -> None:
@@ -945,9 +1028,14 @@ class TransactionManager:
             self.requeue(req, now, 0)
             return
         if code in RETRY_ERRORS:
-            # CONCURRENT_TRANSACTIONS on AddPartitionsToTxn usually clears within a few ms (the
-            # previous transaction's markers being written): retry sooner there, as Java does.
-            quick = code == _CONCURRENT_TRANSACTIONS and req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN
+            # CONCURRENT_TRANSACTIONS on a transaction's first AddPartitionsToTxn means the previous
+            # transaction's markers are still being written, which clears within a few ms: retry
+            # after 20 ms there instead of retry.backoff.ms, as Java's AddPartitionsToTxnHandler does.
+            quick = (
+                code == _CONCURRENT_TRANSACTIONS
+                and req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN
+                and not self._partitions_in_txn
+            )
             log.debug("%s: %s; retrying", req.name, error_for_code(code).name)
             self.requeue(req, now, 20 if quick else None)
             return
@@ -957,6 +1045,8 @@ class TransactionManager:
                 self._partitions_being_added.clear()
             if code in (_UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING):
                 self._epoch_bump_required = True
+                if not self._epoch_bump_possible(exc):
+                    return
             if req.is_end_txn and self._state is TransactionState.ABORTING_TRANSACTION:
                 self.transition_to_fatal(exc)
                 return
