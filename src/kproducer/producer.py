@@ -1062,8 +1062,9 @@ class Producer:
         """The number of records that failed since the previous call (or since the producer started).
 
         Every failure counts once: records whose future or callback received an
-        exception, whether at ``send()`` (metadata timeout, record too large) or
-        later (retries exhausted, ``delivery.timeout.ms``, a forced close).
+        exception, whether at ``send()`` (an illegal topic name, a record too large)
+        or later (no metadata within ``max.block.ms``, retries exhausted,
+        ``delivery.timeout.ms``, a forced close).
         """
         return self._failure_log.take_failed_count()
 
@@ -1150,7 +1151,8 @@ class Producer:
             "pass close(timeout=seconds) to bound the wait"
         )
         return (
-            f"{records} records in {len(batches)} batches to {shown or 'no partition'} are undelivered "
+            f"{records} {'record' if records == 1 else 'records'} in {len(batches)} "
+            f"{'batch' if len(batches) == 1 else 'batches'} to {shown or 'no partition'} are undelivered "
             f"(oldest {oldest_s:.1f} s); {bound}; {self._metadata.describe_reachability()}"
         )
 
