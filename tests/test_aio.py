@@ -508,3 +508,41 @@ def test_transactions_from_the_loop(tansu: TansuBroker, topic_name: str) -> None
     # The cancelled transaction's record was written or not when the abort came: never committed.
     assert [v for v in got_aborted if v != b"cancelled"] == sorted(aborted)
     assert view.open == []
+
+
+def test_settle_group_c_and_python_agree() -> None:
+    """The loop-side settling of a batch acknowledged as a whole: C and its Python reference agree."""
+    from kproducer import _speedups  # type: ignore[attr-defined]
+    from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
+    from kproducer.aio import _settle_group_py
+    from kproducer.structs import TopicPartition
+
+    def outcomes(impl: Any, base: int, append_time: int) -> tuple[list[Any], list[int]]:
+        async def main() -> tuple[list[Any], list[int]]:
+            loop = asyncio.get_running_loop()
+            result = ProduceRequestResult(TopicPartition("t", 3))
+            other = ProduceRequestResult(TopicPartition("t", 4))
+            group: list[Any] = []
+            for i in range(7):
+                rf = RecordFuture(result, i, 1_700_000_000_000 + i, i - 1, 10 * i)
+                if i == 5:
+                    rf._next = RecordFuture(other, 0, 1, 2, 3)  # moved to another batch: left to the caller
+                group += [loop.create_future(), rf]
+            group[4].cancel()  # a cancelled delivery future is skipped
+            moved = impl(group, RecordMetadata, "t", 3, base, append_time)
+            futs = group[::2]
+            return [
+                "cancelled" if f.cancelled() else (f.result() if f.done() else "pending") for f in futs
+            ], list(moved)
+
+        return asyncio.run(main())
+
+    for base, append_time in ((100, -1), (-1, -1), (100, 1_800_000_000_000)):
+        c = outcomes(_speedups.settle_group, base, append_time)
+        py = outcomes(_settle_group_py, base, append_time)
+        assert c == py
+        mds, moved = py
+        assert moved == [10] and mds[2] == "cancelled" and mds[5] == "pending"
+        assert mds[1] == RecordMetadata(
+            "t", 3, -1 if base == -1 else base + 1, 1_700_000_000_001 if append_time == -1 else append_time, 0, 10
+        )

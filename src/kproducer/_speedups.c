@@ -1282,6 +1282,117 @@ static PyTypeObject SendLaneType = {
     .tp_new = lane_new,
 };
 
+/* ---------------------------------------------------------------- asyncio completions
+ * settle_group(group, metadata_type, topic, partition, base_offset, log_append_time) -> list of indices
+ *
+ * The loop side of kproducer.aio for one batch acknowledged as a whole: ``group`` is the flat list
+ * [loop future, RecordFuture, ...] of the records sent into it without a callback. Each future not
+ * done yet (a cancelled one is done) gets the RecordMetadata its RecordFuture would give, built from
+ * the batch's base offset and log-append time. Records that moved to another batch (``_next`` set)
+ * are left alone and their indices returned, for the Python path to follow. The Python reference is
+ * kproducer.aio._settle_group_py; this does the same without a Python frame per record. */
+static PyObject *s_done, *s_set_result;
+static PyTypeObject *settle_rf_type, *settle_md_type;
+static Py_ssize_t settle_rf_off[RF_NSLOTS], settle_md_off[6];
+static const char *metadata_slots[6] = {
+    "topic", "partition", "offset", "timestamp", "serialized_key_size", "serialized_value_size",
+};
+
+static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "settle_group(group, metadata_type, topic, partition, base_offset, log_append_time)");
+        return NULL;
+    }
+    PyObject *group = args[0], *topic = args[2], *partition = args[3];
+    PyTypeObject *md_type = (PyTypeObject *)args[1];
+    long long base = PyLong_AsLongLong(args[4]);
+    if (base == -1 && PyErr_Occurred()) return NULL;
+    long long append_time = PyLong_AsLongLong(args[5]);
+    if (append_time == -1 && PyErr_Occurred()) return NULL;
+    if (md_type != settle_md_type) {
+        if (slot_offsets(md_type, metadata_slots, 6, settle_md_off) < 0) return NULL;
+        Py_INCREF(md_type);
+        Py_XSETREF(settle_md_type, md_type);
+    }
+    PyObject *moved = PyList_New(0);
+    if (moved == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(group);
+    for (Py_ssize_t i = 0; i + 1 < n; i += 2) {
+        PyObject *fut = PyList_GET_ITEM(group, i);
+        PyObject *rf = PyList_GET_ITEM(group, i + 1);
+        if (Py_TYPE(rf) != settle_rf_type) {
+            if (slot_offsets(Py_TYPE(rf), future_slots, RF_NSLOTS, settle_rf_off) < 0) goto fail;
+            Py_INCREF(Py_TYPE(rf));
+            Py_XSETREF(settle_rf_type, Py_TYPE(rf));
+        }
+        PyObject *r = PyObject_CallMethodNoArgs(fut, s_done);
+        if (r == NULL) goto fail;
+        int done = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (done < 0) goto fail;
+        if (done) continue;  /* cancelled: the record was delivered, nobody waits for it */
+        PyObject *next = SLOT(rf, settle_rf_off[RF_NEXT]);
+        if (next != NULL && next != Py_None) {
+            PyObject *idx = PyLong_FromSsize_t(i);
+            if (idx == NULL || PyList_Append(moved, idx) < 0) { Py_XDECREF(idx); goto fail; }
+            Py_DECREF(idx);
+            continue;
+        }
+        PyObject *rel = SLOT(rf, settle_rf_off[RF_REL]);
+        PyObject *ts = SLOT(rf, settle_rf_off[RF_TS]);
+        PyObject *ks = SLOT(rf, settle_rf_off[RF_KSIZE]);
+        PyObject *vs = SLOT(rf, settle_rf_off[RF_VSIZE]);
+        if (rel == NULL || ts == NULL || ks == NULL || vs == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a RecordFuture of the group is not initialised");
+            goto fail;
+        }
+        PyObject *offset, *timestamp;
+        if (base == -1) {
+            offset = PyLong_FromLong(-1);
+        } else {
+            long long r_off = PyLong_AsLongLong(rel);
+            if (r_off == -1 && PyErr_Occurred()) goto fail;
+            offset = PyLong_FromLongLong(base + r_off);
+        }
+        if (offset == NULL) goto fail;
+        if (append_time == -1) {
+            Py_INCREF(ts);
+            timestamp = ts;
+        } else {
+            timestamp = PyLong_FromLongLong(append_time);
+            if (timestamp == NULL) { Py_DECREF(offset); goto fail; }
+        }
+        PyObject *md = md_type->tp_alloc(md_type, 0);
+        if (md == NULL) { Py_DECREF(offset); Py_DECREF(timestamp); goto fail; }
+        /* A str and five ints: never part of a cycle. Kept out of the cyclic GC, which would otherwise
+           scan every acknowledged record's metadata (held by its future) in each full collection. */
+        if (PyObject_GC_IsTracked(md)) PyObject_GC_UnTrack(md);
+        Py_INCREF(topic); SLOT(md, settle_md_off[0]) = topic;
+        Py_INCREF(partition); SLOT(md, settle_md_off[1]) = partition;
+        SLOT(md, settle_md_off[2]) = offset;
+        SLOT(md, settle_md_off[3]) = timestamp;
+        Py_INCREF(ks); SLOT(md, settle_md_off[4]) = ks;
+        Py_INCREF(vs); SLOT(md, settle_md_off[5]) = vs;
+        r = PyObject_CallMethodOneArg(fut, s_set_result, md);
+        Py_DECREF(md);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+        /* A future settled with a result keeps only its loop and that metadata (set_result scheduled
+           and dropped its callbacks; later ones are scheduled at once, never stored), so it cannot be
+           part of a reference cycle unless its owner gives it attributes. Thousands of them are held
+           until gathered: keeping them out of the cyclic GC spares every full collection a scan of
+           each, which held the event loop for tens of milliseconds. */
+        if (PyObject_GC_IsTracked(fut)) {
+            PyObject **dictptr = _PyObject_GetDictPtr(fut);
+            if (dictptr == NULL || *dictptr == NULL) PyObject_GC_UnTrack(fut);
+        }
+    }
+    return moved;
+fail:
+    Py_DECREF(moved);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"murmur2", py_murmur2, METH_O, "Kafka's murmur2 of a bytes-like object (signed 32-bit)."},
     {"append_record", (PyCFunction)(void (*)(void))py_append_record, METH_FASTCALL,
@@ -1297,6 +1408,9 @@ static PyMethodDef methods[] = {
     {"partition_arrow", py_partition_arrow, METH_VARARGS, "partition_seq for an Arrow key column."},
     {"sizes_seq", py_sizes_seq, METH_VARARGS, "sizes_seq(values, start, end) -> (total bytes, largest or -1)."},
     {"sizes_arrow", py_sizes_arrow, METH_VARARGS, "sizes_seq for an Arrow column."},
+    {"settle_group", (PyCFunction)(void (*)(void))py_settle_group, METH_FASTCALL,
+     "settle_group(group, metadata_type, topic, partition, base_offset, log_append_time) -> indices of moved"
+     " records (see kproducer.aio._settle_group_py)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1314,6 +1428,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_touch = PyUnicode_InternFromString("touch");
     s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
     s_closed = PyUnicode_InternFromString("closed");
+    s_done = PyUnicode_InternFromString("done");
+    s_set_result = PyUnicode_InternFromString("set_result");
+    if (!s_done || !s_set_result) return NULL;
     if (!s_acquire || !s_release || !s_locked || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -48,6 +48,7 @@ from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP
 from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_callback
 from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
 from kproducer.producer import Producer
+from kproducer.record import native
 from kproducer.structs import Headers, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -116,8 +117,13 @@ class _Completions:
         while pending and budget > 0:
             fut, metadata, exception = pending.popleft()
             if fut is None:
-                budget -= len(exception) >> 1
-                self._settle_batch(metadata, exception)
+                group = exception
+                if len(group) > 2 * budget:
+                    # A batch of many records: settle a slice now, the rest in a later loop iteration.
+                    pending.appendleft((None, metadata, group[2 * budget :]))
+                    group = group[: 2 * budget]
+                budget -= len(group) >> 1
+                self._settle_batch(metadata, group)
                 continue
             budget -= 1
             if fut.done():
@@ -131,34 +137,18 @@ class _Completions:
             self.loop.call_soon(self.drain)
 
     def _settle_batch(self, result: ProduceRequestResult, group: list[Any]) -> None:
-        """The records of one completed batch: each outcome is read here, on the loop."""
+        """The records of one completed batch (or a slice of them): each outcome is read here, on the loop."""
         if result is self.last_result:
             self.last_result = None
             self.last_group = []
         if result._error_fn is None and result.moved is None:
-            # Acknowledged as a whole: build each record's metadata from the batch's outcome.
-            base = result.base_offset
-            append_time = result.log_append_time
+            # Acknowledged as a whole: each record's metadata comes from the batch's outcome.
             tp = result.topic_partition
-            topic, partition = tp.topic, tp.partition
-            for i in range(0, len(group), 2):
-                fut = group[i]
-                if fut.done():
-                    continue
-                rf = group[i + 1]
-                if rf._next is not None:
-                    self._settle_one(fut, rf)
-                    continue
-                fut.set_result(
-                    RecordMetadata(
-                        topic,
-                        partition,
-                        NO_OFFSET if base == NO_OFFSET else base + rf.relative_offset,
-                        rf.create_timestamp if append_time == NO_TIMESTAMP else append_time,
-                        rf.serialized_key_size,
-                        rf.serialized_value_size,
-                    )
-                )
+            moved = _settle_group(
+                group, RecordMetadata, tp.topic, tp.partition, result.base_offset, result.log_append_time
+            )
+            for i in moved:
+                self._settle_one(group[i], group[i + 1])
             return
         for i in range(0, len(group), 2):
             fut = group[i]
@@ -194,6 +184,41 @@ class _Completions:
             return
         self.last_result = result
         self.last_group = group
+
+
+def _settle_group_py(
+    group: list[Any], metadata_type: type[RecordMetadata], topic: str, partition: int, base_offset: int,
+    log_append_time: int,
+) -> list[int]:
+    """Settle the loop futures of a batch acknowledged as a whole (see :class:`_Completions`).
+
+    A future already done (cancelled) is skipped; a record that moved to another
+    batch (``_next`` set) is left for the caller, whose indices are returned. The C
+    twin is ``kproducer._speedups.settle_group``; this is its reference.
+    """
+    moved: list[int] = []
+    for i in range(0, len(group), 2):
+        fut = group[i]
+        if fut.done():
+            continue
+        rf = group[i + 1]
+        if rf._next is not None:
+            moved.append(i)
+            continue
+        fut.set_result(
+            metadata_type(
+                topic,
+                partition,
+                NO_OFFSET if base_offset == NO_OFFSET else base_offset + rf.relative_offset,
+                rf.create_timestamp if log_append_time == NO_TIMESTAMP else log_append_time,
+                rf.serialized_key_size,
+                rf.serialized_value_size,
+            )
+        )
+    return moved
+
+
+_settle_group = getattr(native.c, "settle_group", None) or _settle_group_py
 
 
 class _Delivery:
