@@ -156,18 +156,17 @@ class _Completions:
                 self._settle_one(fut, group[i + 1])
 
     def _settle_one(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
-        if not rf.done():  # moved to another batch (split, or parked for metadata): follow it there
-            rf.add_done_callback(partial(self._moved_done, fut))
+        moved = rf._forward()
+        if moved is not None:
+            # The record went on into another batch (it waited for its topic's metadata, or its
+            # batch was split): it joins that batch's group and is settled with it.
+            self.track(fut, moved)
             return
         err = rf.record_error()
         if err is None:
             fut.set_result(rf.value())
         else:
             fut.set_exception(err)
-
-    def _moved_done(self, fut: asyncio.Future[RecordMetadata], rf: Any) -> None:
-        err = rf.record_error()
-        self.push(fut, None if err is not None else rf.value(), err)
 
     def track(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
         """On the loop: settle ``fut`` when the batch ``rf`` went into completes (one push per batch)."""
@@ -179,7 +178,8 @@ class _Completions:
             return
         group = [fut, rf]
         if not result._add_callback(partial(self.push, None, result, group)):
-            # Already complete (a record that failed before reaching a batch): settle it now.
+            # Already complete (a record that failed before reaching a batch, or one followed into
+            # a batch that completed meanwhile): settle it now.
             self._settle_one(fut, rf)
             return
         self.last_result = result
