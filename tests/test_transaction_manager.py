@@ -219,9 +219,14 @@ def test_concurrent_transactions_on_add_partitions_retries_quickly() -> None:
     rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(51), add_partitions_response(0))
     rig.run(3)
     assert len(rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)) == 1
+    rig.send(b"b", partition=1)  # a new partition while the retry waits: it joins the retry
+    rig.run(2)
+    assert rig.client.poll_timeouts[-2:] == [20, 20]  # waits out the backoff, no poll(0) spin
     rig.clock.advance(20)
     rig.run(3)
-    assert len(rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)) == 2 and len(rig.produce_bodies()) == 1
+    adds = rig.client.requests(ApiKey.ADD_PARTITIONS_TO_TXN)
+    assert len(adds) == 2 and len(rig.produce_bodies()) >= 1
+    assert {q for t in adds[1].v3_and_below_topics for q in t.partitions} == {0, 1}
 
 
 def test_add_partitions_waits_for_a_free_slot_not_a_backoff_and_takes_partitions_found_meanwhile() -> None:

@@ -94,6 +94,8 @@ class MockClient:
     _in_flight: list[tuple[ClientRequest, Any]] = field(default_factory=list)
     wakeups: int = 0
     closed: bool = False
+    #: The timeout of every poll, in order (a Sender that spins polls with 0).
+    poll_timeouts: list[int] = field(default_factory=list)
 
     # ------------------------------------------------------------ scripting
     def prepare(self, api_key: int, *responses: Responder) -> None:
@@ -124,6 +126,7 @@ class MockClient:
         self._in_flight.append((request, body))
 
     def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
+        self.poll_timeouts.append(timeout_ms)
         done: list[ClientResponse] = []
         remaining: list[tuple[ClientRequest, Any]] = []
         for request, body in self._in_flight:
