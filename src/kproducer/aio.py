@@ -258,6 +258,7 @@ class AsyncProducer:
         self._producer: Producer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0
+        self._new_future: Any = None
         self._completions: _Completions | None = None
         self._memory = asyncio.Event()
         self._memory_waiters = 0
@@ -277,6 +278,11 @@ class AsyncProducer:
         producer = await loop.run_in_executor(None, lambda: Producer(self._config, **self._kwargs))
         self._loop = loop
         self._thread = threading.get_ident()
+        if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+            # What BaseEventLoop.create_future does, without its Python frame per record.
+            self._new_future = partial(asyncio.Future, loop=loop)
+        else:
+            self._new_future = loop.create_future  # a loop with futures of its own (uvloop...)
         self._completions = _Completions(loop)
         self._producer = producer
         producer._pool.set_free_listener(self._memory_freed)
@@ -494,7 +500,7 @@ class AsyncProducer:
         completions = self._completions
         loop = self._loop
         assert completions is not None and loop is not None
-        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = self._new_future()
         delivery: Callback | None = None
         if callback is not None or on_delivery is not None:
             if on_delivery is not None:
@@ -505,16 +511,32 @@ class AsyncProducer:
             delivery = _Delivery(fut, completions, callback)
         rf: RecordFuture | None = None
         if not self._memory_waiters:
+            # _try_send, inline: this runs once per record.
+            pool = p._pool
+            pool.no_wait_thread = self._thread
             try:
-                rf = self._try_send(p, topic, value, key, partition, timestamp, headers, delivery)
+                if delivery is None and partition is None and timestamp is None and headers is None:
+                    rf = p.send(topic, value, key)  # the C lane's shape
+                else:
+                    rf = p.send(
+                        topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery
+                    )
             except MemoryWouldBlock:
                 pass
+            finally:
+                pool.no_wait_thread = None
         if rf is None:
             # buffer.memory is full (or other sends wait for it already): await it, in turn.
             rf = await self._send_when_memory(p, topic, value, key, partition, timestamp, headers, delivery)
         if delivery is None:
-            # No per-record callback on the I/O thread: the batch's completion settles its records here.
-            completions.track(fut, rf)
+            # No per-record callback on the I/O thread: the batch's completion settles its records here
+            # (consecutive records of one batch join its group directly, as track() would).
+            if rf._batch_result is completions.last_result:
+                group = completions.last_group
+                group.append(fut)
+                group.append(rf)
+            else:
+                completions.track(fut, rf)
         # A send that needs no wait would never suspend, so tasks sending in a tight loop would hold
         # the loop for as long as they have records. Sends share one time slice per loop iteration:
         # once it is used up, every send yields until the loop has been round (timers, I/O, other
