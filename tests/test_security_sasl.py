@@ -21,6 +21,7 @@ from kproducer.errors import (
     AuthenticationError,
     ConfigError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
     UnsupportedSaslMechanismError,
 )
 from kproducer.network.sasl import parse_jaas_config
@@ -210,6 +211,17 @@ def test_mechanism_the_broker_does_not_enable(topic_name: str) -> None:
         assert "rejected SASL mechanism SCRAM-SHA-512; the broker enables PLAIN, OAUTHBEARER" in str(err)
     finally:
         broker.stop()
+
+
+def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker) -> None:
+    """The listener is TLS (stunnel in front of the SASL front): the record fails at once with an
+    error that says to use SASL_SSL, not at max.block.ms (set long, so only that could end it)."""
+    conf = sasl_ssl.kproducer("SCRAM-SHA-256", **{"security.protocol": "SASL_PLAINTEXT", "max.block.ms": 120_000})
+    del conf["ssl.truststore.location"]
+    with Producer(conf) as p:
+        err = p.send("never-written", b"v").exception(180)
+    assert isinstance(err, SslAuthenticationError), repr(err)
+    assert "security.protocol is SASL_PLAINTEXT; set security.protocol=SASL_SSL" in str(err), str(err)
 
 
 def test_token_provider_that_raises(sasl_plaintext: SaslBroker) -> None:

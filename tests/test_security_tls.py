@@ -8,6 +8,8 @@ and compared exactly. Each bad input ends the record's future with an error nami
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +17,9 @@ import pytest
 
 from kproducer import Producer
 from kproducer.config import ProducerConfig
-from kproducer.errors import ConfigError, SslAuthenticationError
+from kproducer.errors import ConfigError, KafkaTimeoutError, SslAuthenticationError
 from kproducer.spark.embedded_broker import EmbeddedBroker
+from tests.support.mock_cluster import start_mock_cluster
 from tests.support.readback import read_topic
 from tests.support.secured import TlsBroker
 from tests.support.tls import KEY_PASSWORD, STORE_PASSWORD, Certificates, Stunnel
@@ -74,11 +77,15 @@ def test_tls_records_read_back_exactly(tls_broker: TlsBroker, certificates: Cert
     assert_read_back(metas, back)
 
 
-@pytest.mark.parametrize("trust", ["pem", "librdkafka-alias", "inline", "pkcs12"])
+@pytest.mark.parametrize("trust", ["pem", "librdkafka-alias", "inline", "pkcs12", "system-default"])
 def test_each_way_of_giving_the_ca(
-    trust: str, tls_broker: TlsBroker, certificates: Certificates, topic_name: str
+    trust: str, tls_broker: TlsBroker, certificates: Certificates, topic_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if trust == "system-default":
+        # Nothing set: the system's CAs, which OpenSSL reads from SSL_CERT_FILE when it is set.
+        monkeypatch.setenv("SSL_CERT_FILE", str(certificates.ca))
     settings: dict[str, Any] = {
+        "system-default": {},
         "pem": {"ssl.truststore.location": str(certificates.ca), "ssl.truststore.type": "PEM"},
         "librdkafka-alias": {"ssl.ca.location": str(certificates.ca)},
         "inline": {"ssl.truststore.certificates": certificates.ca_pem},
@@ -239,13 +246,108 @@ def test_tls_client_against_a_plaintext_port(tansu: EmbeddedBroker, certificates
     err = _failure(conf, caplog)
     assert isinstance(err, SslAuthenticationError)
     assert "did not finish within" in str(err) and "plaintext listener" in str(err)
+    _assert_warned_once(caplog, f":{tansu.port}", "is this a plaintext listener?")
 
 
-def test_plaintext_client_against_a_tls_port(tls_broker: TlsBroker) -> None:
-    with Producer({"bootstrap.servers": tls_broker.bootstrap, "max.block.ms": 1500}) as p:
-        err = p.send("never-written", b"v").exception(30)
-    assert err is not None
+def test_tls_client_against_a_kafka_plaintext_port_fails_on_the_first_attempt(
+    certificates: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Kafka broker reads a ClientHello as a request of about 369 MB and closes the connection
+    (librdkafka's mock cluster does the same): the handshake fails on its first attempt, long
+    before the setup timeout, which is set far beyond max.block.ms so that only this can end it."""
+    cluster = start_mock_cluster(brokers=1)
+    try:
+        conf = _ssl(
+            cluster.bootstrap,
+            **{
+                "ssl.truststore.location": str(certificates.ca),
+                "max.block.ms": 120_000,
+                "socket.connection.setup.timeout.ms": 300_000,
+                "socket.connection.setup.timeout.max.ms": 300_000,
+            },
+        )
+        err = _failure(conf, caplog)
+    finally:
+        cluster.stop()
+    assert isinstance(err, SslAuthenticationError), repr(err)
+    assert "closed the connection during the handshake (is this a plaintext listener?" in str(err), str(err)
+    _assert_warned_once(caplog, ":" + cluster.bootstrap.split(",")[0].rsplit(":", 1)[1], "is this a plaintext listener?")
+
+
+@pytest.mark.parametrize("listener", ["tls", "mutual-tls", "mutual-tls-1.2"])
+def test_plaintext_client_against_a_tls_port(
+    listener: str,
+    tls_broker: TlsBroker,
+    mtls_broker: TlsBroker,
+    tansu: EmbeddedBroker,
+    certificates: Certificates,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """stunnel resets a plaintext connection without a TLS alert; the client then finds the port
+    answers a ClientHello and the record fails with that cause at once. max.block.ms is long, so
+    a timeout could not end the send before the assertion on the error's type would fail.
+    A listener that requires a client certificate completes the probe's TLS 1.3 handshake (it
+    refuses the certificate afterwards) and answers TLS 1.2 with an alert: both are TLS answers."""
+    tls12: Stunnel | None = None
+    if listener == "tls":
+        bootstrap = tls_broker.bootstrap
+    elif listener == "mutual-tls":
+        bootstrap = mtls_broker.bootstrap
+    else:
+        tls12 = Stunnel(tansu.port, certificates.server, client_ca=certificates.ca, max_version="TLSv1.2")
+        bootstrap = tls12.bootstrap
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
+    try:
+        with Producer({"bootstrap.servers": bootstrap, "max.block.ms": 120_000}) as p:
+            err = p.send("never-written", b"v").exception(180)
+    finally:
+        if tls12 is not None:
+            tls12.stop()
+    assert isinstance(err, SslAuthenticationError), repr(err)
+    words = "closed the connection during the first request (ApiVersions) and that port answers a TLS handshake"
+    assert words in str(err) and "set security.protocol=SSL " in str(err), str(err)
+    assert "security.protocol is PLAINTEXT" in str(err) and bootstrap in str(err)
+    if listener == "mutual-tls-1.2":
+        assert "ALERT" in str(err), str(err)
+    _assert_warned_once(caplog, bootstrap, words)
+
+
+def test_a_port_that_closes_without_tls_is_not_taken_for_a_tls_listener(caplog: pytest.LogCaptureFixture) -> None:
+    """A broker that drops the first request but does not speak TLS (restarting, a proxy in
+    trouble) is not blamed on security.protocol: the send waits for metadata until max.block.ms."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    seen.append(conn.recv(4096))  # the request, or a ClientHello, then close
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        bootstrap = f"127.0.0.1:{server.getsockname()[1]}"
+        with Producer({"bootstrap.servers": bootstrap, "max.block.ms": 1500}) as p:
+            err = p.send("never-written", b"v").exception(60)
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    assert isinstance(err, KafkaTimeoutError), repr(err)
     assert "if this is a TLS listener, set security.protocol to SSL or SASL_SSL" in str(err), str(err)
+    assert any(b[:2] == b"\x16\x03" for b in seen), "the client should have probed the port with a ClientHello"
 
 
 # ------------------------------------------------------------------ bad input: config errors, at once

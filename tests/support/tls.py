@@ -152,6 +152,7 @@ class Stunnel:
     """stunnel terminating TLS on ``port`` and forwarding to 127.0.0.1:``upstream_port``.
 
     ``client_ca`` set: mutual TLS, a client certificate signed by that CA is required.
+    ``max_version`` (e.g. ``TLSv1.2``) caps the TLS version the server accepts.
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class Stunnel:
         *,
         port: int | None = None,
         client_ca: Path | None = None,
+        max_version: str | None = None,
         timeout: float = 10.0,
     ) -> None:
         self.port = port or free_port()
@@ -182,6 +184,8 @@ class Stunnel:
         ]
         if client_ca is not None:
             lines += [f"CAfile = {client_ca}", "verifyChain = yes", "requireCert = yes"]
+        if max_version is not None:
+            lines.append(f"sslVersionMax = {max_version}")
         conf = self._dir / "stunnel.conf"
         conf.write_text("\n".join(lines) + "\n")
         self.process = subprocess.Popen(

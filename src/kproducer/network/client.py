@@ -282,6 +282,10 @@ class NetworkClient:
         self._bootstrap_warning_ms = bootstrap_warning_ms
         self._first_attempt_ms = -1
         self._ever_ready = False
+        # TLS probes under way: probe id -> (node id, address "ip:port", deadline ms); and the
+        # addresses already probed, each probed at most once (see ``_maybe_probe_tls``).
+        self._tls_probes: dict[int, tuple[int, str, int]] = {}
+        self._tls_probed: set[str] = set()
         self._bootstrap: list[Node] = []
         for host, port, addresses in self._resolve_bootstrap(parse_bootstrap_servers(bootstrap_servers)):
             node = Node(-(len(self._bootstrap) + 1), host, port)
@@ -803,10 +807,16 @@ class NetworkClient:
                         " before it answered ApiVersions (if this is a TLS listener, set "
                         "security.protocol to SSL or SASL_SSL)"
                     )
+                    if st.conn is not None and not st.conn.inbound_bytes:
+                        # Closed without a byte back, as a TLS listener does: ask the port (bytes
+                        # that came back were no TLS, or the connection would say so).
+                        self._maybe_probe_tls(st, now)
                 if node_id in result.handshake_failed:
                     self._authentication_failed(st, now, SslAuthenticationError(reason))
                 else:
                     self._disconnected(st, now, reason)
+        for probe_id, spoke_tls, detail in result.tls_probes:
+            self._tls_probe_done(probe_id, spoke_tls, detail)
         self._maybe_reauthenticate(now)
         self._handle_timeouts(now)
         if not self._ever_ready and self._bootstrap_warning_ms is not None and self._first_attempt_ms >= 0:
@@ -820,6 +830,55 @@ class NetworkClient:
                 except Exception:
                     logger.exception("uncaught error in a request callback")
         return done
+
+    def _maybe_probe_tls(self, st: _NodeState, now: int) -> None:
+        """A plaintext connection was closed before the broker answered its first request
+        (ApiVersions): ask once, on a separate connection, whether that port answers TLS.
+
+        A TLS listener drops plaintext bytes, often without a word (stunnel and OpenSSL-based
+        listeners send no alert), so a bare close would only ever end in a timeout at max.block.ms.
+        A closed connection alone is not proof (a broker may be restarting), but a port that
+        completes a TLS handshake (or answers it with a TLS alert) is a TLS listener: then the
+        records fail at once with an error naming security.protocol (librdkafka logs "might be
+        caused by incorrect security.protocol configuration (connecting to a SSL listener?)" and
+        keeps retrying until the message timeout).
+        """
+        if st.last_address is None:
+            return
+        family, (ip, port) = st.last_address
+        address = _address(ip, port)
+        if address in self._tls_probed:
+            return
+        self._tls_probed.add(address)
+        try:
+            probe_id = self._selector.probe_tls(ip, port, family)
+        except OSError as e:
+            logger.debug("TLS probe of %s could not start: %s", address, e)
+            return
+        self._tls_probes[probe_id] = (st.node_id, address, now + self._setup_timeout.initial_ms)
+
+    def _tls_probe_done(self, probe_id: int, spoke_tls: bool, detail: str) -> None:
+        entry = self._tls_probes.pop(probe_id, None)
+        if entry is None:
+            return
+        node_id, address, _deadline = entry
+        if not spoke_tls:
+            logger.debug("TLS probe of %s: not a TLS listener (%s)", address, detail)
+            return
+        st = self._nodes.get(node_id)
+        name = f"broker {node_id}" if node_id >= 0 else "bootstrap server"
+        if st is not None and st.host and _address(st.host, st.port) != address:
+            name += f" {_address(st.host, st.port)}"
+        sasl = self._sasl_settings is not None or self._sasl[0] is not None
+        configured, wanted = ("SASL_PLAINTEXT", "SASL_SSL") if sasl else ("PLAINTEXT", "SSL")
+        who = f"{name} ({address})"
+        cause = (
+            f"closed the connection during the first request (ApiVersions) and that port answers a TLS "
+            f"handshake ({detail}): the listener is TLS but security.protocol is {configured}; set "
+            f"security.protocol={wanted} (and ssl.truststore.location if its CA is not a system one)"
+        )
+        logger.warning("%s refused this client: it %s", who, cause)
+        self.metadata.record_authentication_failure(SslAuthenticationError(f"{who} {cause}"))
 
     def _maybe_warn_no_bootstrap(self, now: int) -> None:
         assert self._bootstrap_warning_ms is not None
@@ -860,6 +919,8 @@ class NetworkClient:
         for _node_id, reqs in self._in_flight.items():
             for r in reqs.values():
                 best = min(best, r.send_ms + (r.request_timeout_ms or self.request_timeout_ms) - now)
+        for _node, _address, deadline in self._tls_probes.values():
+            best = min(best, deadline - now)
         for st in self._nodes.values():
             if st.state is not ConnectionState.DISCONNECTED and st.state is not ConnectionState.READY:
                 best = min(best, st.last_attempt_ms + st.setup_timeout_ms - now)
@@ -868,6 +929,11 @@ class NetworkClient:
         return max(0, best)
 
     def _handle_timeouts(self, now: int) -> None:
+        if self._tls_probes:
+            for probe_id, (_node, _address, deadline) in list(self._tls_probes.items()):
+                if now >= deadline:  # a port that stays silent after a ClientHello is no TLS listener
+                    self._selector.close(probe_id)
+                    self._tls_probe_done(probe_id, False, "no answer to a ClientHello")
         for st in list(self._nodes.values()):
             if st.state is ConnectionState.DISCONNECTED:
                 continue

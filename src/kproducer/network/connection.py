@@ -171,6 +171,11 @@ class KafkaConnection:
         self.reauthenticating = False
 
     @property
+    def inbound_bytes(self) -> int:
+        """Bytes received but not yet a whole frame (0 on a fresh or reset connection)."""
+        return len(self._inbound)
+
+    @property
     def is_ready(self) -> bool:
         """Ready for requests from outside: connected, authenticated, and not re-authenticating."""
         return self.state is ConnectionState.READY and not self.reauthenticating

@@ -11,6 +11,12 @@ any other I/O, so it never blocks the Sender. The connection is reported connect
 handshake, which keeps it under the client's connection-setup timeout. ``SSLSocket`` has no
 ``sendmsg``: small buffers are joined (up to 64 KiB) into one TLS write instead, and a write that
 OpenSSL asked to retry is retried with the very same buffer, as it requires.
+
+A *TLS probe* (``probe_tls``) is a throw-away connection that only asks whether a port answers a
+TLS ClientHello. The client uses it when a plaintext connection was closed before the broker
+answered its first request: a broker's TLS listener drops plaintext bytes without a word (stunnel
+and OpenSSL-based listeners send no alert), and only a handshake that the port answers tells that
+apart from a flaky broker.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ class PollResult:
     bytes_written: dict[int, int] = field(default_factory=dict)
     # Connections in ``disconnected`` whose TLS handshake failed (an authentication failure).
     handshake_failed: set[int] = field(default_factory=set)
+    # Finished TLS probes: (probe id, whether the port answered the ClientHello with TLS, detail).
+    tls_probes: list[tuple[int, bool, str]] = field(default_factory=list)
 
 
 class _Channel:
@@ -62,6 +70,7 @@ class _Channel:
         "handshaking",
         "tls",
         "tls_retry",
+        "probe",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, address: tuple[str, int]) -> None:
@@ -74,6 +83,8 @@ class _Channel:
         self.tls = False
         # OpenSSL asked to retry a write: the head buffer must not change until it succeeds.
         self.tls_retry = False
+        # A TLS probe (see ``Selector.probe_tls``): reports to ``tls_probes``, never connects.
+        self.probe = False
         self.pending: deque[memoryview] = deque()
         self.pending_bytes = 0
         self.written_bytes = 0
@@ -94,6 +105,8 @@ class Selector:
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._wake_pending = False
         self._closed = False
+        self._probe_ids = itertools.count(-(1 << 40), -1)
+        self._probe_context: ssl.SSLContext | None = None
 
     # ------------------------------------------------------------- connections
     def connect(
@@ -111,6 +124,30 @@ class Selector:
         SNI sent (the broker's advertised host, not the address it resolved to)."""
         if conn_id in self._channels:
             raise ValueError(f"connection {conn_id} already exists")
+        self._open(conn_id, host, port, family, ssl_context, server_hostname or host)
+
+    def probe_tls(self, host: str, port: int, family: int = socket.AF_INET) -> int:
+        """Start a TLS probe of ``host:port`` and return its id; ``poll`` reports the answer in
+        ``tls_probes`` (close the id to give up). The probe verifies nothing: it only asks whether
+        the port speaks TLS, and sends no Kafka bytes."""
+        if self._probe_context is None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            self._probe_context = ctx
+        probe_id = next(self._probe_ids)
+        self._open(probe_id, host, port, family, self._probe_context, None).probe = True
+        return probe_id
+
+    def _open(
+        self,
+        conn_id: int,
+        host: str,
+        port: int,
+        family: int,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+    ) -> _Channel:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -121,13 +158,14 @@ class Selector:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
         ch = _Channel(conn_id, sock, (host, port))
         ch.tls_context = ssl_context
-        ch.server_hostname = server_hostname or host
+        ch.server_hostname = server_hostname
         rc = sock.connect_ex((host, port))
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
             sock.close()
             raise OSError(rc, f"connect to {host}:{port} failed: {errno.errorcode.get(rc, rc)}")
         self._channels[conn_id] = ch
         self._sel.register(sock, selectors.EVENT_WRITE, ch)
+        return ch
 
     def close(self, conn_id: int) -> None:
         ch = self._channels.pop(conn_id, None)
@@ -221,6 +259,9 @@ class Selector:
                     err = ch.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     if err:
                         self.close(ch.conn_id)
+                        if ch.probe:
+                            result.tls_probes.append((ch.conn_id, False, errno.errorcode.get(err, str(err))))
+                            continue
                         result.disconnected.append(
                             (
                                 ch.conn_id,
@@ -254,6 +295,9 @@ class Selector:
         except (ssl.SSLError, OSError, ValueError) as e:
             ch.sock.close()
             self._channels.pop(ch.conn_id, None)
+            if ch.probe:
+                result.tls_probes.append((ch.conn_id, False, str(e)))
+                return
             result.disconnected.append((ch.conn_id, f"TLS set-up for {ch.address[0]}:{ch.address[1]} failed: {e}"))
             result.handshake_failed.add(ch.conn_id)
             return
@@ -277,9 +321,19 @@ class Selector:
             from kproducer.network.tls import describe_tls_error
 
             self.close(ch.conn_id)
+            if ch.probe:
+                # An alert is a TLS answer (e.g. a listener that wants a client certificate); a
+                # close, a reset or non-TLS bytes (WRONG_VERSION_NUMBER...) are not.
+                reason = getattr(e, "reason", None) or ""
+                result.tls_probes.append((ch.conn_id, "ALERT" in reason, reason or str(e)))
+                return
             address = f"{ch.server_hostname} ({ch.address[0]}:{ch.address[1]})"
             result.disconnected.append((ch.conn_id, describe_tls_error(e, address)))
             result.handshake_failed.add(ch.conn_id)
+            return
+        if ch.probe:
+            self.close(ch.conn_id)
+            result.tls_probes.append((ch.conn_id, True, f"{sock.version()} handshake completed"))
             return
         ch.handshaking = False
         ch.connecting = False
