@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def test_every_subcommand_has_the_client_options() -> None:
         assert "--producer-property" in sub._option_string_actions, name
 
 
-def test_metadata_and_produce_reach_a_sasl_ssl_cluster(
+def test_metadata_produce_and_perf_test_reach_a_sasl_ssl_cluster(
     sasl_ssl_cluster: SaslBroker,
     certificates: Certificates,
     tmp_path: Path,
@@ -104,6 +105,28 @@ def test_metadata_and_produce_reach_a_sasl_ssl_cluster(
     assert sorted((r.key, r.value) for r in back) == [(f"k{i}".encode(), f"line-{i}".encode()) for i in range(5)]
 
     capsys.readouterr()
+    rc = cli.main(
+        [
+            "perf-test",
+            "--bootstrap-servers",
+            sasl_ssl_cluster.bootstrap,
+            "--topic",
+            topic_name,
+            "--num-records",
+            "200",
+            "--record-size",
+            "10",
+            "--json",
+            "--no-progress",
+            "--command-config",
+            str(props),
+        ]
+    )
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert json.loads(out.out.strip().splitlines()[-1])["delivered"] == 200
+    assert len(read_topic(sasl_ssl_cluster.bootstrap, topic_name, 205, security=sasl_ssl_cluster.librdkafka("SCRAM-SHA-256"))) == 205
+
     rc = cli.main(
         ["metadata", "--bootstrap-servers", sasl_ssl_cluster.bootstrap, "--topic", topic_name, "--command-config", str(props)]
     )
