@@ -62,6 +62,9 @@ def run_tls_comparison(args: argparse.Namespace, cell_for: Callable[[int, int, s
             load_before = os.getloadavg()[0]
             rates: dict[tuple[str, str], list[float]] = {}
             ratios: dict[str, list[float]] = {}
+            # kproducer / confluent-kafka on each path, from the same repetition.
+            versus: dict[str, list[float]] = {}
+            loads: list[float] = []
             failures: list[str] = []
             for _ in range(args.repeat):
                 per_run: dict[tuple[str, str], float] = {}
@@ -81,6 +84,10 @@ def run_tls_comparison(args: argparse.Namespace, cell_for: Callable[[int, int, s
                 for client in CLIENTS:
                     if (client, "TLS") in per_run and (client, "plaintext") in per_run:
                         ratios.setdefault(client, []).append(per_run[(client, "TLS")] / per_run[(client, "plaintext")])
+                for path in paths:
+                    if all((c, path) in per_run for c in CLIENTS):
+                        versus.setdefault(path, []).append(per_run[(CLIENTS[0], path)] / per_run[(CLIENTS[1], path)])
+                loads.append(os.getloadavg()[0])
             os.environ.pop("KPRODUCER_BENCH_SECURITY", None)
             load_after = os.getloadavg()[0]
             lines = [
@@ -101,6 +108,12 @@ def run_tls_comparison(args: argparse.Namespace, cell_for: Callable[[int, int, s
                     f"| {client} | {compare._fmt_range(p, ',.0f') if p else 'error'} | "
                     f"{compare._fmt_range(t, ',.0f') if t else 'error'} | {compare._fmt_range(r, '.2f') if r else 'n/a'} |"
                 )
+            lines += [
+                "",
+                f"{CLIENTS[0]} / {CLIENTS[1]} (same repetition): "
+                + "; ".join(f"{path} {compare._fmt_range(v, '.2f')}" for path, v in versus.items()),
+                "Load average (1 min) after each repetition: " + ", ".join(f"{x:.2f}" for x in loads),
+            ]
             if failures:
                 lines += ["", "Failures: " + "; ".join(failures)]
             lines += ["", "Config of each client (plus security.protocol=SSL, ssl.ca.location on the TLS path):", ""]
