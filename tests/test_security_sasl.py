@@ -189,6 +189,12 @@ def _failure(config: dict[str, Any]) -> BaseException:
     return err
 
 
+def _assert_warned(caplog: pytest.LogCaptureFixture, address: str, words: str) -> None:
+    """The first failure is logged at WARNING with the broker's address and the cause."""
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
+    assert warnings and address in warnings[0] and words in warnings[0], warnings
+
+
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_wrong_password_fails_the_record(
     mechanism: str, sasl_broker: SaslBroker, caplog: pytest.LogCaptureFixture
@@ -203,12 +209,14 @@ def test_wrong_password_fails_the_record(
     assert all("not-the-password" not in r.getMessage() for r in caplog.records)
 
 
-def test_mechanism_the_broker_does_not_enable(topic_name: str) -> None:
+def test_mechanism_the_broker_does_not_enable(topic_name: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     broker = SaslBroker(mechanisms=("PLAIN", "OAUTHBEARER"))
     try:
         err = _failure(broker.kproducer("SCRAM-SHA-512"))
         assert isinstance(err, UnsupportedSaslMechanismError)
         assert "rejected SASL mechanism SCRAM-SHA-512; the broker enables PLAIN, OAUTHBEARER" in str(err)
+        _assert_warned(caplog, broker.bootstrap, "the broker enables PLAIN, OAUTHBEARER")
     finally:
         broker.stop()
 
@@ -224,22 +232,26 @@ def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker) -> 
     assert "security.protocol is SASL_PLAINTEXT; set security.protocol=SASL_SSL" in str(err), str(err)
 
 
-def test_token_provider_that_raises(sasl_plaintext: SaslBroker) -> None:
+def test_token_provider_that_raises(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
     def provider() -> Any:
         raise RuntimeError("identity service unreachable")
 
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     err = _failure(sasl_plaintext.kproducer("OAUTHBEARER", **{"sasl.oauthbearer.token.provider": provider}))
     assert isinstance(err, AuthenticationError)
     assert "token provider raised RuntimeError: identity service unreachable" in str(err)
+    _assert_warned(caplog, sasl_plaintext.bootstrap, "identity service unreachable")
 
 
-def test_token_the_broker_refuses(sasl_plaintext: SaslBroker) -> None:
+def test_token_the_broker_refuses(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     conf = sasl_plaintext.kproducer(
         "OAUTHBEARER", **{"sasl.oauthbearer.token.provider": lambda: ("forged-token", time.time() + 600)}
     )
     err = _failure(conf)
     assert isinstance(err, SaslAuthenticationFailedError)
     assert "invalid token" in str(err) and '"status":"invalid_token"' in str(err)
+    _assert_warned(caplog, sasl_plaintext.bootstrap, "invalid token")
     assert "forged-token" not in str(err)
 
 
