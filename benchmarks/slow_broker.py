@@ -31,7 +31,12 @@ trigger count 100, 20 % and a 5 s retry interval. Each mode (breaker off, breake
 on, KIP-794 only) runs ``--runs`` times on a fresh cluster; the table gives per
 mode the distribution of the longest single send() call, the time from the fault
 to the first mute, and the healthy partitions' delivery rate after the fault
-relative to before it:
+relative to before it. Every send() call longer than ``--stall-ms`` (250) is
+explained on its own line: how long of it this thread waited in the BufferPool for
+memory, how long the garbage collector ran, how much CPU the whole process got
+meanwhile (against the 2 cores a full share would be), the machine's CPU pressure
+(``/proc/pressure/cpu``) around it, and where the calling thread and the Sender
+thread were while it lasted (a watchdog thread's snapshot of both stacks):
 
     .venv/bin/python benchmarks/slow_broker.py --preset send-stall --runs 10
 """
@@ -39,10 +44,12 @@ relative to before it:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -313,26 +320,41 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 
         longest = 0.0
         longest_at = 0.0
+        longest_before = 0.0
         faulted = False
         end = start + args.duration
         send = p.send
         value = VALUE
         clock = time.monotonic
         sent = 0
-        while True:
-            now = clock()
-            if now >= end:
-                break
-            if not faulted and now - start >= args.fault_at:
-                mc.broker_set_rtt(slow, SLOW_RTT_MS)
-                faulted = True
-            for _ in range(200):
-                t0 = clock()
-                send(topic, value, callback=cb)
-                dt = clock() - t0
-                if dt > longest:
-                    longest, longest_at = dt, t0 - start
-            sent += 200
+        probe = StallProbe(p, args.stall_ms / 1000.0)
+        probe.start()
+        current = probe.current
+        stalls: list[tuple[float, float]] = []
+        stall_s = args.stall_ms / 1000.0
+        try:
+            while True:
+                now = clock()
+                if now >= end:
+                    break
+                if not faulted and now - start >= args.fault_at:
+                    mc.broker_set_rtt(slow, SLOW_RTT_MS)
+                    faulted = True
+                for _ in range(200):
+                    t0 = clock()
+                    current[0] = t0
+                    send(topic, value, callback=cb)
+                    current[0] = 0.0
+                    dt = clock() - t0
+                    if dt > longest:
+                        longest, longest_at = dt, t0 - start
+                        if not faulted:
+                            longest_before = dt
+                    if dt >= stall_s:
+                        stalls.append((t0, dt))
+                sent += 200
+        finally:
+            probe.stop()
         metrics = p.metrics()
         mc.broker_set_rtt(slow, 0)
         p.close(60)
@@ -347,6 +369,8 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "mode": mode,
         "longest_send_s": longest,
         "longest_send_at_s": longest_at,
+        "longest_send_before_fault_s": longest_before,
+        "stalls": [probe.explain(t0, dt, start) for t0, dt in stalls],
         "mute_after_fault_s": (first_mute[0] - args.fault_at) if first_mute else None,
         "healthy_before": before,
         "healthy_after": after,
@@ -357,6 +381,104 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "metrics": {k: v for k, v in metrics.items() if "circuit" in k or "moved" in k or "node" in k},
         "loadavg": _loadavg(),
     }
+
+
+class StallProbe:
+    """What a send() call that took long was waiting on (see the module docstring).
+
+    The producer's BufferPool wait is wrapped to log each wait of the calling thread;
+    ``gc.callbacks`` log collections; a sampler logs this process's CPU time and the
+    machine's CPU pressure every 50 ms; a watchdog snapshots the stacks of the calling
+    thread and the Sender thread once a send() has lasted ``stall_s``. The send loop
+    sets ``current[0]`` to the start of the call in progress (0.0 between calls).
+    """
+
+    def __init__(self, producer: Any, stall_s: float) -> None:
+        self.current = [0.0]
+        self.stall_s = stall_s
+        self.pool_waits: list[tuple[float, float]] = []
+        self.gc_pauses: list[tuple[float, float, int]] = []
+        self.cpu: list[tuple[float, float, str]] = []  # (monotonic, process CPU s, cpu pressure line)
+        self.stacks: dict[float, dict[str, list[str]]] = {}
+        self._stop = threading.Event()
+        self._gc_start = 0.0
+        self._caller = threading.get_ident()
+        pool = producer._pool
+        original = pool._wait_for_memory
+        waits = self.pool_waits
+
+        def wait_for_memory(size: int, max_time_to_block_ms: int) -> Any:
+            t0 = time.monotonic()
+            try:
+                return original(size, max_time_to_block_ms)
+            finally:
+                waits.append((t0, time.monotonic()))
+
+        self._pool, self._original = pool, original
+        pool._wait_for_memory = wait_for_memory
+        self._threads = [threading.Thread(target=self._sample, daemon=True), threading.Thread(target=self._watch, daemon=True)]
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.monotonic()
+        else:
+            self.gc_pauses.append((self._gc_start, time.monotonic(), int(info.get("generation", -1))))
+
+    def start(self) -> None:
+        gc.callbacks.append(self._on_gc)
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+        gc.callbacks.remove(self._on_gc)
+        self._pool._wait_for_memory = self._original
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self.cpu.append((time.monotonic(), time.process_time(), _cpu_pressure()))
+
+    def _watch(self) -> None:
+        seen = 0.0
+        while not self._stop.wait(0.02):
+            t0 = self.current[0]
+            if t0 and t0 != seen and time.monotonic() - t0 >= self.stall_s:
+                seen = t0
+                names = {t.ident: t.name for t in threading.enumerate()}
+                snap: dict[str, list[str]] = {}
+                for ident, frame in sys._current_frames().items():
+                    name = names.get(ident, str(ident))
+                    if ident == self._caller or "network-thread" in name or "sender" in name.lower():
+                        snap[name] = [line.strip().replace("\n", " | ") for line in traceback.format_stack(frame)[-4:]]
+                self.stacks[t0] = snap
+
+    def explain(self, t0: float, dt: float, start: float) -> dict[str, Any]:
+        t1 = t0 + dt
+
+        def overlap(spans: list[Any]) -> float:
+            return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b, *_ in spans)
+
+        inside = [c for c in self.cpu if t0 - 0.05 <= c[0] <= t1 + 0.05]
+        cpu_share = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) if len(inside) >= 2 and inside[-1][0] > inside[0][0] else None
+        return {
+            "at_s": round(t0 - start, 3),
+            "ms": round(dt * 1000),
+            "pool_wait_ms": round(overlap(self.pool_waits) * 1000),
+            "gc_ms": round(overlap(self.gc_pauses) * 1000),
+            "gc_generations": sorted({g for a, b, g in self.gc_pauses if b > t0 and a < t1}),
+            "process_cpu_cores": None if cpu_share is None else round(cpu_share, 2),
+            "cpu_pressure": inside[-1][2] if inside else "",
+            "stacks": self.stacks.get(t0, {}),
+        }
+
+
+def _cpu_pressure() -> str:
+    try:
+        return Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _loadavg() -> str:
@@ -387,8 +509,11 @@ def run_send_stall(args: argparse.Namespace) -> None:
             r = _run_stall_once(mode, args)
             results[mode].append(r)
             mute = "n/a" if r["mute_after_fault_s"] is None else f"{r['mute_after_fault_s']:.2f}s"
+            for stall in r["stalls"]:
+                print(f"  stall: {json.dumps(stall)}", flush=True)
             print(
-                f"run {i + 1} {mode}: longest send() {r['longest_send_s'] * 1000:.0f} ms at t={r['longest_send_at_s']:.1f}s, "
+                f"run {i + 1} {mode}: longest send() {r['longest_send_s'] * 1000:.0f} ms at t={r['longest_send_at_s']:.1f}s "
+                f"(before the fault {r['longest_send_before_fault_s'] * 1000:.0f} ms), "
                 f"mute {mute} after the fault, healthy {r['healthy_before']:.0f} -> {r['healthy_after']:.0f} rec/s "
                 f"({r['healthy_ratio']:.2f}x), delivered {r['delivered']:,}/{r['sent']:,} failed {r['failed']:,}, "
                 f"load {r['loadavg']}, {r['metrics']}",
@@ -397,14 +522,17 @@ def run_send_stall(args: argparse.Namespace) -> None:
     print()
     print(
         "| mode | runs | longest send() ms, median (min–max) | runs with a send() >= 1 s | "
+        "longest send() before the fault ms | "
         "fault -> first mute s, median (min–max) | healthy after/before, median (min–max) | failed records |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode, rs in results.items():
         longest = [r["longest_send_s"] * 1000 for r in rs]
+        before = [r["longest_send_before_fault_s"] * 1000 for r in rs]
         mutes = [r["mute_after_fault_s"] for r in rs if r["mute_after_fault_s"] is not None]
         print(
             f"| {mode} | {len(rs)} | {_span(longest, '{:,.0f}')} | {sum(1 for x in longest if x >= 1000)} | "
+            f"{_span(before, '{:,.0f}')} | "
             f"{_span(mutes, '{:.2f}') if mode == 'breaker-on' else 'n/a'} | {_span([r['healthy_ratio'] for r in rs], '{:.2f}')} | "
             f"{sum(r['failed'] for r in rs):,} |"
         )
@@ -420,6 +548,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per mode")
     ap.add_argument("--fault-at", type=float, default=5.0, help="seconds before the broker turns slow")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
+    ap.add_argument("--stall-ms", type=float, default=250.0, help="explain every send() at least this long (send-stall)")
     args = ap.parse_args()
     if args.preset == "send-stall":
         args.modes_given = "--modes" in sys.argv

@@ -825,9 +825,11 @@ def test_first_request_timeout_mutes_despite_a_window_of_successes() -> None:
     h.clock.advance(1000)  # request.timeout.ms after the first unanswered request was sent
     assert _silent(h, TP, 140, fault) is True
     assert h.manager.state(TP) is BreakerState.OPEN
-    (event,) = h.events
+    (event,) = [e for e in h.events if e.topic_partition == TP]
     assert event.reason == "failure-rate" and event.first_symptom_ms == fault
     assert event.time_to_mute_ms == 1000
+    # The silent leader's other partition of the topic goes with it.
+    assert {(e.topic_partition, e.reason) for e in h.events if e is not event} == {(TopicPartition("orders", 4), "leader-silent")}
 
 
 def test_batches_of_one_lost_request_add_up() -> None:
@@ -914,3 +916,23 @@ def test_a_silent_leaders_other_partitions_are_muted_with_it() -> None:
     tp7 = TopicPartition("clicks", 1)
     assert _silent(h, tp7, 5, sent) is True
     assert h.manager.state(tp7) is BreakerState.OPEN
+
+
+def test_a_silent_leaders_partitions_of_the_topic_that_sent_nothing_are_muted_with_it() -> None:
+    """Batches that waited behind the silent leader's full window were never sent: their partition goes too."""
+    tp1, tp4, tp2 = TopicPartition("orders", 1), TopicPartition("orders", 4), TopicPartition("orders", 2)
+    other_topic = TopicPartition("clicks", 1)
+    h = Harness(SLOW, leaders={tp1: 1, tp4: 1, tp2: 2, other_topic: 1})
+    sent = h.clock.now
+    h.clock.advance(1000)
+    assert _silent(h, tp1, 150, sent) is True
+    states = {tp: h.manager.state(tp) for tp in (tp1, tp4, tp2, other_topic)}
+    assert states == {
+        tp1: BreakerState.OPEN,
+        tp4: BreakerState.OPEN,  # nothing of it was in flight
+        tp2: BreakerState.CLOSED,  # another leader
+        other_topic: BreakerState.CLOSED,  # another topic: muted when its own requests go unanswered
+    }
+    reasons = {e.topic_partition: (e.reason, e.time_to_mute_ms) for e in h.events}
+    assert reasons == {tp1: ("failure-rate", 1000), tp4: ("leader-silent", None)}
+    assert h.manager.partitions_to_vacate() == frozenset({tp1, tp4})

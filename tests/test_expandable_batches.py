@@ -29,6 +29,7 @@ from kproducer.config import ProducerConfig
 from kproducer.errors import BufferExhaustedError
 from kproducer.producer import Producer
 from kproducer.record.reader import read_batches
+from kproducer.structs import TopicPartition
 from tests.support.readback import create_topic, read_topic
 from tests.test_accumulator import Clock, append, complete_all, make_acc, make_cluster
 
@@ -190,6 +191,81 @@ def test_batch_initial_size_starts_small_and_grows() -> None:
     batches = _queued(acc, 2)
     assert batches[0].capacity == 4 * BATCH and batches[0].is_full()
     complete_all(acc, make_cluster(), clock)
+
+
+def _grown(acc: RecordAccumulator, partition: int, clock: Clock, records: int = 50) -> Any:
+    for _ in range(records):  # ~5.5 KB into one partition, nothing drained meanwhile
+        append(acc, partition, clock)
+    (batch,) = _queued(acc, partition)
+    return batch
+
+
+def test_with_a_circuit_breaker_grown_batches_in_flight_to_a_leader_stay_within_an_eighth_of_the_pool() -> None:
+    """A sent batch keeps its partition: a leader's in-flight growth is bounded, so a muted one holds little."""
+    from kproducer.circuit_breaker import CircuitBreakManager
+
+    clock = Clock()
+    cluster = make_cluster(partitions=4, nodes=2)  # node 0 leads partitions 0 and 2
+    manager = CircuitBreakManager(lambda: cluster, clock)
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH, circuit_break_manager=manager)
+    limit = 64 * BATCH // 8
+    grown = [_grown(acc, p, clock) for p in (0, 2)]
+    assert [b.capacity for b in grown] == [8 * BATCH, 8 * BATCH]
+    acc.begin_flush()
+    # The first grown batch goes (nothing of node 0's in flight yet); the second would take the
+    # node past the limit and waits in its queue.
+    assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == [grown[0]]
+    assert acc.in_flight_growth_by_node() == {0: 7 * BATCH}
+    assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == []
+    assert _queued(acc, 2) == [grown[1]]
+    # Back for a retry: no longer in flight, so either may go next, and only one of them.
+    acc.reenqueue(grown[0], clock.now)
+    assert acc.in_flight_growth_by_node() == {}
+    clock.now += 1000  # past the retry backoff
+    (sent,) = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert sent in grown
+    assert acc.in_flight_growth_by_node() == {0: 7 * BATCH} and limit >= 7 * BATCH
+    assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == []
+    acc.end_flush()
+    sent.done(0, -1, None)
+    acc.deallocate(sent)  # completion gives the budget back
+    assert acc.in_flight_growth_by_node() == {}
+    manager.close()
+    complete_all(acc, cluster, clock)
+
+
+def test_without_a_circuit_breaker_in_flight_growth_is_not_limited() -> None:
+    clock = Clock()
+    cluster = make_cluster(partitions=4, nodes=2)
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
+    grown = [_grown(acc, p, clock) for p in (0, 2)]
+    acc.begin_flush()
+    drained = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    acc.end_flush()
+    assert sorted(drained, key=id) == sorted(grown, key=id)
+    for b in drained:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def test_a_partition_the_breaker_muted_does_not_grow_past_batch_size() -> None:
+    from kproducer.circuit_breaker import CircuitBreakManager
+
+    clock = Clock()
+    cluster = make_cluster(partitions=4, nodes=2)
+    manager = CircuitBreakManager(lambda: cluster, clock)
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH, circuit_break_manager=manager)
+    manager.mute(TopicPartition("t", 0), retry_after_ms=5000)
+    for _ in range(50):
+        append(acc, 0, clock)
+    assert {b.capacity for b in _queued(acc, 0)} == {BATCH}
+    manager.unmute(TopicPartition("t", 0))
+    for _ in range(50):  # open again: the next batch grows as before
+        append(acc, 0, clock)
+    assert _queued(acc, 0)[-1].capacity > BATCH
+    manager.close()
+    complete_all(acc, cluster, clock)
 
 
 def test_send_into_grown_batches_end_to_end(tansu: Any, topic_name: str) -> None:

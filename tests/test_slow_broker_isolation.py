@@ -1,32 +1,50 @@
 """A slow leader must not stall send(): fast mute, and no hostage taking of buffer.memory.
 
-The scenario of ``benchmarks/slow_broker.py --preset send-stall``, shortened: on
-librdkafka's 3-broker mock cluster, a topic of 6 partitions (partition p led by
-broker p % 3), keyless 100 B records sent from one thread as fast as it can; then
-one broker (leader of partitions 1 and 4) answers everything 3,000 ms late while
-``request.timeout.ms`` is 1,500 (the benchmark's 2,000 / 1,000 scaled up: on a
-loaded machine a healthy mock broker sometimes missed 1,000 ms, and a leader that
-misses ``request.timeout.ms`` is muted). The failure-rate breaker (trigger count 100, 20 %,
-retry interval 5 s, its 10 s window at the default) must mute the slow leader's
-partitions at its first request timeout, the never-sent keyless batches queued
-for them must move to the healthy partitions, and the caller must not notice.
+The scenario of ``benchmarks/slow_broker.py --preset send-stall``, on librdkafka's
+3-broker mock cluster: a topic of 6 partitions (partition p led by broker p % 3),
+keyless 100 B records sent from one thread as fast as it can, ``acks=1``,
+``linger.ms=5``, ``buffer.memory=4 MiB``, ``request.timeout.ms=1000``, the
+failure-rate breaker (trigger count 100, 20 %, retry interval 5 s, its 10 s window
+at the default), KIP-782 growth at its defaults; then one broker (leader of
+partitions 1 and 4) stops answering.
 
-Each run checks: the mute came within ``request.timeout.ms`` + 1 s of the first
-unanswered request (the producer's own figure); once muted, the slow leader held
-at most a quarter of ``buffer.memory``; deliveries to the healthy partitions per
-CPU second this process got were at least 90 % of before (per CPU second because
-the tests share two cores with other work; wall-clock figures are the
-benchmark's); the longest send() stayed under 1 s (or, on a machine so loaded
-that sends took long before the fault too, under twice the longest of those);
-every record completed exactly once, delivered, at an offset no other record has.
+The judgement does not depend on how loaded the machine is. The producer runs on
+the test's clock (the ``_clock`` seam): it stands still except where the test
+moves it, one millisecond per 500 records sent, so that a healthy broker that
+answers late in real time (two shared cores) never looks slow to the producer.
+The slow leader's silence is made exact the same way: after the fault the test
+sends a fixed number of records, stops, and moves the clock past
+``request.timeout.ms`` in 10 ms steps, each once the healthy leaders have answered
+everything in flight (a latch, not a timer), so that only the slow leader's
+requests time out. The breaker must then mute both of the slow leader's
+partitions, and its never-sent keyless batches must move to the healthy
+partitions. What is asserted:
+
+* the mute came at the first request timeout: both partitions at the same clock
+  reading, at most ``request.timeout.ms`` + one step after the first unanswered
+  request was sent (the issue's bar is ``request.timeout.ms`` + 1 s);
+* from the mute on, the slow leader holds at most its in-flight window at
+  ``batch.size`` per batch plus the in-flight growth bound (an eighth of
+  ``buffer.memory``), checked at the mute, at every moment a caller had to wait for
+  memory, and at the end: a caller that waits, waits for the healthy partitions,
+  never for the slow ones (this is what a send() stall was: the slow partitions
+  held the pool);
+* no record sent after the mute went to a slow partition;
+* records taken by the healthy partitions per CPU second of this process after the
+  mute are at least 90 % of before (CPU seconds, not wall-clock ones), over the 20
+  runs of the loop together (one run's short phases vary too much in CPU cost);
+* every record completed exactly once, delivered, at an offset no other record has.
+
+The longest send() is printed, not asserted: on a shared machine wall-clock time
+says more about the machine than about the producer. ``benchmarks/slow_broker.py``
+measures it, with the machine load beside each figure.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,33 +60,70 @@ pytestmark = pytest.mark.timeout(600)
 
 PARTITIONS = 6
 VALUE = b"x" * 100
-SLOW_RTT_MS = 3000
-REQUEST_TIMEOUT_MS = 1500
+BATCH_SIZE = 16384
 BUFFER_MEMORY = 4 * 1024 * 1024
-BEFORE_S = 1.0
-WARM_UP_S = 0.4  # the first batches and connections are not steady state
-AFTER_S = 4.0
+REQUEST_TIMEOUT_MS = 1000
+MAX_IN_FLIGHT = 5
+# Real time: the slow broker never answers within a run (the producer's clock decides when it
+# gives up on it, see the module docstring).
+SLOW_RTT_MS = 60_000
+RECORDS_PER_MS = 500  # the producer's clock moves 1 ms per this many records sent
+STEP_MS = 10  # then it moves in steps of this, each once the healthy leaders answered all
+BEFORE_RECORDS = 20_000
+FAULT_RECORDS = 10_000  # sent after the fault, while the slow leader's requests are unanswered
+AFTER_RECORDS = 30_000  # sent after the mute
 RUNS = 20
-MIN_CPU_BEFORE_S = 0.5  # CPU seconds this process must get in each phase for its rates to mean something
-MIN_CPU_AFTER_S = 1.0
-MIN_CPU_SHARE = 0.5  # below half a core after the fault, a run's timings are the machine's
-LOOP_BUDGET_S = 420.0
+LATCH_S = 60.0  # bound on each wait for the producer (real time): a failure, never a judgement
+LOOP_BUDGET_S = 480.0
 
 CONFIG: dict[str, Any] = {
     "acks": 1,
     "linger.ms": 5,
+    "batch.size": BATCH_SIZE,
     "buffer.memory": BUFFER_MEMORY,
     "request.timeout.ms": REQUEST_TIMEOUT_MS,
     "delivery.timeout.ms": 30_000,
-    # Batches of batch.size only: a batch sent before the fault keeps its partition, and one
-    # grown towards batch.max.size (KIP-782) while it waited would make what the slow leader
-    # keeps (its in-flight window) up to 16 times larger than this test bounds.
-    "batch.max.size": 16384,
+    "max.in.flight.requests.per.connection": MAX_IN_FLIGHT,
     "producer.circuit.breaker.class": "failure_rate",
     "producer.circuit.breaker.trigger.message.count": 100,
     "producer.circuit.breaker.trigger.failure.perc": 20,
     "producer.circuit.breaker.mute.retry.interval": 5000,
 }
+# What a muted leader may hold: its in-flight window (one batch per partition and request, of
+# batch.size, now back for a retry) plus the KIP-782 growth it may have in flight.
+SLOW_LEADER_BOUND = MAX_IN_FLIGHT * 2 * BATCH_SIZE + BUFFER_MEMORY // 8
+
+
+class SteppedClock:
+    """The producer's clock (ms): follows real time until frozen, then moves only when told."""
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self._frozen: int | None = None
+
+    def __call__(self) -> int:
+        frozen = self._frozen
+        return frozen if frozen is not None else time.monotonic_ns() // 1_000_000 + self._offset
+
+    def freeze(self) -> None:
+        self._frozen = self()
+
+    def advance(self, ms: int) -> None:
+        assert self._frozen is not None
+        self._frozen += ms
+
+    def run_free(self) -> None:
+        now = self()
+        self._offset = now - time.monotonic_ns() // 1_000_000
+        self._frozen = None
+
+
+def _latch(condition: Callable[[], bool], what: str) -> None:
+    """Wait until ``condition()`` holds (polled); the bound only turns a hang into a failure."""
+    deadline = time.monotonic() + LATCH_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {LATCH_S:.0f} s: {what}"
+        time.sleep(0.005)
 
 
 class Outcomes:
@@ -77,14 +132,11 @@ class Outcomes:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.done: dict[int, list[tuple[RecordMetadata | None, BaseException | None]]] = {}
-        self.at: dict[int, float] = {}  # when each record completed (time.monotonic())
 
     def callback(self, idx: int) -> Any:
         def cb(md: RecordMetadata | None, exc: BaseException | None) -> None:
-            now = time.monotonic()
             with self.lock:
                 self.done.setdefault(idx, []).append((md, exc))
-                self.at[idx] = now
 
         return cb
 
@@ -105,7 +157,7 @@ class Outcomes:
 
 
 class Run:
-    """One producer on a fresh topic: healthy for BEFORE_S, then one leader turns slow for AFTER_S."""
+    """One producer on a fresh topic: healthy, then one leader silent (see the module docstring)."""
 
     def __init__(self, mc: MockCluster, topic: str, **overrides: Any) -> None:
         self.mc = mc
@@ -115,155 +167,168 @@ class Run:
         for p in range(PARTITIONS):
             mc.partition_set_leader(topic, p, ids[p % 3])
         self.slow = ids[1]
+        self.healthy_nodes = {ids[0], ids[2]}
         self.slow_partitions = {p for p in range(PARTITIONS) if ids[p % 3] == self.slow}
-        self.producer = Producer({"bootstrap.servers": mc.bootstrap, **CONFIG, **overrides})
+        self.clock = SteppedClock()
+        self.producer = Producer({"bootstrap.servers": mc.bootstrap, **CONFIG, **overrides}, _clock=self.clock)
         self.producer.partitions_for(topic)
         manager = self.producer.circuit_break_manager
         assert manager is not None
         self.manager = manager
         self.events: list[CircuitStateChange] = []
         manager.add_listener(self.events.append)
+        self.judged_events: list[CircuitStateChange] = []  # up to the last send (closing runs on real time)
         self.outcomes = Outcomes()
         self.sent = 0
-        self.send_times: list[float] = []  # per record, since the start
         self.longest_send = 0.0
-        self.longest_before = 0.0  # the longest send() before the fault
-        self.slow_bytes: list[tuple[float, int]] = []  # (since the start, pool bytes the slow leader held)
-        self.fault_at = 0.0
-        self.start = 0.0
-        # (seconds since the start, this process's CPU seconds), every 100 sends.
-        self.cpu_samples: list[tuple[float, float]] = []
-        self.end_at = 0.0
+        self.phase_start: dict[str, int] = {}  # first record index of each phase
+        self.cpu: dict[str, float] = {}  # this process's CPU seconds per phase
+        self.jump_ms = 0  # the clock reading when the test stopped sending to let time pass
+        self.muted_at_sent = 0  # records sent when the mute was seen
+        self.held_at_mute = 0
+        self.held_at_end = 0
+        # (slow leader's bytes, after the mute?) each time a caller had to wait for memory.
+        self.waits: list[tuple[int, bool]] = []
+        self._muted = False
+        self._watch_pool_waits()
 
-    def send_keyless(self, until: float) -> None:
-        send, clock, topic = self.producer.send, time.monotonic, self.topic
-        while clock() < until:
-            self.cpu_samples.append((clock() - self.start, time.process_time()))
-            for _ in range(100):
-                idx = self.sent
-                t0 = clock()
-                send(topic, VALUE, callback=self.outcomes.callback(idx))
-                dt = clock() - t0
+    def _watch_pool_waits(self) -> None:
+        pool = self.producer._pool
+        original = pool._wait_for_memory
+
+        def wait_for_memory(size: int, max_time_to_block_ms: int) -> Any:
+            self.waits.append((self.slow_held(), self._muted))
+            return original(size, max_time_to_block_ms)
+
+        pool._wait_for_memory = wait_for_memory  # type: ignore[method-assign]
+
+    def _slow_muted(self) -> bool:
+        return {e.topic_partition.partition for e in self.events if e.is_mute} >= self.slow_partitions
+
+    def slow_held(self) -> int:
+        """Pool bytes held by the slow leader's batches, queued and in flight."""
+        return self.producer._sender.buffer_bytes_by_node().get(self.slow, 0)
+
+    def in_flight(self) -> dict[int, int]:
+        for _ in range(100):
+            try:
+                return self.producer._client.in_flight_requests_by_node()
+            except RuntimeError:  # the Sender changed the dict while this thread read it
+                continue
+        raise AssertionError("could not read the in-flight requests")
+
+    def send_keyless(self, count: int) -> None:
+        send, topic, clock = self.producer.send, self.topic, self.clock
+        for _ in range(count // RECORDS_PER_MS):
+            for _ in range(RECORDS_PER_MS):
+                t0 = time.monotonic()
+                send(topic, VALUE, callback=self.outcomes.callback(self.sent))
+                dt = time.monotonic() - t0
                 self.sent += 1
-                self.send_times.append(t0 - self.start)
                 if dt > self.longest_send:
                     self.longest_send = dt
-                if not self.fault_at and dt > self.longest_before:
-                    self.longest_before = dt
+            clock.advance(1)
 
-    def _sample(self, stop: threading.Event) -> None:
-        sender = self.producer._sender
-        while not stop.wait(0.02):
-            self.slow_bytes.append((time.monotonic() - self.start, sender.buffer_bytes_by_node().get(self.slow, 0)))
+    def phase(self, name: str, count: int) -> None:
+        self.phase_start[name] = self.sent
+        cpu = time.process_time()
+        self.send_keyless(count)
+        self.cpu[name] = time.process_time() - cpu
 
     def run(self, during: Any = None, before_close: Any = None) -> None:
-        stop = threading.Event()
-        sampler = threading.Thread(target=self._sample, args=(stop,), daemon=True)
-        self.start = time.monotonic()
-        sampler.start()
+        self.clock.freeze()
         try:
-            self.send_keyless(self.start + BEFORE_S)
-            # A shared machine may have given this process little CPU so far: the "before"
-            # figures need enough of it to mean something (bounded: at most 5 s more).
-            while self._cpu_between(WARM_UP_S, time.monotonic() - self.start) < MIN_CPU_BEFORE_S and time.monotonic() - self.start < 5:
-                self.send_keyless(time.monotonic() + 0.1)
-            self.fault_at = time.monotonic() - self.start
+            self.phase("before", BEFORE_RECORDS)
             self.mc.broker_set_rtt(self.slow, SLOW_RTT_MS)
             if during is not None:
                 during()
-            self.send_keyless(self.start + self.fault_at + AFTER_S)
-            while self._cpu_between(self.fault_at, time.monotonic() - self.start) < MIN_CPU_AFTER_S and time.monotonic() - self.start < self.fault_at + 8:
-                self.send_keyless(time.monotonic() + 0.1)
-            self.end_at = time.monotonic() - self.start
-            self.cpu_samples.append((self.end_at, time.process_time()))
+            self.phase("fault", FAULT_RECORDS)
+            # Until the slow leader has a request out (bounded: its batches fill as records come).
+            for _ in range(100):
+                if self.in_flight().get(self.slow, 0):
+                    break
+                self.send_keyless(1000)
+            self.phase_start["pause"] = self.sent
+            # The clock moves past request.timeout.ms in steps; before each step the healthy
+            # leaders have answered everything in flight (in real time), so only the slow
+            # leader's requests ever reach request.timeout.ms.
+            self.jump_ms = self.clock()
+            for _ in range(2 * (REQUEST_TIMEOUT_MS + 1000) // STEP_MS):
+                if self._slow_muted():
+                    break
+                _latch(
+                    lambda: not any(self.in_flight().get(n, 0) for n in self.healthy_nodes),
+                    f"the healthy leaders answer what is in flight ({self.in_flight()})",
+                )
+                self.clock.advance(STEP_MS)
+                self.producer._sender.wakeup()
+                time.sleep(0.001)
+            _latch(
+                self._slow_muted,
+                f"the breaker mutes partitions {sorted(self.slow_partitions)} (in flight {self.in_flight()}, "
+                f"events: {self.events})",
+            )
+            self._muted = True
+            self.muted_at_sent = self.sent
+            self.held_at_mute = self.slow_held()
+            self.phase("after", AFTER_RECORDS)
+            self.held_at_end = self.slow_held()
         finally:
-            stop.set()
-            sampler.join()
+            self.judged_events = list(self.events)
             if before_close is not None:
                 before_close()
+            # The slow leader is back; the test lifts the mutes instead of waiting for the probes.
             self.mc.broker_set_rtt(self.slow, 0)
-        # The slow leader answers again: closing drains everything, muted partitions included.
+            self.clock.run_free()
+            for p in self.slow_partitions:
+                self.manager.unmute(TopicPartition(self.topic, p))
         self.producer.close(60)
 
-    def _cpu_at(self, t: float) -> float:
-        """This process's CPU seconds at ``t`` s after the start (the last sample taken by then)."""
-        best = self.cpu_samples[0][1]
-        for at, cpu in self.cpu_samples:
-            if at > t:
-                break
-            best = cpu
-        return best
-
-    def _cpu_between(self, t0: float, t1: float) -> float:
-        return self._cpu_at(t1) - self._cpu_at(t0) if self.cpu_samples else 0.0
-
-    def check(self, max_slow_bytes: int = BUFFER_MEMORY // 4) -> dict[str, float]:
-        """The per-run assertions; returns the figures for the report (``starved`` 1.0 when only delivery was judged)."""
+    def check(self, max_slow_bytes: int = SLOW_LEADER_BOUND) -> dict[str, float]:
+        """The per-run assertions; returns the figures for the report."""
         delivered = self.outcomes.check(self.sent)
-        cpu_share = self._cpu_between(self.fault_at, self.end_at) / max(self.end_at - self.fault_at, 1e-3)
-        if cpu_share < MIN_CPU_SHARE:
-            # This process got less than half a core after the fault (the tests share two
-            # cores with other work): its Sender noticed timeouts late, the mock brokers answered
-            # late, and no timing says anything about the producer. Delivery was checked above.
-            return {"starved": 1.0, "cpu_share": cpu_share}
-        mutes = [e for e in self.events if e.is_mute]
-        # Only the slow leader's partitions; usually both, but one whose first timed-out requests
-        # carried fewer than trigger.message.count records (a slow pure-Python run) is muted only
-        # after its retries fail too, which takes longer than a run.
-        muted = {e.topic_partition.partition for e in mutes}
-        assert muted and muted <= self.slow_partitions, self.events
+        mutes = [e for e in self.judged_events if e.is_mute]
+        assert {e.topic_partition.partition for e in mutes} == self.slow_partitions, mutes
+        # Muted at the first request timeout: both partitions at the clock step at which the
+        # slow leader's first unanswered request reached request.timeout.ms (the issue's bar:
+        # within request.timeout.ms + 1 s of it).
         first = min(mutes, key=lambda e: e.now_ms)
+        assert all(e.now_ms == first.now_ms for e in mutes), mutes
         time_to_mute = first.time_to_mute_ms
-        assert time_to_mute is not None and time_to_mute <= REQUEST_TIMEOUT_MS + 1000, (
-            f"muted {time_to_mute} ms after the first unanswered request (request.timeout.ms={REQUEST_TIMEOUT_MS})"
-        )
+        assert time_to_mute is not None and REQUEST_TIMEOUT_MS <= time_to_mute <= REQUEST_TIMEOUT_MS + STEP_MS, mutes
         metrics = self.producer.metrics()
         assert metrics["circuit-breaker-time-to-mute-max"] <= REQUEST_TIMEOUT_MS + 1000
-        # Muted at about fault + request.timeout.ms; from then on the slow leader holds only what
-        # was sent to it (its in-flight window) and what is retried: far from the whole pool.
-        settle = first.now_ms / 1000.0 - self.start + 0.5  # the producer's clock is time.monotonic()
-        held = [b for t, b in self.slow_bytes if t >= settle]
-        assert held and max(held) <= max_slow_bytes, (
-            f"the slow leader held up to {max(held, default=0)} of {BUFFER_MEMORY} bytes after the mute "
-            f"(muted at {settle - 0.5:.2f} s, fault at {self.fault_at:.2f} s; samples {self.slow_bytes})"
+        # What the slow leader holds once muted: never the pool.
+        for held, what in ((self.held_at_mute, "at the mute"), (self.held_at_end, "after the last send")):
+            assert held <= max_slow_bytes, f"the slow leader held {held} bytes {what} (bound {max_slow_bytes})"
+        late = [held for held, after_mute in self.waits if after_mute]
+        assert all(held <= max_slow_bytes for held in late), (
+            f"callers waited for memory while the slow leader held {max(late)} bytes (bound {max_slow_bytes})"
         )
-        # Healthy throughput as the issue measures it: deliveries to the healthy partitions per
-        # second, before the fault and from the fault to the end of sending.
-        end = self.end_at
-        healthy = [
-            self.outcomes.at[idx] - self.start for idx, md in delivered.items() if md.partition not in self.slow_partitions
-        ]
-        n_before = sum(1 for t in healthy if WARM_UP_S <= t < self.fault_at)
-        n_after = sum(1 for t in healthy if self.fault_at <= t < end)
-        before, after = n_before / (self.fault_at - WARM_UP_S), n_after / (end - self.fault_at)
-        # Per CPU second this process got: the tests share two cores with other work, and a
-        # burst of it must not read as lost throughput. A stalled caller is caught above and
-        # below (held bytes, longest send()), not here.
-        cpu_before, cpu_after = self._cpu_between(WARM_UP_S, self.fault_at), self._cpu_between(self.fault_at, end)
-        per_cpu_before, per_cpu_after = n_before / max(cpu_before, 1e-3), n_after / max(cpu_after, 1e-3)
-        assert per_cpu_after >= 0.9 * per_cpu_before, (
-            f"healthy partitions took {per_cpu_after:.0f} records per CPU second after the fault, "
-            f"{per_cpu_before:.0f} before ({after:.0f} and {before:.0f} records/s; CPU {cpu_after:.2f} s of "
-            f"{end - self.fault_at:.2f} s after, {cpu_before:.2f} s of {self.fault_at - WARM_UP_S:.2f} s before; "
-            f"longest send() {self.longest_send * 1000:.0f} ms; mute {time_to_mute} ms after the first unanswered request)"
-        )
-        # Under 1 s; on a machine loaded enough that sends took long before the fault too, no
-        # more than twice the longest of those. A buffer held hostage blocks a caller until the
-        # mute plus delivery.timeout.ms (here 30 s), far beyond either.
-        bound = max(1.0, 2 * self.longest_before)
-        assert self.longest_send < bound, (
-            f"one send() took {self.longest_send:.3f} s (before the fault at most {self.longest_before:.3f} s)"
-        )
+        # No record sent after the mute went to the slow leader.
+        after = range(self.phase_start["after"], self.sent)
+        on_slow = [i for i in after if delivered[i].partition in self.slow_partitions]
+        assert not on_slow, f"{len(on_slow)} records sent after the mute went to the slow leader's partitions"
+        # Records for the healthy partitions and this process's CPU seconds, before the fault and
+        # after the mute (the 20-run loop judges their rates over all its runs: one short phase
+        # of a run varies too much in CPU cost to be judged alone).
+        def healthy(phase: str, end: int) -> int:
+            return sum(1 for i in range(self.phase_start[phase], end) if delivered[i].partition not in self.slow_partitions)
+
+        healthy_before = healthy("before", self.phase_start["before"] + BEFORE_RECORDS)
+        healthy_after = healthy("after", self.sent)
         return {
-            "starved": 0.0,
-            "cpu_share": cpu_share,
+            "healthy_before": float(healthy_before),
+            "healthy_after": float(healthy_after),
+            "cpu_before": self.cpu["before"],
+            "cpu_after": self.cpu["after"],
             "time_to_mute_ms": float(time_to_mute),
-            "longest_send_ms": self.longest_send * 1000,
-            "longest_send_before_ms": self.longest_before * 1000,
-            "healthy_ratio": after / before,
-            "healthy_ratio_per_cpu": per_cpu_after / per_cpu_before,
             "moved": metrics["circuit-breaker-moved-records-total"],
-            "slow_bytes_max": float(max(held)),
+            "slow_held_at_mute": float(self.held_at_mute),
+            "slow_held_at_end": float(self.held_at_end),
+            "memory_waits_after_mute": float(len(late)),
+            "healthy_per_cpu_ratio": (healthy_after / max(self.cpu["after"], 1e-3)) / (healthy_before / max(self.cpu["before"], 1e-3)),
+            "longest_send_ms_info": self.longest_send * 1000,
         }
 
 
@@ -284,16 +349,16 @@ def test_slow_leader_never_stalls_send_in_20_consecutive_runs(mock_cluster: Mock
             figures.append(run.check())
         except AssertionError as e:
             raise AssertionError(f"run {i + 1} of {RUNS}: {e}\nearlier runs: {figures}") from e
-    judged = [f for f in figures if not f["starved"]]
-    starved = len(figures) - len(judged)
-    if starved:
-        warnings.warn(
-            f"{starved} of {RUNS} runs got less than {MIN_CPU_SHARE:.0%} of a core after the fault: "
-            f"only their deliveries were checked, not their timings",
-            stacklevel=1,
-        )
-    assert not judged or any(f["moved"] > 0 for f in judged), "no run moved a batch off a muted partition"
+    assert any(f["moved"] > 0 for f in figures), "no run moved a batch off a muted partition"
     print("\n" + "\n".join(str(f) for f in figures))
+    # Healthy throughput after the mute at least 90 % of before, per CPU second of this process
+    # (not per wall-clock second: the machine is shared), over all the runs.
+    per_cpu_before = sum(f["healthy_before"] for f in figures) / sum(f["cpu_before"] for f in figures)
+    per_cpu_after = sum(f["healthy_after"] for f in figures) / sum(f["cpu_after"] for f in figures)
+    print(f"healthy records per CPU second: {per_cpu_before:.0f} before the fault, {per_cpu_after:.0f} after the mute")
+    assert per_cpu_after >= 0.9 * per_cpu_before, (
+        f"healthy partitions took {per_cpu_after:.0f} records per CPU second after the mute, {per_cpu_before:.0f} before"
+    )
 
 
 def _keys_for(partitions: set[int], count: int) -> list[bytes]:
@@ -318,16 +383,7 @@ def _keyed_caller(run: Run, keys: list[bytes], outcomes: Outcomes, sent: dict[in
             time.sleep(0.001)
 
 
-def test_keyed_records_for_the_slow_leader_mixed_in(mock_cluster: MockCluster, topics: Any) -> None:
-    """Keyed records whose keys hash to the slow leader's partitions, from a second caller thread.
-
-    With ``keyed.reroute`` at its default they go to the key's deterministic stand-in
-    partition while theirs is muted; those queued before the mute stay (they are
-    pinned). The keyless caller is unaffected (``Run.check``); every keyed record
-    completes exactly once, on the partition its future names, delivered or failed
-    with a Kafka error, and no offset is used twice.
-    """
-    run = Run(mock_cluster, topics())
+def _with_keyed_caller(run: Run) -> tuple[dict[int, tuple[bytes, Any]], Outcomes]:
     keys = _keys_for(run.slow_partitions, 50)
     keyed: dict[int, tuple[bytes, Any]] = {}
     keyed_outcomes = Outcomes()
@@ -344,10 +400,24 @@ def test_keyed_records_for_the_slow_leader_mixed_in(mock_cluster: MockCluster, t
     finally:
         stop_keyed_caller()
     assert not thread.is_alive()
-    # Keyed records queued for the slow leader before the mute stay there (at most ~10,000
-    # records/s for ~1 s here), so the leader may hold more than in the keyless runs.
-    judged = not run.check(max_slow_bytes=BUFFER_MEMORY // 2)["starved"]
     assert keyed, "the keyed caller sent nothing"
+    return keyed, keyed_outcomes
+
+
+def test_keyed_records_for_the_slow_leader_mixed_in(mock_cluster: MockCluster, topics: Any) -> None:
+    """Keyed records whose keys hash to the slow leader's partitions, from a second caller thread.
+
+    With ``keyed.reroute`` at its default they go to the key's deterministic stand-in
+    partition while theirs is muted; those queued before the mute stay (they are
+    pinned). The keyless caller is unaffected (``Run.check``); every keyed record
+    completes exactly once, on the partition its future names, delivered or failed
+    with a Kafka error, and no offset is used twice.
+    """
+    run = Run(mock_cluster, topics())
+    keyed, keyed_outcomes = _with_keyed_caller(run)
+    # Keyed records queued for the slow leader before the mute stay there (pinned), up to the
+    # half of buffer.memory that muted partitions may hold.
+    run.check(max_slow_bytes=BUFFER_MEMORY // 2 + SLOW_LEADER_BOUND)
     offsets = {(md.partition, md.offset) for md in run.outcomes.check(run.sent).values()}
     home = rerouted = 0
     with keyed_outcomes.lock:
@@ -365,8 +435,7 @@ def test_keyed_records_for_the_slow_leader_mixed_in(mock_cluster: MockCluster, t
                 home += 1
             else:
                 rerouted += 1
-    if judged:
-        assert home and rerouted, f"{home} keyed records on their own partition, {rerouted} rerouted while it was muted"
+    assert home and rerouted, f"{home} keyed records on their own partition, {rerouted} rerouted while it was muted"
 
 
 def test_keyed_records_kept_on_the_slow_leader_block_only_their_callers(mock_cluster: MockCluster, topics: Any) -> None:
@@ -379,24 +448,8 @@ def test_keyed_records_kept_on_the_slow_leader_block_only_their_callers(mock_clu
     partition, delivered or failed with a Kafka error.
     """
     run = Run(mock_cluster, topics(), **{"producer.circuit.breaker.keyed.reroute": False, "max.block.ms": 1000})
-    keys = _keys_for(run.slow_partitions, 50)
-    keyed: dict[int, tuple[bytes, Any]] = {}
-    keyed_outcomes = Outcomes()
-    stop = threading.Event()
-    thread = threading.Thread(target=_keyed_caller, args=(run, keys, keyed_outcomes, keyed, stop), daemon=True)
-    thread.start()
-
-    def stop_keyed_caller() -> None:
-        stop.set()
-        thread.join(30)
-
-    try:
-        run.run(before_close=stop_keyed_caller)
-    finally:
-        stop_keyed_caller()
-    assert not thread.is_alive()
-    run.check(max_slow_bytes=BUFFER_MEMORY // 2 + 32 * 16384)  # half the pool, plus what is in flight
-    assert keyed, "the keyed caller sent nothing"
+    keyed, keyed_outcomes = _with_keyed_caller(run)
+    run.check(max_slow_bytes=BUFFER_MEMORY // 2 + SLOW_LEADER_BOUND)
     with keyed_outcomes.lock:
         for i, (key, fut) in keyed.items():
             got = keyed_outcomes.done.get(i, [])
@@ -414,7 +467,7 @@ def test_idempotent_producer_moves_batches_with_valid_sequences(mock_cluster: Mo
     run = Run(mock_cluster, topics(), **{"enable.idempotence": True, "acks": "all"})
     run.run()
     stats = run.check()
-    assert stats["starved"] or stats["moved"] > 0, "no batch moved: the scenario did not exercise moving"
+    assert stats["moved"] > 0, "no batch moved: the scenario did not exercise moving"
     tm = run.producer._tm
     assert tm is not None
     counts: dict[int, int] = {}
@@ -424,3 +477,66 @@ def test_idempotent_producer_moves_batches_with_valid_sequences(mock_cluster: Mo
     # no gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and no number used twice (a duplicate).
     for p in range(PARTITIONS):
         assert tm.next_sequence(TopicPartition(run.topic, p)) == counts.get(p, 0), (p, counts)
+
+
+def test_moved_batches_pass_a_broker_that_checks_sequences(tansu: Any, topic_name: str) -> None:
+    """Idempotence on a broker that checks sequences (Tansu: OUT_OF_ORDER_SEQUENCE_NUMBER, duplicates).
+
+    librdkafka's mock cluster does not check producer sequences, so the moves are
+    also made here, on one Tansu broker: every partition first takes records (its
+    sequences start), then keyless records wait in one partition (a long linger)
+    and the test mutes it; its never-sent batches move to partitions whose next
+    sequences are already past 0. No record may be retried or fail (a sequence the
+    broker rejected would be retried under a new producer id), the producer id must
+    stay the same, and an independent consumer must read every record exactly once.
+    """
+    from tests.support.readback import create_topic, read_topic
+
+    partitions = 4
+    create_topic(tansu.bootstrap, topic_name, partitions)
+    config = {
+        "bootstrap.servers": tansu.bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 60_000,  # nothing is sent until flush() or a full batch
+        "batch.size": 16384,
+        "producer.circuit.breaker.class": "failure_rate",
+    }
+    with Producer(config) as p:
+        p.partitions_for(topic_name)
+        manager = p.circuit_break_manager
+        assert manager is not None and p._tm is not None
+        values = []
+        for p_ in range(partitions):
+            for i in range(30):  # explicit partitions: each gets sequences 0..29
+                values.append(b"first-%d-%d" % (p_, i))
+                p.send(topic_name, values[-1], partition=p_)
+        p.flush(30)
+        pid = p._tm.producer_id_and_epoch()
+        moved_futures = []
+        for i in range(100):  # ~12 KB of keyless records: one batch waiting in the sticky partition
+            values.append(b"moved-%d" % i)
+            moved_futures.append(p.send(topic_name, values[-1]))
+        waiting = {f._batch_result.topic_partition for f in moved_futures}
+        assert len(waiting) == 1
+        for tp in waiting:
+            manager.mute(tp, retry_after_ms=600_000)
+        _latch(
+            lambda: {f._batch_result.topic_partition for f in moved_futures}.isdisjoint(waiting),
+            "the Sender moves the muted partitions' never-sent batches",
+        )
+        p.flush(30)
+        metadata = [f.result(10) for f in moved_futures]
+        assert {md.partition for md in metadata}.isdisjoint({tp.partition for tp in waiting})
+        metrics = p.metrics()
+        assert metrics["circuit-breaker-moved-records-total"] == 100
+        assert metrics.get("record-retry-total", 0.0) == 0.0 and metrics.get("record-error-total", 0.0) == 0.0
+        assert p._tm.producer_id_and_epoch() == pid  # no sequence was refused (no reset)
+        for tp in waiting:
+            manager.unmute(tp)
+    records = read_topic(tansu.bootstrap, topic_name, len(values), partitions=partitions)
+    assert sorted(r.value for r in records) == sorted(values)
+    # Each moved record is where its future said.
+    at = {r.value: (r.partition, r.offset) for r in records}
+    for value, md in zip(values[-100:], metadata, strict=True):
+        assert at[value] == (md.partition, md.offset)

@@ -796,7 +796,7 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     PyObject *pkey = PyLong_FromSsize_t(partition);
     if (pkey == NULL) return -1;
     if (self->breaker != Py_None) {
-        /* Seed 002: a partition the circuit breaker mutes (or probes) is Python's to handle (the
+        /* KIP-693: a partition the circuit breaker mutes (or probes) is Python's to handle (the
            sticky partition moves off it, a keyed record is rerouted). Nothing muted: no cost. */
         PyObject *muted = PyObject_GetAttr(self->breaker, s_muted);
         if (muted == NULL) { Py_DECREF(pkey); return -1; }

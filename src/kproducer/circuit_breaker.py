@@ -1,13 +1,13 @@
 """Partition circuit breaker (KIP-693): stop feeding partitions that keep failing.
 
-Seed 002, *Motivation*: every partition shares one BufferPool, so a few slow or
+KIP-693, *Motivation*: every partition shares one BufferPool, so a few slow or
 failing partitions fill the buffer and starve the healthy ones. The breaker
 "mutes" such partitions on the client side: the partitioner stops routing
 records to them, ``send()`` can refuse an explicit muted partition with the
 retriable :class:`~kproducer.errors.PartitionMutedError`, and the accumulator
 stops draining them, until a probe batch shows the leader is healthy again.
 
-The pieces, as in the seed's *Public Interfaces*:
+The pieces, as in KIP-693's *Public Interfaces*:
 
 * :class:`ProducerStatusContext`: the Sender's congestion snapshot handed to the
   breaker on every loop and on every completed batch.
@@ -243,7 +243,7 @@ class _Published:
 class CircuitBreakerClusterView(Cluster):
     """A Cluster with muted partitions filtered out of ``available_partitions_for_topic``.
 
-    Seed 002: "When a breaker is in effect, it will filter out muted partitions when
+    KIP-693: "When a breaker is in effect, it will filter out muted partitions when
     calculating availablePartitionsForTopic." It *is* a Cluster (it shares the base
     snapshot's immutable tables), so every partitioner takes it where it takes a
     Cluster. ``muted`` holds the partitions closed to new records: muted ones, less
@@ -283,7 +283,7 @@ class CircuitBreakerClusterView(Cluster):
 class CircuitBreakManager:
     """The mute state shared by the breaker (writer) and the hot path (readers).
 
-    Seed 002, ``CircuitBreakManager``. A partition is muted when it is muted on its
+    KIP-693, ``CircuitBreakManager``. A partition is muted when it is muted on its
     own (``mute(tp)``, usually by the breaker) or when its leader node is muted
     (``mute_node``, in-flight congestion). Writers hold a lock, rebuild the muted
     frozenset and swap it in; ``is_muted`` reads it without a lock.
@@ -390,6 +390,16 @@ class CircuitBreakManager:
         """The partition's leader node id in the manager's cluster snapshot (-1 when unknown)."""
         info = self._published.cluster.partition(tp)
         return -1 if info is None else info.leader
+
+    def partitions_led_by(self, topic: str, node_id: int) -> list[TopicPartition]:
+        """The partitions of ``topic`` whose leader is ``node_id`` in the manager's cluster snapshot."""
+        if node_id < 0:
+            return []
+        return [
+            TopicPartition(p.topic, p.partition)
+            for p in self._published.cluster.partitions_for_topic(topic)
+            if p.leader == node_id
+        ]
 
     def silent_mute_of_node(self, node_id: int) -> int | None:
         """When the first unanswered request was sent, for a partition of ``node_id`` muted for it; else None."""
@@ -932,7 +942,7 @@ def _parse_bool(key: str, raw: object) -> bool:
 class FailureRateCircuitBreaker:
     """The default breaker: mute a partition whose recent failure rate is too high.
 
-    Seed 002, *Implementation of the default rate based circuit breaker*:
+    KIP-693, *Implementation of the default rate based circuit breaker*:
 
     * CLOSED → OPEN when the sliding window (``window.ms``) holds at least
       ``trigger.message.count`` records and at least ``trigger.failure.perc`` percent
@@ -957,9 +967,10 @@ class FailureRateCircuitBreaker:
     ``trigger.message.count`` records, and otherwise as soon as its retries have
     failed that many (still at ``trigger.failure.perc`` of what came since). The
     silence is the leader's, not one partition's: once one of its partitions is
-    muted for it, its other partitions whose requests went unanswered too are muted
-    with it (reason ``leader-silent``), however few records they carried. A timeout
-    the Sender noticed late (this process was not running) does not count as silence.
+    muted for it, its other partitions whose requests went unanswered too, and its
+    other partitions of the same topic, are muted with it (reason ``leader-silent``),
+    however few records they carried. A timeout the Sender noticed late (this process
+    was not running) does not count as silence.
     """
 
     WINDOW_BUCKETS: Final = 10
@@ -1081,9 +1092,15 @@ class FailureRateCircuitBreaker:
             first_symptom_ms=first,
         )
         if first is not None:
-            # Partitions of the same leader that met its silence too, below the count so far.
+            # The silence is the leader's: its partitions that met it too (below the count so far),
+            # and its other partitions of this topic, whose batches waited behind the full in-flight
+            # window and were never sent. Left open, those would keep taking keyless records that
+            # only a request timeout after the next reconnect could divert, and a leader slower than
+            # request.timeout.ms never completes that reconnect's ApiVersions.
             leader = manager.leader_of(tp)
-            for other in [o for o in self._first_symptom if o != tp and manager.leader_of(o) == leader]:
+            others = [o for o in self._first_symptom if o != tp and manager.leader_of(o) == leader]
+            others += [o for o in manager.partitions_led_by(tp.topic, leader) if o != tp and o not in others]
+            for other in others:
                 if not manager.is_partition_muted(other):
                     self._mute_silent(manager, other, now)
         return changed

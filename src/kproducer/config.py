@@ -635,7 +635,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "buffer grows past batch.size, doubling, up to this bound, each step charged to "
         "buffer.memory. Growth never blocks: it stops while a caller waits for memory or less "
         "than four times batch.size of buffer.memory is free, and the batch then closes as before. Also bounded by "
-        "max.request.size. A value at or below batch.size turns growth off.",
+        "max.request.size. A value at or below batch.size turns growth off. With a circuit breaker, a "
+        "partition it muted does not grow past batch.size, and the batches in flight to one leader hold at "
+        "most an eighth of buffer.memory past batch.size between them (a grown batch beyond that waits in "
+        "its queue): a leader that stops answering keeps what it was sent.",
         _NONNEG,
     ),
     ConfigKey(

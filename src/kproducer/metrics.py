@@ -6,7 +6,7 @@ sampled stats keep ``num_samples`` windows of ``sample_window_ms`` each and forg
 older ones, so rates and averages describe the recent past. :class:`Rate` divides
 by the elapsed time exactly as Java does (assuming ``num_samples - 1`` full windows
 while the producer is young), so dashboards read the same numbers as for a Java
-producer. Seed 003 lists the metrics operators watch.
+producer.
 
 Times are integer milliseconds from the clock passed to :class:`Metrics`; tests pass
 a fake one.

@@ -281,6 +281,10 @@ class RecordAccumulator:
         self._growth_keep_free = 4 * batch_size
         # Topics whose broker refused a batch as too large (MESSAGE_TOO_LARGE): no growth past batch.size.
         self._growth_capped: set[str] = set()
+        # With a circuit breaker: the bytes past batch.size that the batches in flight to one leader
+        # may hold between them (see _drain_node), and what each leader holds now.
+        self._in_flight_growth_limit = buffer_pool.total_memory // 8
+        self._in_flight_growth: dict[int, int] = {}
         self.compression = ctype
         self.compression_level = validate_compression_level(ctype, compression_level)
         self.linger_ms = linger_ms
@@ -911,7 +915,8 @@ class RecordAccumulator:
         topic whose broker refused a batch as too large). Each step is charged to
         ``buffer.memory`` first and never waits: past ``batch.size`` it must leave room for four
         ``batch.size`` batches still free and nobody queued for memory, so many partitions' open
-        batches keep Java's footprint and a caller never blocks because a batch grew. The
+        batches keep Java's footprint and a caller never blocks because a batch grew. A
+        partition the circuit breaker muted on its own does not grow past ``batch.size``. The
         batch is the last of its deque, not yet drained (its partition is hot), and the deque
         lock is held. False: it stays as it is, and the caller closes it.
         """
@@ -919,7 +924,14 @@ class RecordAccumulator:
         if batch.buffer is None or batch.is_split_batch or builder.magic != 2:
             return False
         limit = builder.write_limit
-        bound = self.batch_size if batch.topic_partition.topic in self._growth_capped else self.batch_max_size
+        tp = batch.topic_partition
+        routing = self._routing
+        if tp.topic in self._growth_capped or (routing is not None and tp in routing.partitions_to_vacate()):
+            # A topic whose broker refused a grown batch, or a partition the circuit breaker muted:
+            # its batches wait for a leader that is not answering, so they stay at batch.size.
+            bound = self.batch_size
+        else:
+            bound = self.batch_max_size
         if self.compression is not CompressionType.NONE:
             # Records are staged uncompressed until the batch closes: keep them within
             # MAX_STAGING_BYTES, the bound a compressed batch of batch.size already has.
@@ -1175,10 +1187,20 @@ class RecordAccumulator:
                 if transactional and tm is not None and not tm.may_drain_partition(tp):
                     # Not in the transaction yet: the Sender sends AddPartitionsToTxn first.
                     continue
+                excess = first.capacity - self.batch_size
+                if excess > 0 and self._routing is not None:
+                    # KIP-782 growth in flight, bounded per leader (see in_flight_growth_by_node).
+                    held = self._in_flight_growth.get(node_id, 0)
+                    if held > 0 and held + excess > self._in_flight_growth_limit:
+                        continue
                 breaker = self._breaker
                 if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
                     continue
                 batch = dq.batches.popleft()
+                if excess > 0 and self._routing is not None:
+                    with self._incomplete_lock:
+                        self._in_flight_growth[node_id] = self._in_flight_growth.get(node_id, 0) + excess
+                        batch.growth_node = node_id
                 if tm is not None and not batch.has_sequence():
                     producer_id, epoch = tm.producer_id_and_epoch()
                     sequence = tm.next_sequence(tp)
@@ -1261,6 +1283,7 @@ class RecordAccumulator:
     def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
         """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""
         batch.reenqueued(now_ms)
+        self._release_growth(batch)
         batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
         dq = self._deque_or_create(batch.topic_partition)
         with dq.lock:
@@ -1315,12 +1338,48 @@ class RecordAccumulator:
         """Forget a completed batch and return its buffer to the pool: exactly once per batch."""
         with self._incomplete_lock:
             self._incomplete.pop(batch, None)
+            if batch.growth_node >= 0:
+                self._release_growth_locked(batch)
             if batch.deallocated:
                 log.debug("batch %r was already deallocated", batch)
                 return
             batch.deallocated = True
         if not batch.is_split_batch and batch.buffer is not None:
             self.free.deallocate(batch.buffer, batch.capacity)
+
+    def _release_growth(self, batch: ProducerBatch) -> None:
+        """The batch is no longer in flight: its bytes past batch.size leave its leader's budget."""
+        if batch.growth_node >= 0:
+            with self._incomplete_lock:
+                self._release_growth_locked(batch)
+
+    def _release_growth_locked(self, batch: ProducerBatch) -> None:
+        node = batch.growth_node
+        if node < 0:
+            return
+        batch.growth_node = -1
+        left = self._in_flight_growth.get(node, 0) - (batch.capacity - self.batch_size)
+        if left > 0:
+            self._in_flight_growth[node] = left
+        else:
+            self._in_flight_growth.pop(node, None)
+
+    def in_flight_growth_by_node(self) -> dict[int, int]:
+        """Bytes past ``batch.size`` held by the batches in flight, per leader node (with a circuit breaker).
+
+        KIP-782 lets a waiting batch grow to ``batch.max.size``; a batch that is sent
+        keeps its partition, so a leader that then stops answering keeps what its
+        in-flight window carried until the requests complete, whatever the breaker
+        decides. With a breaker, the drain sends a grown batch to a leader only while
+        that leader's in-flight growth stays within an eighth of ``buffer.memory`` (or
+        when it has none in flight, so that progress is never blocked); a grown batch
+        that waits stays in its queue, where a mute can still move it. A muted
+        leader therefore holds at most its in-flight window at ``batch.size`` per
+        batch plus that eighth, instead of
+        ``max.in.flight.requests.per.connection`` x partitions x ``batch.max.size``.
+        """
+        with self._incomplete_lock:
+            return dict(self._in_flight_growth)
 
     def reset_producer_state_of_queued_batches(self) -> None:
         """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""

@@ -177,6 +177,7 @@ class ProducerBatch:
         "_final_state",
         "_reopened",
         "pinned",
+        "growth_node",
     )
 
     def __init__(
@@ -214,6 +215,9 @@ class ProducerBatch:
         # one sent to an explicit partition, or a split part of a batch already sent. Only a
         # batch of keyless records the built-in partitioner placed may move to another partition.
         self.pinned = is_split_batch
+        # The leader node whose in-flight growth budget this batch's bytes past batch.size are
+        # charged to while it is in flight (-1: not charged); see RecordAccumulator._drain_node.
+        self.growth_node = -1
 
     @property
     def tp(self) -> TopicPartition:
