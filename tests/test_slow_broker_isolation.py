@@ -239,6 +239,16 @@ class Run:
         self.clock.freeze()
         try:
             self.phase("before", BEFORE_RECORDS)
+            # Everything sent so far delivered (the clock moves on for linger.ms): every leader
+            # has a working connection before the fault.
+            for _ in range(int(LATCH_S * 100)):
+                with self.outcomes.lock:
+                    if len(self.outcomes.done) >= self.sent:
+                        break
+                self.clock.advance(1)
+                time.sleep(0.01)
+            with self.outcomes.lock:
+                assert len(self.outcomes.done) >= self.sent, "the records sent before the fault were not delivered"
             self.mc.broker_set_rtt(self.slow, SLOW_RTT_MS)
             if during is not None:
                 during()
