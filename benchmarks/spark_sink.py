@@ -10,8 +10,14 @@ no-op Arrow data source gives the ceiling (Spark's own cost of handing Arrow
 batches to Python); a first no-op write, not measured, starts the Python
 workers and imports kproducer and confluent-kafka in them, so every measured
 path runs on warm workers. The Arrow writer runs with the sink's defaults (only
-``bootstrap.servers``) and with ``batch.size=256 KiB``. Each run writes to its
-own topic; every result is checked against the acknowledged/flushed count.
+``bootstrap.servers``) and with ``batch.size=256 KiB``. The exactly-once Arrow
+writer (``deliveryGuarantee=exactly_once``, the same defaults otherwise) adds
+what that guarantee costs: a transactional producer per task attempt
+(InitProducerId, AddPartitionsToTxn), and on the driver an EndTxn per task and
+the fencing of the ids of attempts that did not run; its second table gives it
+against the at-least-once Arrow writer with the same defaults, in the same
+repeat. Each run writes to its own topic; every result is checked against the
+acknowledged/flushed count (for exactly-once, the committed tasks' count).
 ``--repeat`` interleaves the paths and prints ranges, with ratios taken within
 each repeat; the load average is printed, since the machine may be shared.
 
@@ -24,6 +30,7 @@ import argparse
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 NOOP = "no-op Arrow writer (Spark's own cost, the ceiling)"
 CF_ROWS = "foreachPartition rows + confluent-kafka, no per-row callback"
 CF_ARROW = "mapInArrow + confluent-kafka, no per-row callback"
+ALO_ARROW = "kproducer sink, Arrow writer, defaults"
+EOS_ARROW = "kproducer sink, Arrow writer, exactly-once, defaults"
 
 
 class _NoopArrowWriter(DataSourceArrowWriter):
@@ -164,36 +173,50 @@ def main() -> int:
     results: list[tuple[str, float, str]] = []
     with start_embedded_broker() as broker:
         bs = broker.bootstrap
-        runs: list[tuple[str, str, dict[str, Any], str]] = [
-            ("arrow-defaults", "arrow", {"bootstrap.servers": bs}, "kproducer sink, Arrow writer, defaults"),
-            ("arrow", "arrow", {"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144},
+        # Transactional ids unique to this run (a prefix is unique per application).
+        run_id = uuid.uuid4().hex[:8]
+        eos = {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": f"bench-{run_id}"}
+        runs: list[tuple[str, str, dict[str, Any], dict[str, str], str]] = [
+            ("arrow-defaults", "arrow", {"bootstrap.servers": bs}, {}, ALO_ARROW),
+            ("arrow-eos", "arrow", {"bootstrap.servers": bs}, eos, EOS_ARROW),
+            ("arrow", "arrow", {"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 262144}, {},
              "kproducer sink, Arrow writer, batch.size=256 KiB"),
-            ("row", "row", {"bootstrap.servers": bs}, "kproducer sink, row writer, defaults"),
+            ("row", "row", {"bootstrap.servers": bs}, {}, "kproducer sink, row writer, defaults"),
         ]  # fmt: skip
-        create_topics(
-            bs, {f"bench-{k}-{r}": 6 for r in range(args.repeat) for k in ("arrow", "arrow-defaults", "row", "cf-rows", "cf-arrow")}
-        )
+        for _topic, _mode, config, options, label in runs:
+            print(f"{label}: producer config {config}, sink options {options or '{}'}")
+        print("exactly-once: kafka.transaction.timeout.ms is the sink's default, 900000")
+        kinds = ("arrow", "arrow-defaults", "arrow-eos", "row", "cf-rows", "cf-arrow")
+        create_topics(bs, {f"bench-{run_id}-{k}-{r}": 6 for r in range(args.repeat) for k in kinds})
 
-        # Warm-up, not measured: the Python workers start and import the clients.
+        # Warm-up, not measured: the Python workers start and import the clients; one
+        # exactly-once write, so that its first InitProducerId is not in a measured run.
         df.write.format("noop_arrow").option("warm", "true").mode("append").save()
+        create_topics(bs, {f"bench-{run_id}-warm-eos": 6})
+        write_to_kafka(df.limit(1000), f"bench-{run_id}-warm-eos", config={"bootstrap.servers": bs}, options=eos)
         for r in range(args.repeat):
             t = time.perf_counter()
             df.write.format("noop_arrow").mode("append").save()
             results.append((NOOP, n / (time.perf_counter() - t), "-"))
-            for topic, mode, config, label in runs:
+            # The at-least-once and exactly-once Arrow writers swap places every repeat.
+            order = runs if r % 2 == 0 else [runs[1], runs[0], *runs[2:]]
+            for topic, mode, config, options, label in order:
+                load = os.getloadavg()[0]
                 t = time.perf_counter()
-                s = write_to_kafka(df, f"bench-{topic}-{r}", writer=mode, config=config)
+                s = write_to_kafka(df, f"bench-{run_id}-{topic}-{r}", writer=mode, config=config, options=options)
                 el = time.perf_counter() - t
-                assert s.records == n, f"{label}: {s.records} of {n} acknowledged"
+                assert s.available and s.records == n, f"{label}: {s.records} of {n} acknowledged ({s.note})"
                 avg = s.metrics.get("batch-size-avg", 0.0)
-                results.append((label, n / el, f"{s.records:,} acked, batch-size-avg {avg / 1024:,.0f} KiB"))
+                what = "committed in transactions" if options else "acked"
+                results.append((label, n / el, f"{s.records:,} {what}, batch-size-avg {avg / 1024:,.0f} KiB"))
+                print(f"  repeat {r}: {label:55s} {n / el:>12,.0f} rows/s (load {load:.1f})", flush=True)
 
             t = time.perf_counter()
-            df.foreachPartition(_confluent_partition(bs, f"bench-cf-rows-{r}"))
+            df.foreachPartition(_confluent_partition(bs, f"bench-{run_id}-cf-rows-{r}"))
             results.append((CF_ROWS, n / (time.perf_counter() - t), "flushed, 0 errors"))
 
             t = time.perf_counter()
-            counts = df.mapInArrow(_confluent_arrow(bs, f"bench-cf-arrow-{r}"), "n long").collect()
+            counts = df.mapInArrow(_confluent_arrow(bs, f"bench-{run_id}-cf-arrow-{r}"), "n long").collect()
             el = time.perf_counter() - t
             done = sum(row.n for row in counts)
             assert done == n, f"mapInArrow + confluent-kafka: {done} of {n} rows"
@@ -224,6 +247,15 @@ def main() -> int:
     print("|---|---:|---:|---|")
     for name, xs in rates.items():
         print(f"| {name} | {rng(xs, ',.0f')} | {rng(ratios[name], '.2f')}x | {checks[name]} |")
+    # Exactly-once against at-least-once: the same Arrow writer and producer defaults, same repeat.
+    eos_ratios = [
+        next(r for name, r, _ in run if name == EOS_ARROW) / next(r for name, r, _ in run if name == ALO_ARROW)
+        for run in per_run
+    ]
+    print("\n| path | rows/s | vs at-least-once Arrow writer, defaults (same run) |")
+    print("|---|---:|---:|")
+    print(f"| {ALO_ARROW} | {rng(rates[ALO_ARROW], ',.0f')} | 1.00x |")
+    print(f"| {EOS_ARROW} | {rng(rates[EOS_ARROW], ',.0f')} | {rng(eos_ratios, '.2f')}x |")
     return 0
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic, read_topic
+from tests.support.txn_reader import read_topic_transactional
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_TIMEOUT_S = 600
@@ -67,6 +68,21 @@ def check_exactly_once(bootstrap: str, topic: str, n: int, partitions: int) -> N
     keys = sorted(int(r.key or b"-1") for r in records)
     assert keys == list(range(n)), f"{topic}: {len(records)} records for {n} rows"
     assert all(r.value == b"row-" + (r.key or b"") for r in records)
+
+
+def check_committed_once(bootstrap: str, topic: str, n: int) -> None:
+    """An exactly-once write: visibility decided from the control markers (the test broker does not filter).
+
+    Every row committed once, in transactions (a COMMIT marker per partition
+    written), none aborted or left open.
+    """
+    view = read_topic_transactional(bootstrap, topic, timeout=60)
+    keys = sorted(int(r.key or b"-1") for r in view.committed)
+    assert keys == list(range(n)), f"{topic}: {len(view.committed)} committed records for {n} rows"
+    assert all(r.transactional for r in view.committed), f"{topic}: records written outside a transaction"
+    assert all(r.value == b"row-" + (r.key or b"") for r in view.committed)
+    assert not view.aborted and not view.open, f"{topic}: {len(view.aborted)} aborted, {len(view.open)} open"
+    assert any(m.commit for m in view.markers), f"{topic}: no COMMIT marker"
 
 
 def _topics(bootstrap: str, prefix: str, names: list[str], partitions: int) -> None:
@@ -138,18 +154,24 @@ def test_connect_server_format_write_to_kafka_and_stream(
 ) -> None:
     url, server_log = connect_server
     prefix, n = "connect-srv", 20_000
-    _topics(tansu.bootstrap, prefix, ["format", "w2k", "stream"], 3)
+    names = ["format", "w2k", "stream"]
+    _topics(tansu.bootstrap, prefix, names + [f"{name}-eos" for name in names], 3)
+    scenarios = ["format", "write_to_kafka", "stream"]
     results = run_job(
-        ["--remote", url, "--bootstrap", tansu.bootstrap, "--prefix", prefix, "--rows", str(n)],
+        ["--remote", url, "--bootstrap", tansu.bootstrap, "--prefix", prefix, "--rows", str(n),
+         "--scenarios", ",".join(scenarios + [f"eos-{s}" for s in scenarios])],
         tmp_path,
-    )
+    )  # fmt: skip
     by = {r["scenario"]: r for r in results}
-    assert set(by) == {"format", "write_to_kafka", "stream"}, results
-    w2k = by["write_to_kafka"]
-    # The summary came back from the server although client and server share no temporary directory.
-    assert w2k["available"] and w2k["records"] == n and w2k["tasks"] == 4, w2k
-    for name in ("format", "w2k", "stream"):
+    assert set(by) == set(scenarios) | {f"eos-{s}" for s in scenarios}, results
+    for key in ("write_to_kafka", "eos-write_to_kafka"):
+        w2k = by[key]
+        # The summary came back from the server although client and server share no temporary directory.
+        assert w2k["available"] and w2k["records"] == n and w2k["tasks"] == 4, w2k
+    for name in names:
         check_exactly_once(tansu.bootstrap, f"{prefix}-{name}", n, 3)
+        # deliveryGuarantee=exactly_once through Spark Connect: the server's driver ran the commit.
+        check_committed_once(tansu.bootstrap, f"{prefix}-{name}-eos", n)
     # The sources were registered with the server's session once (register() was called twice).
     assert "replaced a previously registered data source" not in server_log.read_text(errors="replace")
 
@@ -180,9 +202,9 @@ def test_connect_remote_local_write_to_kafka(tansu: EmbeddedBroker, tmp_path: Pa
 
 @pytest.mark.timeout(900)
 def test_local_cluster_batch_and_stream(tansu: EmbeddedBroker, tmp_path: Path) -> None:
-    """``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers."""
+    """``local-cluster[2,1,1024]``: two executor JVMs, each with its own Python workers; both guarantees."""
     prefix, n = "local-cluster", 20_000
-    _topics(tansu.bootstrap, prefix, ["w2k", "stream"], 3)
+    _topics(tansu.bootstrap, prefix, ["w2k", "stream", "w2k-eos", "stream-eos"], 3)
     results = run_job(
         [
             "--master",
@@ -194,11 +216,15 @@ def test_local_cluster_batch_and_stream(tansu: EmbeddedBroker, tmp_path: Path) -
             "--rows",
             str(n),
             "--scenarios",
-            "write_to_kafka,stream",
+            "write_to_kafka,stream,eos-write_to_kafka,eos-stream",
         ],
         tmp_path,
     )
     by = {r["scenario"]: r for r in results}
-    assert by["write_to_kafka"]["available"] and by["write_to_kafka"]["records"] == n, results
+    for key in ("write_to_kafka", "eos-write_to_kafka"):
+        assert by[key]["available"] and by[key]["records"] == n, results
     check_exactly_once(tansu.bootstrap, f"{prefix}-w2k", n, 3)
     check_exactly_once(tansu.bootstrap, f"{prefix}-stream", n, 3)
+    # Exactly-once with the tasks in two executor JVMs and the commit on the driver.
+    check_committed_once(tansu.bootstrap, f"{prefix}-w2k-eos", n)
+    check_committed_once(tansu.bootstrap, f"{prefix}-stream-eos", n)

@@ -4,6 +4,19 @@
 UDF fails attempt 0 of partition 0 after the sink has sent part of that
 partition's rows; Spark retries the task.
 
+``speculate``: a batch write on a standalone cluster (``--master spark://...``,
+two workers on different host names) with ``spark.speculation`` on; attempt 0
+of partition 0 sends half its rows, then waits (writing ``<markers>/p0-a0``)
+until it is killed or ``--hold`` seconds pass, so Spark starts a speculative
+copy on the other host (which writes ``<markers>/p0-a1``) and that copy wins.
+
+``batch``: a plain batch write (``--master``, default ``local[2]``) whose
+driver ``--fault`` is ``expire`` (before the commit, the tasks' transactions
+are aborted with their epoch bumped, as the coordinator does when
+``transaction.timeout.ms`` passes; the commit must then fail) or ``die`` (the
+driver waits before the commit, writing ``--marker``, to be killed: its writers'
+transactions are left open).
+
 ``stream``: a ``rate-micro-batch`` stream (deterministic: batch b carries the
 values b*R .. b*R+R-1) into the sink with a checkpoint; it runs until killed,
 or until ``--batches`` micro-batches are committed. ``--crash-point`` makes the
@@ -49,11 +62,25 @@ def sink_opts(args: argparse.Namespace, topic: str) -> dict[str, str]:
     return opts
 
 
+def write_keyed_through(spark: Any, args: argparse.Namespace, udf: Any, n: int, parts: int) -> None:
+    """Rows 0..n-1 in ``parts`` partitions, their key made by ``udf`` (where the fault is), into the sink."""
+    from pyspark.sql import functions as F
+
+    from kproducer.spark import write_to_kafka
+
+    df = spark.range(0, n, 1, parts).select(udf(F.col("id")).alias("key")).selectExpr(
+        "key", "concat('row-', key) as value"
+    )
+    summary = write_to_kafka(df, args.topic, options=sink_opts(args, args.topic))
+    print("RESULT " + json.dumps({"records": summary.records, "tasks": summary.tasks}), flush=True)
+    spark.stop()
+
+
 def run_retry(args: argparse.Namespace) -> None:
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
-    from kproducer.spark import register, write_to_kafka
+    from kproducer.spark import register
 
     spark = session(
         "local[2,2]",
@@ -72,11 +99,112 @@ def run_retry(args: argparse.Namespace) -> None:
             raise RuntimeError(f"injected failure at row {i} of attempt 0")
         return str(i)
 
-    df = spark.range(0, n, 1, parts).select(fail_once(F.col("id")).alias("key")).selectExpr(
-        "key", "concat('row-', key) as value"
+    write_keyed_through(spark, args, fail_once, n, parts)
+
+
+def _task_marker(markers: str, name: str) -> None:
+    with open(os.path.join(markers, name), "w") as fh:
+        fh.write(str(os.getpid()))
+
+
+def run_speculate(args: argparse.Namespace) -> None:
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    from kproducer.spark import register
+
+    spark = session(
+        args.master,
+        {
+            "spark.speculation": "true",
+            "spark.speculation.interval": "100ms",
+            "spark.speculation.quantile": "0.5",
+            "spark.speculation.multiplier": "1.5",
+            # Judge by duration only: a task held in a sleep might otherwise pass as "efficient".
+            "spark.speculation.efficiency.enabled": "false",
+            "spark.executor.cores": "1",
+            "spark.cores.max": "2",
+            "spark.executor.memory": "512m",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "1000",
+            "spark.pyspark.python": sys.executable,
+        },
     )
-    summary = write_to_kafka(df, args.topic, options=sink_opts(args, args.topic))
-    print("RESULT " + json.dumps({"records": summary.records, "tasks": summary.tasks}), flush=True)
+    register(spark)
+    n, parts, markers, hold = args.rows, 4, args.markers, args.hold
+    half = n // parts // 2
+
+    @F.udf("string")
+    def slow_first_attempt(i: int) -> str:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 0:
+            attempt = ctx.attemptNumber()
+            if attempt == 0 and i == half:
+                # The sink has sent the rows before this one; hold the task until Spark kills it
+                # (the copy won) or the bound passes.
+                _task_marker(markers, "p0-a0")
+                deadline = time.monotonic() + hold
+                while time.monotonic() < deadline:
+                    time.sleep(0.2)
+            elif attempt > 0 and i == half:
+                _task_marker(markers, f"p0-a{attempt}")
+        return str(i)
+
+    write_keyed_through(spark, args, slow_first_attempt, n, parts)
+
+
+def _faulty_batch_source(fault: str, marker: str | None) -> Any:
+    """The kproducer source with a batch writer whose driver misbehaves just before the commit."""
+    from kproducer.spark.commit import TaskCommit
+    from kproducer.spark.datasource import KafkaArrowWriter, KafkaDataSource
+
+    class FaultyWriter(KafkaArrowWriter):
+        def commit(self, messages: Any) -> None:
+            if fault == "die":
+                assert marker is not None
+                with open(marker, "w") as fh:
+                    fh.write("before commit")
+                time.sleep(600)
+            elif fault == "expire":
+                from kproducer.coordinator import init_producer_id
+
+                # What the coordinator does to a transaction older than transaction.timeout.ms:
+                # abort it and bump the epoch, so that its writer's EndTxn(COMMIT) is refused.
+                config = self.sink_options.producer_config_dict
+                for m in messages:
+                    if isinstance(m, TaskCommit) and m.txn is not None:
+                        init_producer_id(config["bootstrap.servers"], m.txn.transactional_id, config=config)
+            super().commit(messages)
+
+    class FaultySource(KafkaDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kproducer_faulty"
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            w = super().writer(schema, overwrite)
+            return FaultyWriter(w.sink_options, w.sink_schema, w.scope)
+
+    return FaultySource
+
+
+def run_batch(args: argparse.Namespace) -> None:
+    from kproducer.spark import register
+
+    spark = session(args.master or "local[2]", {})
+    register(spark)
+    fmt = "kproducer"
+    if args.fault:
+        source = _faulty_batch_source(args.fault, args.marker)
+        spark.dataSource.register(source)
+        fmt = source.name()
+    df = spark.range(0, args.rows, 1, 4).selectExpr("cast(id as string) as key", "concat('row-', cast(id as string)) as value")
+    try:
+        df.write.format(fmt).options(**sink_opts(args, args.topic)).mode("append").save()
+    except Exception as e:  # the test checks that the failure named the lost transactions
+        print("FAILED " + json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        spark.stop()
+        raise SystemExit(3) from None
+    print("RESULT " + json.dumps({"records": args.rows}), flush=True)
     spark.stop()
 
 
@@ -159,7 +287,11 @@ def run_stream(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["retry", "stream"])
+    p.add_argument("scenario", choices=["retry", "stream", "speculate", "batch"])
+    p.add_argument("--master")
+    p.add_argument("--markers", help="speculate: the directory for the attempts' marker files")
+    p.add_argument("--hold", type=float, default=240.0, help="speculate: longest wait of attempt 0")
+    p.add_argument("--fault", choices=["expire", "die"], help="batch: what the driver does before the commit")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--prefix", default="eos-test")
@@ -173,6 +305,10 @@ def main() -> None:
     args = p.parse_args()
     if args.scenario == "retry":
         run_retry(args)
+    elif args.scenario == "speculate":
+        run_speculate(args)
+    elif args.scenario == "batch":
+        run_batch(args)
     else:
         run_stream(args)
 

@@ -7,6 +7,11 @@ Spark Connect client), runs the requested writes into Kafka and prints one
 JSON line per write (prefixed ``RESULT ``) for the test to check against what
 an independent consumer reads back.
 
+A scenario named with an ``eos-`` prefix (``eos-format``, ``eos-write_to_kafka``,
+``eos-stream``) is the same write with ``deliveryGuarantee=exactly_once``, to the
+topic with an ``-eos`` suffix; the test decides its visibility from the control
+markers.
+
     python -m tests.support.spark_job --remote sc://127.0.0.1:15002 \
         --bootstrap 127.0.0.1:9092 --prefix t1 --rows 20000 --scenarios format,write_to_kafka,stream
 """
@@ -61,52 +66,62 @@ def run(args: argparse.Namespace) -> None:
     spark = build_session(args.master, args.remote)
     register(spark)
     register(spark)  # a second call must not register again (no "replaced" warning)
-    scenarios = args.scenarios.split(",")
     n = args.rows
-    if "format" in scenarios:
-        topic = f"{args.prefix}-format"
-        rows(spark, 0, n).write.format("kproducer").options(
-            **sink_options(topic, bootstrap_servers=args.bootstrap)
-        ).mode("append").save()
-        emit(scenario="format", topic=topic, rows=n)
-    if "write_to_kafka" in scenarios:
-        topic = f"{args.prefix}-w2k"
-        summary = write_to_kafka(rows(spark, 0, n), topic, bootstrap_servers=args.bootstrap)
-        emit(
-            scenario="write_to_kafka",
-            topic=topic,
-            rows=n,
-            available=summary.available,
-            records=summary.records,
-            tasks=summary.tasks,
-            note=summary.note,
+    for scenario in args.scenarios.split(","):
+        eos = scenario.startswith("eos-")
+        name = scenario[len("eos-") :] if eos else scenario
+        suffix = "-eos" if eos else ""
+        # Exactly-once: transactional ids unique to this run and write (the prefix must be unique
+        # per application).
+        guarantee = (
+            {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": f"{args.prefix}-{name}"} if eos else {}
         )
-    if "stream" in scenarios:
-        # A finite file stream read with availableNow: a fixed number of micro-batches
-        # (one file each), then the query ends by itself.
-        topic = f"{args.prefix}-stream"
-        work = args.workdir or tempfile.mkdtemp(prefix="kproducer-stream-")
-        src = os.path.join(work, "in")
-        os.makedirs(src, exist_ok=True)
-        files, per_file = 4, n // 4
-        for f in range(files):
-            with open(os.path.join(src, f"part-{f}.txt"), "w") as fh:
-                fh.write("".join(f"{f * per_file + i}\n" for i in range(per_file)))
-        stream = (
-            spark.readStream.format("text")
-            .option("maxFilesPerTrigger", 1)
-            .load(src)
-            .selectExpr("value as key", "concat('row-', value) as value")
-        )
-        query = (
-            stream.writeStream.format("kproducer")
-            .options(**sink_options(topic, bootstrap_servers=args.bootstrap))
-            .option("checkpointLocation", os.path.join(work, "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        emit(scenario="stream", topic=topic, rows=files * per_file, batches=files)
+        if name == "format":
+            topic = f"{args.prefix}-format{suffix}"
+            rows(spark, 0, n).write.format("kproducer").options(
+                **sink_options(topic, bootstrap_servers=args.bootstrap), **guarantee
+            ).mode("append").save()
+            emit(scenario=scenario, topic=topic, rows=n)
+        elif name == "write_to_kafka":
+            topic = f"{args.prefix}-w2k{suffix}"
+            summary = write_to_kafka(rows(spark, 0, n), topic, bootstrap_servers=args.bootstrap, options=guarantee)
+            emit(
+                scenario=scenario,
+                topic=topic,
+                rows=n,
+                available=summary.available,
+                records=summary.records,
+                tasks=summary.tasks,
+                note=summary.note,
+            )
+        elif name == "stream":
+            # A finite file stream read with availableNow: a fixed number of micro-batches
+            # (one file each), then the query ends by itself.
+            topic = f"{args.prefix}-stream{suffix}"
+            work = os.path.join(args.workdir or tempfile.mkdtemp(prefix="kproducer-stream-"), f"stream{suffix}")
+            src = os.path.join(work, "in")
+            os.makedirs(src, exist_ok=True)
+            files, per_file = 4, n // 4
+            for f in range(files):
+                with open(os.path.join(src, f"part-{f}.txt"), "w") as fh:
+                    fh.write("".join(f"{f * per_file + i}\n" for i in range(per_file)))
+            stream = (
+                spark.readStream.format("text")
+                .option("maxFilesPerTrigger", 1)
+                .load(src)
+                .selectExpr("value as key", "concat('row-', value) as value")
+            )
+            query = (
+                stream.writeStream.format("kproducer")
+                .options(**sink_options(topic, bootstrap_servers=args.bootstrap), **guarantee)
+                .option("checkpointLocation", os.path.join(work, "ckpt"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+            emit(scenario=scenario, topic=topic, rows=files * per_file, batches=files)
+        else:
+            raise SystemExit(f"unknown scenario {scenario!r}")
     spark.stop()
 
 
