@@ -881,6 +881,24 @@ def test_commit_tries_every_transaction_and_names_the_ones_that_failed(monkeypat
     assert ended == [(t.transactional_id, False) for t in txns]
 
 
+def test_coordinator_calls_are_bounded_by_max_block_ms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each EndTxn / InitProducerId of the driver retries for max.block.ms, as Java's commitTransaction()."""
+    from kproducer import coordinator
+    from kproducer.spark import exactly_once as eo
+
+    timeouts: list[float] = []
+    monkeypatch.setattr(coordinator, "end_transaction", lambda *a, timeout, **kw: timeouts.append(timeout))
+    monkeypatch.setattr(
+        coordinator, "init_producer_id", lambda *a, timeout, **kw: timeouts.append(timeout) or (1, 0)
+    )
+    txns = [eo.TxnCommittable("a-t-0-0", 10, 0, 0, 0)]
+    eo.commit_transactions({"bootstrap.servers": "h:1"}, txns)
+    eo.commit_transactions({"bootstrap.servers": "h:1", "max.block.ms": "8000"}, txns)
+    eo.abort_transactions({"bootstrap.servers": "h:1", "max.block.ms": "8000"}, txns)
+    eo.fence_losers({"bootstrap.servers": "h:1", "max.block.ms": "8000"}, "a", "t", [(0, 0)])
+    assert timeouts == [60.0, 8.0, 8.0, 8.0]
+
+
 def test_transaction_log_records_prepared_and_committed_batches(tmp_path: Any) -> None:
     from kproducer.spark.exactly_once import TransactionLog, TxnCommittable
 

@@ -198,8 +198,13 @@ def run_batch(args: argparse.Namespace) -> None:
         spark.dataSource.register(source)
         fmt = source.name()
     df = spark.range(0, args.rows, 1, 4).selectExpr("cast(id as string) as key", "concat('row-', cast(id as string)) as value")
+    opts = sink_opts(args, args.topic)
+    if args.fault == "expire":
+        # The driver retries each EndTxn for max.block.ms. Kafka answers a stale epoch with
+        # PRODUCER_FENCED at once; Tansu 0.6.0 drops the connection instead, which is retried.
+        opts["kafka.max.block.ms"] = "8000"
     try:
-        df.write.format(fmt).options(**sink_opts(args, args.topic)).mode("append").save()
+        df.write.format(fmt).options(**opts).mode("append").save()
     except Exception as e:  # the test checks that the failure named the lost transactions
         print("FAILED " + json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         spark.stop()

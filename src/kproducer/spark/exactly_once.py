@@ -58,9 +58,18 @@ __all__ = [
     "transactional_id",
 ]
 
-# How long the driver keeps retrying one EndTxn or InitProducerId (coordinator moves,
-# CONCURRENT_TRANSACTIONS while markers are written) before the commit fails.
-COORDINATOR_TIMEOUT_S = 60.0
+
+def coordinator_timeout_s(config: Mapping[str, str]) -> float:
+    """How long the driver keeps retrying one EndTxn or InitProducerId before giving up on it.
+
+    The producer config's ``max.block.ms`` (default 60 s), the bound Java's
+    ``commitTransaction()`` and ``initTransactions()`` block for: retries cover a
+    coordinator that moved, is loading, or is still writing markers
+    (CONCURRENT_TRANSACTIONS), and a broker that drops the connection.
+    """
+    from kproducer.config import ProducerConfig
+
+    return ProducerConfig(dict(config)).max_block_ms / 1000.0
 
 
 class TransactionCommitError(KafkaError):
@@ -117,7 +126,7 @@ def coordinator_client_options(config: Mapping[str, str]) -> tuple[str, dict[str
 
 
 def commit_transactions(
-    config: Mapping[str, str], txns: Sequence[TxnCommittable], timeout: float = COORDINATOR_TIMEOUT_S
+    config: Mapping[str, str], txns: Sequence[TxnCommittable], timeout: float | None = None
 ) -> None:
     """EndTxn(COMMIT) for each transaction; raise :class:`TransactionCommitError` naming what failed.
 
@@ -128,12 +137,13 @@ def commit_transactions(
 
 
 def abort_transactions(
-    config: Mapping[str, str], txns: Sequence[TxnCommittable], timeout: float = COORDINATOR_TIMEOUT_S
+    config: Mapping[str, str], txns: Sequence[TxnCommittable], timeout: float | None = None
 ) -> None:
     """EndTxn(ABORT) for each transaction (a fenced or already ended one is fine: it is not visible)."""
     from kproducer.coordinator import end_transaction
 
     servers, options = coordinator_client_options(config)
+    timeout = coordinator_timeout_s(config) if timeout is None else timeout
     for t in txns:
         try:
             end_transaction(
@@ -145,10 +155,13 @@ def abort_transactions(
             logger.info("abort of %s (producer %d, epoch %d): %s", t.transactional_id, t.producer_id, t.producer_epoch, e)
 
 
-def _end_all(config: Mapping[str, str], txns: Sequence[TxnCommittable], *, commit: bool, timeout: float) -> None:
+def _end_all(
+    config: Mapping[str, str], txns: Sequence[TxnCommittable], *, commit: bool, timeout: float | None
+) -> None:
     from kproducer.coordinator import end_transaction
 
     servers, options = coordinator_client_options(config)
+    timeout = coordinator_timeout_s(config) if timeout is None else timeout
     failed: list[tuple[TxnCommittable, BaseException]] = []
     done = 0
     for t in txns:
@@ -178,7 +191,7 @@ def fence_losers(
     prefix: str,
     scope: str,
     winners: Iterable[tuple[int, int]],
-    timeout: float = COORDINATOR_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> list[str]:
     """InitProducerId for the ids of attempts that did not win, which aborts what they left open.
 
@@ -190,6 +203,7 @@ def fence_losers(
     from kproducer.coordinator import init_producer_id
 
     servers, options = coordinator_client_options(config)
+    timeout = coordinator_timeout_s(config) if timeout is None else timeout
     txn_timeout = int(dict(config).get("transaction.timeout.ms", "60000"))
     fenced: list[str] = []
     for partition_id, won in winners:
