@@ -6,9 +6,10 @@ partition's rows; Spark retries the task.
 
 ``speculate``: a batch write on a standalone cluster (``--master spark://...``,
 two workers on different host names) with ``spark.speculation`` on; attempt 0
-of partition 0 sends half its rows, then waits (writing ``<markers>/p0-a0``)
+of partition 0 sends all but its last row, then waits (writing ``<markers>/p0-a0``)
 until it is killed or ``--hold`` seconds pass, so Spark starts a speculative
-copy on the other host (which writes ``<markers>/p0-a1``) and that copy wins.
+copy on the other host; the copy waits until attempt 0's first records are in
+Kafka (in its open transaction), writes ``<markers>/p0-a1`` and wins.
 
 ``batch``: a plain batch write (``--master``, default ``local[2]``) whose
 driver ``--fault`` is ``expire`` (before the commit, the tasks' transactions
@@ -127,25 +128,40 @@ def run_speculate(args: argparse.Namespace) -> None:
             "spark.executor.memory": "512m",
             "spark.sql.execution.arrow.maxRecordsPerBatch": "1000",
             "spark.pyspark.python": sys.executable,
+            "spark.executorEnv.PYTHONPATH": os.environ.get("PYTHONPATH", ""),
         },
     )
     register(spark)
     n, parts, markers, hold = args.rows, 4, args.markers, args.hold
-    half = n // parts // 2
+    bootstrap, topic = args.bootstrap, args.topic
+    # Attempt 0 stalls at the last row of partition 0: Spark hands the writer's Python worker
+    # its input in buffered chunks (spark.buffer.size), so rows before a stall reach the
+    # writer only once a chunk is full.
+    last = n // parts - 1
 
     @F.udf("string")
     def slow_first_attempt(i: int) -> str:
         ctx = TaskContext.get()
         if ctx is not None and ctx.partitionId() == 0:
             attempt = ctx.attemptNumber()
-            if attempt == 0 and i == half:
+            if attempt == 0 and i == last:
                 # The sink has sent the rows before this one; hold the task until Spark kills it
                 # (the copy won) or the bound passes.
                 _task_marker(markers, "p0-a0")
                 deadline = time.monotonic() + hold
                 while time.monotonic() < deadline:
                     time.sleep(0.2)
-            elif attempt > 0 and i == half:
+            elif attempt > 0 and i == 0:
+                # The copy goes on only once attempt 0's records are in Kafka (in its open
+                # transaction), so that both attempts have written when the copy wins.
+                from tests.support.txn_reader import read_topic_transactional
+
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    view = read_topic_transactional(bootstrap, topic, timeout=30)
+                    if any(int(r.key or b"-1") <= last for r in view.open):
+                        break
+                    time.sleep(0.5)
                 _task_marker(markers, f"p0-a{attempt}")
         return str(i)
 
