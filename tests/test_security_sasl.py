@@ -232,6 +232,25 @@ def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker) -> 
     assert "security.protocol is SASL_PLAINTEXT; set security.protocol=SASL_SSL" in str(err), str(err)
 
 
+def test_sasl_ssl_client_against_a_sasl_plaintext_port(sasl_plaintext: SaslBroker, certificates: Certificates) -> None:
+    """The converse: the SASL front, like a Kafka broker, closes on the ClientHello's ~369 MB 'size',
+    so the first attempt fails naming the likely cause (the timeouts are far longer than the test)."""
+    conf = sasl_plaintext.kproducer(
+        "SCRAM-SHA-256",
+        **{
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.location": str(certificates.ca),
+            "max.block.ms": 120_000,
+            "socket.connection.setup.timeout.ms": 300_000,
+            "socket.connection.setup.timeout.max.ms": 300_000,
+        },
+    )
+    with Producer(conf) as p:
+        err = p.send("never-written", b"v").exception(180)
+    assert isinstance(err, SslAuthenticationError), repr(err)
+    assert "closed the connection during the handshake (is this a plaintext listener?" in str(err), str(err)
+
+
 def test_token_provider_that_raises(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
     def provider() -> Any:
         raise RuntimeError("identity service unreachable")

@@ -237,16 +237,62 @@ def test_mutual_tls_without_a_client_certificate_is_refused(
     assert "CERTIFICATE_REQUIRED" in str(err) and "client certificate" in str(err)
 
 
+_NO_TIMEOUT_CAN_END_IT = {
+    "max.block.ms": 120_000,
+    "socket.connection.setup.timeout.ms": 300_000,
+    "socket.connection.setup.timeout.max.ms": 300_000,
+}
+
+
 def test_tls_client_against_a_plaintext_port(tansu: EmbeddedBroker, certificates: Certificates, caplog: pytest.LogCaptureFixture) -> None:
-    # Tansu waits for more bytes after a ClientHello instead of closing: the setup timeout ends it.
-    conf = _ssl(
-        tansu.bootstrap,
-        **{"ssl.truststore.location": str(certificates.ca), "socket.connection.setup.timeout.ms": 500},
-    )
+    """Tansu waits for the ~369 MB 'request' a ClientHello announces instead of closing; after a
+    second without a TLS answer the client asks the port for ApiVersions in plaintext, gets an
+    answer, and fails the record with that cause (the timeouts are far longer than the test)."""
+    conf = _ssl(tansu.bootstrap, **{"ssl.truststore.location": str(certificates.ca), **_NO_TIMEOUT_CAN_END_IT})
     err = _failure(conf, caplog)
-    assert isinstance(err, SslAuthenticationError)
+    assert isinstance(err, SslAuthenticationError), repr(err)
+    words = "sent no answer to the TLS handshake, and that port answers a plaintext ApiVersions request"
+    assert words in str(err) and "security.protocol is SSL; set security.protocol=PLAINTEXT" in str(err), str(err)
+    _assert_warned_once(caplog, f":{tansu.port}", words)
+
+
+def test_tls_handshake_without_any_answer_ends_at_the_setup_timeout(
+    certificates: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A port that answers neither TLS nor Kafka (it reads and stays silent): the setup timeout ends
+    the handshake, and the error still names the likely cause."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # never answered; closed at the end
+            except OSError:
+                continue
+
+    port = server.getsockname()[1]
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        conf = _ssl(
+            f"127.0.0.1:{port}",
+            **{"ssl.truststore.location": str(certificates.ca), "socket.connection.setup.timeout.ms": 500},
+        )
+        err = _failure(conf, caplog)
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+    assert isinstance(err, SslAuthenticationError), repr(err)
     assert "did not finish within" in str(err) and "plaintext listener" in str(err)
-    _assert_warned_once(caplog, f":{tansu.port}", "is this a plaintext listener?")
+    _assert_warned_once(caplog, f":{port}", "is this a plaintext listener?")
 
 
 def test_tls_client_against_a_kafka_plaintext_port_fails_on_the_first_attempt(
@@ -257,15 +303,7 @@ def test_tls_client_against_a_kafka_plaintext_port_fails_on_the_first_attempt(
     before the setup timeout, which is set far beyond max.block.ms so that only this can end it."""
     cluster = start_mock_cluster(brokers=1)
     try:
-        conf = _ssl(
-            cluster.bootstrap,
-            **{
-                "ssl.truststore.location": str(certificates.ca),
-                "max.block.ms": 120_000,
-                "socket.connection.setup.timeout.ms": 300_000,
-                "socket.connection.setup.timeout.max.ms": 300_000,
-            },
-        )
+        conf = _ssl(cluster.bootstrap, **{"ssl.truststore.location": str(certificates.ca), **_NO_TIMEOUT_CAN_END_IT})
         err = _failure(conf, caplog)
     finally:
         cluster.stop()

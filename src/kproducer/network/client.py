@@ -8,6 +8,7 @@ only ``wakeup()`` may be called from other threads. Callbacks fire inside
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# A TLS handshake without an answer for this long gets a plaintext ApiVersions probe of its port (a
+# TLS broker answers a ClientHello in milliseconds; a plaintext one may wait for the "request" the
+# ClientHello's bytes announce). See NetworkClient._maybe_probe_plaintext.
+_PLAIN_PROBE_AFTER_MS = 1000
 
 
 def monotonic_ms() -> int:
@@ -286,6 +292,11 @@ class NetworkClient:
         # addresses already probed, each probed at most once (see ``_maybe_probe_tls``).
         self._tls_probes: dict[int, tuple[int, str, int]] = {}
         self._tls_probed: set[str] = set()
+        # The converse for TLS clients: plaintext ApiVersions probes (id -> node id, address, deadline,
+        # the probe's own sans-I/O connection) and the addresses already probed.
+        self._plain_probes: dict[int, tuple[int, str, int, KafkaConnection]] = {}
+        self._plain_probed: set[str] = set()
+        self._plain_probe_ids = itertools.count(-(1 << 41), -1)
         self._bootstrap: list[Node] = []
         for host, port, addresses in self._resolve_bootstrap(parse_bootstrap_servers(bootstrap_servers)):
             node = Node(-(len(self._bootstrap) + 1), host, port)
@@ -738,6 +749,8 @@ class NetworkClient:
         now = self._clock()
         if self._unwritten:
             self._complete_written(result.bytes_written, now)
+        if self._plain_probes:
+            self._plain_probe_events(result.received, result.disconnected, now)
         for node_id in result.connected:
             st = self._nodes.get(node_id)
             if st is not None and st.conn is not None:
@@ -843,13 +856,10 @@ class NetworkClient:
         caused by incorrect security.protocol configuration (connecting to a SSL listener?)" and
         keeps retrying until the message timeout).
         """
-        if st.last_address is None:
+        target = self._claim_probe(st, self._tls_probed)
+        if target is None:
             return
-        family, (ip, port) = st.last_address
-        address = _address(ip, port)
-        if address in self._tls_probed:
-            return
-        self._tls_probed.add(address)
+        family, ip, port, address = target
         try:
             probe_id = self._selector.probe_tls(ip, port, family)
         except OSError as e:
@@ -879,6 +889,92 @@ class NetworkClient:
         )
         logger.warning("%s refused this client: it %s", who, cause)
         self.metadata.record_authentication_failure(SslAuthenticationError(f"{who} {cause}"))
+
+    @staticmethod
+    def _claim_probe(st: _NodeState, probed: set[str]) -> tuple[int, str, int, str] | None:
+        """(family, ip, port, "ip:port") of the node's last address, marked as probed; None if it was."""
+        if st.last_address is None:
+            return None
+        family, (ip, port) = st.last_address
+        address = _address(ip, port)
+        if address in probed:
+            return None
+        probed.add(address)
+        return family, ip, port, address
+
+    def _plain_probe_due_at(self, st: _NodeState) -> str | None:
+        """The address a stalled handshake's plaintext probe would go to, unless it was probed."""
+        if st.last_address is None:
+            return None
+        address = _address(*st.last_address[1])
+        return None if address in self._plain_probed else address
+
+    def _maybe_probe_plaintext(self, st: _NodeState, now: int) -> None:
+        """A TLS handshake has had no answer for a while: ask its port, once and on a separate
+        connection, for ApiVersions in plaintext.
+
+        A plaintext Kafka listener reads a ClientHello as the start of a request of about 369 MB:
+        Apache Kafka closes at once (larger than socket.request.max.bytes), but a broker that waits
+        for the rest would hold the handshake until socket.connection.setup.timeout.ms. A valid
+        ApiVersions answer proves a plaintext listener; anything else (a close, silence, bytes that
+        are no Kafka response) proves nothing and the handshake runs on as before.
+        """
+        target = self._claim_probe(st, self._plain_probed)
+        if target is None:
+            return
+        family, ip, port, address = target
+        conn = KafkaConnection(st.node_id, self.client_id, max_receive_size=self.max_receive_size)
+        conn.start_connect(now)
+        conn.connection_made(now)
+        probe_id = next(self._plain_probe_ids)
+        try:
+            self._selector.connect(probe_id, ip, port, family)
+        except OSError as e:
+            logger.debug("plaintext probe of %s could not start: %s", address, e)
+            return
+        self._selector.send(probe_id, conn.data_to_send())
+        self._plain_probes[probe_id] = (st.node_id, address, now + self._setup_timeout.initial_ms, conn)
+
+    def _plain_probe_events(
+        self, received: list[tuple[int, bytes]], disconnected: list[tuple[int, str]], now: int
+    ) -> None:
+        for probe_id, data in received:
+            entry = self._plain_probes.get(probe_id)
+            if entry is None:
+                continue
+            node_id, address, _deadline, conn = entry
+            try:
+                conn.receive_data(data, now)
+            except Exception:  # noqa: BLE001 - not a Kafka answer: proves nothing
+                self._end_plain_probe(probe_id)
+                continue
+            if conn.api_versions:
+                self._end_plain_probe(probe_id)
+                self._plaintext_listener_found(node_id, address, now)
+        for probe_id, _reason in disconnected:
+            if probe_id in self._plain_probes:
+                self._end_plain_probe(probe_id)
+
+    def _end_plain_probe(self, probe_id: int) -> None:
+        self._plain_probes.pop(probe_id, None)
+        self._selector.close(probe_id)
+
+    def _plaintext_listener_found(self, node_id: int, address: str, now: int) -> None:
+        sasl = self._sasl_settings is not None or self._sasl[0] is not None
+        configured, wanted = ("SASL_SSL", "SASL_PLAINTEXT") if sasl else ("SSL", "PLAINTEXT")
+        st = self._nodes.get(node_id)
+        name = f"broker {node_id}" if node_id >= 0 else "bootstrap server"
+        cause = (
+            f"sent no answer to the TLS handshake, and that port answers a plaintext ApiVersions request: "
+            f"the listener is plaintext but security.protocol is {configured}; set security.protocol={wanted} "
+            "(or use the broker's TLS listener)"
+        )
+        error = SslAuthenticationError(f"{name} ({address}) {cause}")
+        if st is not None and st.state is not ConnectionState.DISCONNECTED and self._selector.is_handshaking(node_id):
+            self._authentication_failed(st, now, error)  # ends the stalled handshake; warns once
+            return
+        logger.warning("%s (%s) refused this client: it %s", name, address, cause)
+        self.metadata.record_authentication_failure(error)
 
     def _maybe_warn_no_bootstrap(self, now: int) -> None:
         assert self._bootstrap_warning_ms is not None
@@ -921,9 +1017,14 @@ class NetworkClient:
                 best = min(best, r.send_ms + (r.request_timeout_ms or self.request_timeout_ms) - now)
         for _node, _address, deadline in self._tls_probes.values():
             best = min(best, deadline - now)
+        for _node, _address, deadline, _conn in self._plain_probes.values():
+            best = min(best, deadline - now)
+        tls = self._ssl_context is not None
         for st in self._nodes.values():
             if st.state is not ConnectionState.DISCONNECTED and st.state is not ConnectionState.READY:
                 best = min(best, st.last_attempt_ms + st.setup_timeout_ms - now)
+                if tls and st.state is ConnectionState.CONNECTING and self._plain_probe_due_at(st) is not None:
+                    best = min(best, st.last_attempt_ms + _PLAIN_PROBE_AFTER_MS - now)
             elif st.conn is not None and st.conn.reauthenticate_at_ms >= 0:
                 best = min(best, st.conn.reauthenticate_at_ms - now)
         return max(0, best)
@@ -934,9 +1035,22 @@ class NetworkClient:
                 if now >= deadline:  # a port that stays silent after a ClientHello is no TLS listener
                     self._selector.close(probe_id)
                     self._tls_probe_done(probe_id, False, "no answer to a ClientHello")
+        if self._plain_probes:
+            for probe_id, (_node, _address, deadline, _conn) in list(self._plain_probes.items()):
+                if now >= deadline:
+                    self._end_plain_probe(probe_id)
+        tls = self._ssl_context is not None
         for st in list(self._nodes.values()):
             if st.state is ConnectionState.DISCONNECTED:
                 continue
+            if (
+                tls
+                and st.state is ConnectionState.CONNECTING
+                and now - st.last_attempt_ms >= _PLAIN_PROBE_AFTER_MS
+                and self._plain_probe_due_at(st) is not None
+                and self._selector.is_handshaking(st.node_id)
+            ):
+                self._maybe_probe_plaintext(st, now)
             if st.state is not ConnectionState.READY and now - st.last_attempt_ms >= st.setup_timeout_ms:
                 if self._selector.is_handshaking(st.node_id):
                     # A plaintext listener never answers a ClientHello (a Kafka broker closes, some
