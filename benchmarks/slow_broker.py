@@ -33,7 +33,7 @@ mode the distribution of the longest single send() call, the time from the fault
 to the first mute, and the healthy partitions' delivery rate after the fault
 relative to before it. Every send() call longer than ``--stall-ms`` (250) is
 explained on its own line: how long of it this thread waited in the BufferPool for
-memory, how long the garbage collector ran, how much CPU the whole process got
+memory (and how much of the pool the slow leader held then), how long the garbage collector ran, how much CPU the whole process got
 meanwhile (against the 2 cores a full share would be), the machine's CPU pressure
 (``/proc/pressure/cpu``) around it, and where the calling thread and the Sender
 thread were while it lasted (a watchdog thread's snapshot of both stacks):
@@ -327,7 +327,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         value = VALUE
         clock = time.monotonic
         sent = 0
-        probe = StallProbe(p, args.stall_ms / 1000.0)
+        probe = StallProbe(p, args.stall_ms / 1000.0, slow)
         probe.start()
         current = probe.current
         stalls: list[tuple[float, float]] = []
@@ -393,10 +393,10 @@ class StallProbe:
     sets ``current[0]`` to the start of the call in progress (0.0 between calls).
     """
 
-    def __init__(self, producer: Any, stall_s: float) -> None:
+    def __init__(self, producer: Any, stall_s: float, slow_node: int) -> None:
         self.current = [0.0]
         self.stall_s = stall_s
-        self.pool_waits: list[tuple[float, float]] = []
+        self.pool_waits: list[tuple[float, float, int]] = []  # (start, end, slow leader's bytes at the start)
         self.gc_pauses: list[tuple[float, float, int]] = []
         self.cpu: list[tuple[float, float, str]] = []  # (monotonic, process CPU s, cpu pressure line)
         self.stacks: dict[float, dict[str, list[str]]] = {}
@@ -407,12 +407,15 @@ class StallProbe:
         original = pool._wait_for_memory
         waits = self.pool_waits
 
+        sender = producer._sender
+
         def wait_for_memory(size: int, max_time_to_block_ms: int) -> Any:
             t0 = time.monotonic()
+            held = sender.buffer_bytes_by_node().get(slow_node, 0)
             try:
                 return original(size, max_time_to_block_ms)
             finally:
-                waits.append((t0, time.monotonic()))
+                waits.append((t0, time.monotonic(), held))
 
         self._pool, self._original = pool, original
         pool._wait_for_memory = wait_for_memory
@@ -466,6 +469,7 @@ class StallProbe:
             "at_s": round(t0 - start, 3),
             "ms": round(dt * 1000),
             "pool_wait_ms": round(overlap(self.pool_waits) * 1000),
+            "slow_leader_bytes_when_waiting": max((h for a, b, h in self.pool_waits if b > t0 and a < t1), default=None),
             "gc_ms": round(overlap(self.gc_pauses) * 1000),
             "gc_generations": sorted({g for a, b, g in self.gc_pauses if b > t0 and a < t1}),
             "process_cpu_cores": None if cpu_share is None else round(cpu_share, 2),
