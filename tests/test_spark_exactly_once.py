@@ -121,7 +121,14 @@ def _check_stream(bootstrap: str, topic: str, per_batch: int) -> tuple[int, int]
     assert dupes == 0, f"{dupes} duplicates visible to read_committed consumers"
     assert values == list(range(len(values))), "a gap: committed values are not 0..M-1"
     assert len(values) % per_batch == 0 and len(values) > 0, len(values)
-    assert not view.open, f"{len(view.open)} records in transactions left open"
+    # The job stops the query once its last wanted micro-batch is committed; Spark may already
+    # have started the next one, whose tasks' transactions stay open (invisible to read_committed
+    # consumers) until the query's next start fences their ids. Any other open record is a leak.
+    in_flight = sorted(int(r.value or b"-1") for r in view.open)
+    assert all(v >= len(values) for v in in_flight) and len(in_flight) <= per_batch, (
+        f"{len(in_flight)} records in transactions left open, not all of the batch after the last committed one: "
+        f"{in_flight[:10]}"
+    )
     return len(values), aborted
 
 
