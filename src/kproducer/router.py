@@ -537,7 +537,8 @@ class RecordRouter:
             self._parked_count += _records(entry)
             self._parked_bytes += entry.held
         lane = self.lane
-        if lane is not None and q.whole:
+        if lane is not None and (q.whole or q.highest < count):  # type: ignore[operator]
+            # Later sends to this topic must wait behind this record: none may take the C lane.
             lane.forget(topic)
         if new_topic:
             md = self._md
