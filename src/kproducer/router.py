@@ -859,7 +859,12 @@ class RecordRouter:
                         self._unparked_entry(entry)
                         continue
                 if now >= entry.deadline_ms:
-                    failed.append((entry, topic, self._metadata_error(topic, entry.partition, count, error_code)))
+                    # With the metadata here, what the record waited for was memory: say so.
+                    if fits:
+                        error = self._memory_error(topic, entry)
+                    else:
+                        error = self._metadata_error(topic, entry.partition, count, error_code)
+                    failed.append((entry, topic, error))
                     self._unparked_entry(entry)
                     continue
                 kept.append(entry)
@@ -914,6 +919,15 @@ class RecordRouter:
         except Exception as e:  # a muted explicit partition, a partitioner's error: the record's own
             error = e if isinstance(e, KafkaError) else KafkaError(f"routing failed: {e!r}", topic=topic)
             self._fail_parked(entry, topic, error)
+
+    def _memory_error(self, topic: str, entry: _Parked | _ParkedBulk) -> KafkaError:
+        """The error of a parked record whose metadata arrived but that found no memory within max.block.ms."""
+        return BufferExhaustedError(
+            f"Failed to append a record for topic {topic!r} within {self.max_block_ms} ms (max.block.ms): its "
+            f"metadata arrived, but buffer.memory ({self._buffer_memory} bytes) stayed full",
+            topic=topic,
+            partition=entry.partition,
+        )
 
     def _metadata_error(self, topic: str, partition: int | None, count: int | None, error_code: int | None) -> KafkaError:
         """The error of a record whose topic (or partition) had no metadata within max.block.ms."""
