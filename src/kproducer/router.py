@@ -343,8 +343,7 @@ class RecordRouter:
                     self._unparked.notify_all()
         for entry, name, error in failed:
             self._fail_parked(entry, name, error)
-        q = self.parked.get(topic)
-        return q is None or not (q.whole or q.highest < count)
+        return not self._behind(topic, count)
 
     def _direct(
         self,
