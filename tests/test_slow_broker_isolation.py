@@ -235,7 +235,7 @@ class Run:
         self.send_keyless(count)
         self.cpu[name] = time.process_time() - cpu
 
-    def run(self, during: Any = None, before_close: Any = None) -> None:
+    def run(self, during: Any = None, before_close: Any = None, at_pause: Any = None) -> None:
         self.clock.freeze()
         try:
             self.phase("before", BEFORE_RECORDS)
@@ -258,6 +258,8 @@ class Run:
                 if self.in_flight().get(self.slow, 0):
                     break
                 self.send_keyless(1000)
+            if at_pause is not None:
+                at_pause()
             self.phase_start["pause"] = self.sent
             # The clock moves past request.timeout.ms in steps; before each step the healthy
             # leaders have answered everything in flight (in real time), so only the slow
@@ -475,16 +477,31 @@ def test_keyed_records_kept_on_the_slow_leader_block_only_their_callers(mock_clu
 
 
 def test_idempotent_producer_moves_batches_with_valid_sequences(mock_cluster: MockCluster, topics: Any) -> None:
-    """enable.idempotence: moved batches take their sequences from their new partition, sent ones keep theirs."""
-    # Whether never-sent batches wait on the slow partitions at the mute depends on timing (about
-    # half the runs move some): run again, a bounded number of times, until one does.
-    for _attempt in range(10):
-        run = Run(mock_cluster, topics(), **{"enable.idempotence": True, "acks": "all"})
-        run.run()
-        stats = run.check()
-        if stats["moved"] > 0:
-            break
-    assert stats["moved"] > 0, "no batch moved in 10 runs: the scenario did not exercise moving"
+    """enable.idempotence: moved batches take their sequences from their new partition, sent ones keep theirs.
+
+    Whether keyless batches happen to wait, never sent, on the slow partitions at the mute depends
+    on timing, so this run makes sure of it: one request in flight per connection (the slow
+    leader's window is full once its first request is out), then, while the producer's clock
+    stands still (no linger expiry), the built-in partitioner's sticky partition is set to each
+    slow partition in turn and a few keyless records go there. They cannot be sent, so the mute
+    must move them.
+    """
+    from kproducer.partitioner import _StickyPartitionInfo
+
+    run = Run(mock_cluster, topics(), **{"enable.idempotence": True, "acks": "all", "max.in.flight.requests.per.connection": 1})
+
+    def strand_keyless_batches() -> None:
+        partitioner = run.producer._accumulator._topic(run.topic).partitioner
+        for p in sorted(run.slow_partitions):
+            partitioner._sticky = _StickyPartitionInfo(p)  # type: ignore[attr-defined]
+            for _ in range(50):  # 50 x 100 B: under batch.size, so the sticky partition stays
+                run.producer.send(run.topic, VALUE, callback=run.outcomes.callback(run.sent))
+                run.sent += 1
+        assert run.in_flight().get(run.slow, 0) == 1, run.in_flight()
+
+    run.run(at_pause=strand_keyless_batches)
+    stats = run.check()
+    assert stats["moved"] >= 2 * 50, f"{stats['moved']} records moved: the stranded keyless batches stayed"
     tm = run.producer._tm
     assert tm is not None
     counts: dict[int, int] = {}
