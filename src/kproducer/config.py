@@ -13,7 +13,6 @@ Parsed values are stored as plain instance attributes, so reading
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import sys
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NoReturn
 
+from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError
 
 __all__ = [
@@ -976,15 +976,7 @@ def _expected(key: ConfigKey) -> str:
 
 def resolve_object(path: str) -> Any:
     """Import ``'pkg.mod:Name'`` or ``'pkg.mod.Name'``; class-typed keys accept such paths as Java accepts class names."""
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ImportError(f"not a 'module:Name' path: {path!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return load_object(path)
 
 
 def _coerce_int(key: ConfigKey, value: Any) -> int:

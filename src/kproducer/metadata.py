@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.errors import KafkaTimeoutError
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 
@@ -523,12 +524,12 @@ class Metadata:
         coalesce_quiet_ms: int = 2,
     ) -> None:
         self.policy = policy or MetadataRefreshPolicy(metadata_max_age_ms, metadata_max_idle_ms)
-        self._clock: Callable[[], int] = clock_ms or _now_ms
+        self._clock: Callable[[], int] = clock_ms or monotonic_ms
         self.metadata_max_age_ms = self.policy.metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
         self.allow_auto_topic_creation = allow_auto_topic_creation
-        self._rng = rng or random.Random()
+        self._backoff = ExponentialBackoff(retry_backoff_ms, self.retry_backoff_max_ms, rng=rng)
         self._cond = threading.Condition()
         self._cluster = Cluster()
         self._version = 0
@@ -882,8 +883,7 @@ class Metadata:
         return cluster
 
     def _topic_backoff(self, errors: int) -> int:
-        base = min(self.retry_backoff_ms * (2 ** (errors - 1)), self.retry_backoff_max_ms)
-        return int(base * self._rng.uniform(0.8, 1.2))
+        return self._backoff.backoff(errors - 1)
 
     def handle_failure(self, now: int, error: Exception | None = None) -> None:
         """A metadata request failed: back off exponentially (with ±20% jitter) up to retry.backoff.max.ms.
@@ -936,6 +936,3 @@ class Metadata:
                 + (f"; addresses tried: {tried}" if tried else "; no connection attempt completed")
             )
 
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError, KafkaError
 from kproducer.metadata import Cluster
 from kproducer.record import native as _native
@@ -203,25 +204,7 @@ _ALLOWED = (
 
 
 def _load_dotted(spec: str) -> Any:
-    import importlib
-
-    module_name, sep, attr = spec.partition(":")
-    if not sep:
-        module_name, _, attr = spec.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(
-            f"partitioner.class: {spec!r} is neither a known name nor a dotted path; {_ALLOWED}"
-        )
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"partitioner.class: cannot import module {module_name!r} from {spec!r}: {e}")
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigError(f"partitioner.class: module {module_name!r} has no attribute {attr!r}")
-    return obj
+    return load_object(spec, "partitioner.class", _ALLOWED)
 
 
 def resolve_partitioner(spec: Any) -> Partitioner | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.bulk import BulkFuture, _arrow_column, _encoded_headers, _fail_bulk, _OffsetSink
+from kproducer.common import load_object, monotonic_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
     Callback,
@@ -167,10 +168,6 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
-def _clock_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 class Producer:
     """A thread-safe Kafka producer.
 
@@ -196,7 +193,7 @@ class Producer:
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
-        self._clock = _clock if _clock is not None else _clock_ms
+        self._clock = _clock if _clock is not None else monotonic_ms
         self._closed = False
         self._forked = False
         self._pid = os.getpid()
@@ -1235,13 +1232,12 @@ def _normalize_offsets(offsets: Mapping[TopicPartition, int] | Iterable[Any]) ->
 
 def _resolve_interceptors(specs: Iterable[Any] | None) -> list[Any]:
     """``interceptor.classes``: dotted paths, classes or instances with on_send/on_acknowledgement."""
-    from kproducer.config import resolve_object
     from kproducer.errors import ConfigError
 
     out = []
     for spec in specs or ():
         try:
-            obj = resolve_object(spec) if isinstance(spec, str) else spec
+            obj = load_object(spec) if isinstance(spec, str) else spec
         except (ImportError, AttributeError, ValueError) as e:
             raise ConfigError(f"interceptor.classes: cannot load {spec!r} ({e})") from e
         if isinstance(obj, type):

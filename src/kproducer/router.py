@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
     KafkaError,
@@ -267,8 +268,9 @@ class RecordRouter:
         self._max_request_size = max_request_size
         self._buffer_memory = buffer_memory
         self.max_block_ms = max_block_ms
-        self._retry_backoff_ms = max(1, retry_backoff_ms)
-        self._retry_backoff_max_ms = max(retry_backoff_max_ms, self._retry_backoff_ms)
+        # A parked topic asks for its metadata again after retry.backoff.ms, doubling up to
+        # retry.backoff.max.ms; no jitter (the metadata request itself backs off with jitter).
+        self._refresh_backoff = ExponentialBackoff(max(1, retry_backoff_ms), retry_backoff_max_ms, jitter=0.0)
         self._append = accumulator.append
         self._partition_state = accumulator.partition_state
         # Topic -> its parked records. Read without the lock on the hot path (one dict lookup
@@ -576,8 +578,7 @@ class RecordRouter:
         """Ask for the topic's metadata again, then not before the next backoff (retry.backoff.ms, doubling)."""
         self._md.mark_urgent(topic, now)
         q.refreshes += 1
-        backoff = min(self._retry_backoff_ms * 2 ** (q.refreshes - 1), self._retry_backoff_max_ms)
-        q.refresh_at_ms = now + backoff
+        q.refresh_at_ms = now + self._refresh_backoff.backoff(q.refreshes - 1)
 
     # ------------------------------------------------------------------ bulk
     def route_many(

@@ -8,12 +8,12 @@ bytes; :func:`is_passthrough` tells it when that path is allowed.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import struct
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError, SerializationError
 
 logger = logging.getLogger(__name__)
@@ -149,9 +149,10 @@ class _FixedIntSerializer(_Base):
             return None
         value = _check_int(self.is_key, data, self.name)
         try:
-            return self._pack(value)
+            packed: bytes = self._pack(value)
         except struct.error:
             raise SerializationError(f"{_field(self.is_key)} {value} is outside the {self._range}{self._hint()}")
+        return packed
 
     def _hint(self) -> str:
         """What to do instead, if there is a wider type."""
@@ -346,28 +347,6 @@ def _allowed(is_key: bool) -> str:
     )
 
 
-def _load_dotted(spec: str, is_key: bool) -> Any:
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-    else:
-        module_name, _, attr = spec.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(
-            f"{_config_key(is_key)}: {spec!r} is not a known name nor a dotted path; {_allowed(is_key)}"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"{_config_key(is_key)}: cannot import module {module_name!r} from {spec!r}: {e}")
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigError(f"{_config_key(is_key)}: module {module_name!r} has no attribute {attr!r}")
-    return obj
-
-
 def _from_object(obj: Any, is_key: bool, spec: Any) -> Serializer:
     if isinstance(obj, type):
         if not callable(getattr(obj, "serialize", None)):
@@ -383,7 +362,8 @@ def _from_object(obj: Any, is_key: bool, spec: Any) -> Serializer:
             )
     if callable(getattr(obj, "serialize", None)):
         if isinstance(getattr(obj, "passthrough", None), bool):
-            return obj
+            serializer: Serializer = obj
+            return serializer
         return _UserSerializer(obj)
     if callable(obj):
         return CallableSerializer(obj, is_key=is_key)
@@ -405,7 +385,7 @@ def resolve_serializer(spec: Any, *, is_key: bool) -> Serializer:
             return _BUILTINS[_JAVA_NAMES[name]](is_key)
         if "." not in name and ":" not in name:
             raise ConfigError(f"{_config_key(is_key)}: unknown serializer {spec!r}; {_allowed(is_key)}")
-        return _from_object(_load_dotted(name, is_key), is_key, spec)
+        return _from_object(load_object(name, _config_key(is_key), _allowed(is_key)), is_key, spec)
     return _from_object(spec, is_key, spec)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 import random
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
 from kproducer.accumulator.futures import RecordFuture
+from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
@@ -157,39 +157,6 @@ class NodeLatencyStats:
         self.drain_time_ms = now_ms
 
 
-class ExponentialBackoff:
-    """``initial * 2**attempts`` capped at ``maximum``, with +-``jitter`` (KIP-580 retry.backoff.max.ms)."""
-
-    __slots__ = ("initial", "maximum", "multiplier", "jitter", "_exp_max", "_rng")
-
-    def __init__(
-        self,
-        initial: int,
-        maximum: int,
-        multiplier: float = 2.0,
-        jitter: float = 0.2,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.initial = max(0, initial)
-        self.maximum = max(self.initial, maximum)
-        self.multiplier = multiplier
-        self.jitter = jitter
-        self._rng = rng if rng is not None else random.Random()
-        if self.maximum > self.initial > 0:
-            self._exp_max = math.log(self.maximum / self.initial) / math.log(multiplier)
-        else:
-            self._exp_max = 0.0
-
-    def backoff(self, attempts: int) -> int:
-        """The backoff before retry number ``attempts + 1`` (attempts counted from 0)."""
-        if self._exp_max == 0:
-            return self.initial
-        exp = min(max(attempts, 0), self._exp_max)
-        term = self.initial * self.multiplier**exp
-        factor = self._rng.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
-        return min(int(term * factor), self.maximum)
-
-
 class _PartitionDeque:
     """The batches of one partition, oldest first, with the lock appends and drains take."""
 
@@ -229,10 +196,6 @@ def _default_partitioner_factory(topic: str, sticky_batch_size: int) -> StickyPa
 def _record_size(key: BytesLike | None, value: BytesLike | None) -> int:
     """Bytes of key and value plus the most a v2 record adds (Java's DefaultRecord.MAX_RECORD_OVERHEAD)."""
     return (0 if key is None else len(key)) + (0 if value is None else len(value)) + 21
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 # ---------------------------------------------------------------------- the accumulator
@@ -295,7 +258,7 @@ class RecordAccumulator:
         # The availability timeout only means something with adaptive partitioning (as in Java).
         self.partition_availability_timeout_ms = partition_availability_timeout_ms if adaptive_partitioning_enable else 0
         self.free = buffer_pool
-        self._clock: Callable[[], int] = clock_ms if clock_ms is not None else _monotonic_ms
+        self._clock: Callable[[], int] = clock_ms if clock_ms is not None else monotonic_ms
         self._magic: Callable[[], int] = magic if magic is not None else (lambda: 2)
         self._tm = transaction_manager
         # A transactional producer's gate: a partition drains only once it is in the transaction.

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from kproducer.common import monotonic_ms
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["CachedProducer", "ProducerCache", "default_cache"]
@@ -71,10 +73,6 @@ def _default_factory(config: Mapping[str, str]) -> Any:
         raise
 
 
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 @dataclass(slots=True)
 class CachedProducer:
     """A cache entry: the producer, how many tasks hold it, and when the last one let go."""
@@ -100,7 +98,7 @@ class ProducerCache:
     def __init__(
         self,
         factory: Callable[[Mapping[str, str]], Any] = _default_factory,
-        clock_ms: Callable[[], int] = _monotonic_ms,
+        clock_ms: Callable[[], int] = monotonic_ms,
         reaper_interval_s: float | None = 30.0,
         close_timeout_s: float = 30.0,
     ) -> None:
