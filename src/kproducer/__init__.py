@@ -1,6 +1,10 @@
 """kproducer: a Kafka producer for Python and PySpark, true to the Java producer's internals."""
 
-import logging as _logging
+# Set before the submodules are imported: kproducer.network.connection sends it to brokers
+# (ApiVersions' client_software_version) and imports it while this package initialises.
+__version__ = "0.1.0"
+
+import logging as _logging  # noqa: E402
 
 from kproducer.errors import KafkaError
 from kproducer.producer import Producer
@@ -19,4 +23,3 @@ __all__ = [
     "RecordMetadata",
     "TopicPartition",
 ]
-__version__ = "0.1.0"

@@ -35,6 +35,8 @@ __all__ = [
     "TransactionAbortedError",
     "error_for_code",
     "error_class_for_code",
+    "error_codes",
+    "PRODUCER_FENCED_CODES",
 ]
 
 
@@ -767,6 +769,16 @@ for _cls in list(globals().values()):
     ):
         _BY_CODE.setdefault(_cls.code, _cls)
 _BY_CODE[35] = UnsupportedVersionError
+
+
+def error_codes(*classes: type[KafkaError]) -> frozenset[int]:
+    """The protocol codes of these error classes, as plain ints: name a group of codes by its classes."""
+    return frozenset(int(cls.code) for cls in classes)
+
+
+#: INVALID_PRODUCER_EPOCH and PRODUCER_FENCED: a newer producer with the same transactional.id
+#: (or a newer epoch of this producer id) took over, so this one cannot go on.
+PRODUCER_FENCED_CODES: frozenset[int] = error_codes(InvalidProducerEpochError, ProducerFencedError)
 
 
 def error_class_for_code(code: int) -> type[KafkaError]:

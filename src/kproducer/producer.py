@@ -47,7 +47,6 @@ from kproducer.errors import (
     KafkaTimeoutError,
     ProducerClosedError,
     SerializationError,
-    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from kproducer.failure_log import FailureLog, warn_data_loss
@@ -61,7 +60,7 @@ from kproducer.metrics import (
 from kproducer.partitioner import resolve_partitioner
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.codecs import CompressionType
-from kproducer.router import RecordRouter
+from kproducer.router import FINAL_TOPIC_ERRORS, RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 from kproducer.transaction_manager import (
@@ -764,19 +763,23 @@ class Producer:
             )
         raise ProducerClosedError("Cannot send after the producer has been closed")
 
-    def _wait_on_metadata(self, topic: str, partition: int | None, start: int) -> tuple[Cluster, int]:
-        """Block until ``topic`` (and ``partition``) is known, or ``max.block.ms`` passes (Java's ``KafkaProducer.waitOnMetadata``)."""
+    def _wait_on_metadata(self, topic: str, start: int, max_block_ms: int) -> Cluster:
+        """Block until ``topic`` is known, or ``max_block_ms`` passes (Java's ``KafkaProducer.waitOnMetadata``).
+
+        The budget is an argument, not ``self._max_block_ms`` changed for the call: a send() on
+        another thread meanwhile keeps the configured max.block.ms.
+        """
         md = self._metadata
-        deadline = start + self._max_block_ms
+        deadline = start + max_block_ms
         md.add_topic(topic, start)
         first = True
         while True:
             cluster = md.cluster
             count = cluster.partition_count(topic)
-            if count is not None and (partition is None or partition < count):
-                return cluster, count
+            if count is not None:
+                return cluster
             err = cluster.topic_errors.get(topic)
-            if err in (17, 29):  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED: final
+            if err in FINAL_TOPIC_ERRORS:
                 raise error_for_code(err, topic=topic)
             auth_error = md.authentication_error
             if auth_error is not None:
@@ -784,23 +787,7 @@ class Producer:
                 raise copy.copy(auth_error)
             now = self._clock()
             if now >= deadline:
-                if count is not None and partition is not None:
-                    raise KafkaTimeoutError(
-                        f"Partition {partition} of topic {topic!r} with partition count {count} is not present "
-                        f"in metadata after {self._max_block_ms} ms.",
-                        topic=topic,
-                        partition=partition,
-                    )
-                if err == 3:
-                    raise UnknownTopicOrPartitionError(
-                        f"Topic {topic!r} not present in metadata after {self._max_block_ms} ms (max.block.ms)",
-                        topic=topic,
-                    )
-                raise KafkaTimeoutError(
-                    f"Topic {topic!r} not present in metadata after {self._max_block_ms} ms (max.block.ms); "
-                    f"{md.describe_reachability()}",
-                    topic=topic,
-                )
+                raise self._router.metadata_error(topic, None, count, err, max_block_ms)
             if self._closed or self._forked:
                 self._raise_unusable()
             st = md.topic_state(topic)
@@ -1160,14 +1147,8 @@ class Producer:
             self._raise_unusable()
         cluster = self._metadata.cluster
         if cluster.partition_count(topic) is None:
-            start = self._clock()
-            saved = self._max_block_ms
-            if timeout is not None:
-                self._max_block_ms = int(timeout * 1000)
-            try:
-                cluster, _ = self._wait_on_metadata(topic, None, start)
-            finally:
-                self._max_block_ms = saved
+            budget_ms = self._max_block_ms if timeout is None else int(timeout * 1000)
+            cluster = self._wait_on_metadata(topic, self._clock(), budget_ms)
         return list(cluster.partitions_for_topic(topic))
 
     def metrics(self) -> dict[str, float]:

@@ -39,12 +39,15 @@ from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceReques
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
+    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     PartitionMutedError,
     ProducerClosedError,
     RecordTooLargeError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
+    error_codes,
     error_for_code,
 )
 from kproducer.failure_log import FailureLog
@@ -74,8 +77,8 @@ DeliveryCallback = Callable[[Any, Any], Any]
 
 _UNKNOWN_PARTITION = -1
 _NEVER = 2**31 - 1
-# Per-topic metadata errors that no refresh can cure: INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED.
-_FINAL_TOPIC_ERRORS = (17, 29)
+# Per-topic metadata errors that no refresh can cure.
+FINAL_TOPIC_ERRORS = error_codes(InvalidTopicError, TopicAuthorizationFailedError)
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
 _MEMORY_RETRY_MS = 5
 # The share of buffer.memory that records waiting for metadata may hold. Appending them needs
@@ -814,11 +817,11 @@ class RecordRouter:
         count = cluster.partition_count(topic)
         error_code = cluster.topic_errors.get(topic)
         auth_error = self._md.authentication_error
-        if error_code in _FINAL_TOPIC_ERRORS or (count is None and auth_error is not None):
+        if error_code in FINAL_TOPIC_ERRORS or (count is None and auth_error is not None):
             # Invalid or unauthorized topic, or TLS/SASL refused: the same settings cannot succeed,
             # so the records do not wait out max.block.ms.
             for entry in q.fifo:
-                if error_code in _FINAL_TOPIC_ERRORS:
+                if error_code in FINAL_TOPIC_ERRORS:
                     error: Any = error_for_code(error_code, topic=topic)
                 else:
                     error = copy.copy(auth_error)
@@ -863,7 +866,7 @@ class RecordRouter:
                     if fits:
                         error = self._memory_error(topic, entry)
                     else:
-                        error = self._metadata_error(topic, entry.partition, count, error_code)
+                        error = self.metadata_error(topic, entry.partition, count, error_code)
                     failed.append((entry, topic, error))
                     self._unparked_entry(entry)
                     continue
@@ -929,9 +932,11 @@ class RecordRouter:
             partition=entry.partition,
         )
 
-    def _metadata_error(self, topic: str, partition: int | None, count: int | None, error_code: int | None) -> KafkaError:
-        """The error of a record whose topic (or partition) had no metadata within max.block.ms."""
-        ms = self.max_block_ms
+    def metadata_error(
+        self, topic: str, partition: int | None, count: int | None, error_code: int | None, max_block_ms: int | None = None
+    ) -> KafkaError:
+        """The error of a record whose topic (or partition) had no metadata within max.block.ms (or ``max_block_ms``)."""
+        ms = self.max_block_ms if max_block_ms is None else max_block_ms
         if count is not None and partition is not None:
             return KafkaTimeoutError(
                 f"Partition {partition} of topic {topic!r} with partition count {count} is not present "
@@ -939,7 +944,7 @@ class RecordRouter:
                 topic=topic,
                 partition=partition,
             )
-        if error_code == 3:
+        if error_code == UnknownTopicOrPartitionError.code:
             return UnknownTopicOrPartitionError(
                 f"Topic {topic!r} not present in metadata after {ms} ms (max.block.ms)", topic=topic
             )

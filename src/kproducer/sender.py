@@ -16,18 +16,27 @@ thread; neither does any other error in a loop.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kproducer.errors import (
+    PRODUCER_FENCED_CODES,
+    DuplicateSequenceNumberError,
     FatalError,
+    FencedLeaderEpochError,
     KafkaError,
     KafkaTimeoutError,
+    LeaderNotAvailableError,
     NetworkError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError,
     ProducerClosedError,
+    RecordTooLargeError,
     TransactionAbortedError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+    error_codes,
     error_for_code,
 )
 from kproducer.failure_log import FailureLog
@@ -51,10 +60,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_MESSAGE_TOO_LARGE = 10
-_DUPLICATE_SEQUENCE_NUMBER = 46
-_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-_UNKNOWN_PRODUCER_ID = 59
+_MESSAGE_TOO_LARGE = int(RecordTooLargeError.code)
+_DUPLICATE_SEQUENCE_NUMBER = int(DuplicateSequenceNumberError.code)
+_OUT_OF_ORDER_SEQUENCE_NUMBER = int(OutOfOrderSequenceNumberError.code)
+_UNKNOWN_PRODUCER_ID = int(UnknownProducerIdError.code)
+#: The leader this client knows for the partition is stale: refresh the topic's metadata, also
+#: when the error handed in is not the code's own class.
+_STALE_LEADER_CODES = error_codes(
+    UnknownTopicOrPartitionError, LeaderNotAvailableError, NotLeaderOrFollowerError, FencedLeaderEpochError
+)
 _MAX_POLL_MS = 1000
 #: ``connection_delay`` at or above this: the node is connected or connecting (no backoff to wait out).
 _CONNECTED = 2**40
@@ -143,7 +157,6 @@ class Sender:
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._running = True
         self._force_close = False
-        self.thread: threading.Thread | None = None
         self._init_pid_attempts = 0
         self._init_pid_next_ms = 0
         self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
@@ -156,7 +169,6 @@ class Sender:
     # ------------------------------------------------------------------ lifecycle
     def run(self) -> None:
         """The thread body: loop until closed, then drain what is left (unless forced)."""
-        self.thread = threading.current_thread()
         log.debug("sender thread started")
         while self._running:
             self._run_once_safe()
@@ -204,10 +216,6 @@ class Sender:
 
     def wakeup(self) -> None:
         self._client.wakeup()
-
-    @property
-    def running(self) -> bool:
-        return self._running
 
     def _run_once_safe(self) -> None:
         try:
@@ -592,7 +600,7 @@ class Sender:
                 self._breaker_manager.cancel_probe(tp, now)
             return
 
-        if exc.invalid_metadata or error_code in (3, 5, 6, 74):
+        if exc.invalid_metadata or error_code in _STALE_LEADER_CODES:
             self._metadata.add_topic(tp.topic, now)
             self._metadata.mark_urgent(tp.topic, now)
 
@@ -624,11 +632,10 @@ class Sender:
             self._notify_breaker(tp, exc, batch.record_count, now, unanswered_since_ms)
             return
         # A transactional producer classifies the failure itself (abortable or fatal) in
-        # handle_failed_batch; an idempotent one is done after any of these
-        # (47/90: INVALID_PRODUCER_EPOCH / PRODUCER_FENCED).
-        if tm is not None and not tm.transactional and (isinstance(exc, FatalError) or error_code in (47, 90)):
+        # handle_failed_batch; an idempotent one is done after a fatal error or being fenced.
+        if tm is not None and not tm.transactional and (isinstance(exc, FatalError) or error_code in PRODUCER_FENCED_CODES):
             tm.transition_to_fatal(exc)
-        if tm is not None and tm.transactional and error_code in (47, 90):
+        if tm is not None and tm.transactional and error_code in PRODUCER_FENCED_CODES:
             exc = tm.fenced_error(error_code, tp.topic, tp.partition)
         self._fail_batch(batch, exc, record_errors=record_errors, unanswered_since_ms=unanswered_since_ms)
 

@@ -37,11 +37,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import (
+    PRODUCER_FENCED_CODES,
+    ClusterAuthorizationFailedError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     FatalError,
+    GroupAuthorizationFailedError,
+    IllegalGenerationError,
     IllegalStateError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
     KafkaError,
     KafkaTimeoutError,
+    NetworkError,
+    NotCoordinatorError,
+    OperationNotAttemptedError,
+    OutOfOrderSequenceNumberError,
+    RequestTimedOutError,
+    TopicAuthorizationFailedError,
+    TransactionAbortableError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationFailedError,
+    TransactionCoordinatorFencedError,
+    UnknownMemberIdError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    error_codes,
     error_for_code,
 )
 from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
@@ -103,50 +127,51 @@ ALLOWED_NEXT_CALLS: Mapping[TransactionState, str] = {
 # ---------------------------------------------------------------------- error classes
 # Broker error codes, by what the transaction manager does about them (the Java client's
 # TransactionManager handlers). Codes in none of these tables are fatal for the request at hand.
-_NOT_COORDINATOR = 16
-_COORDINATOR_NOT_AVAILABLE = 15
-_COORDINATOR_LOAD_IN_PROGRESS = 14
-_CONCURRENT_TRANSACTIONS = 51
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_REQUEST_TIMED_OUT = 7
-_OPERATION_NOT_ATTEMPTED = 55
-_TOPIC_AUTHORIZATION_FAILED = 29
-_UNKNOWN_PRODUCER_ID = 59
-_INVALID_PRODUCER_ID_MAPPING = 49
+_CONCURRENT_TRANSACTIONS = int(ConcurrentTransactionsError.code)
+_OPERATION_NOT_ATTEMPTED = int(OperationNotAttemptedError.code)
+_TOPIC_AUTHORIZATION_FAILED = int(TopicAuthorizationFailedError.code)
+_UNKNOWN_PRODUCER_ID = int(UnknownProducerIdError.code)
+_INVALID_PRODUCER_ID_MAPPING = int(InvalidProducerIdMappingError.code)
 
 #: The coordinator moved or is not up: find it again, then retry.
-COORDINATOR_MOVED_ERRORS: frozenset[int] = frozenset({_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE, _REQUEST_TIMED_OUT})
+COORDINATOR_MOVED_ERRORS: frozenset[int] = error_codes(
+    NotCoordinatorError, CoordinatorNotAvailableError, RequestTimedOutError
+)
 #: Transient at the same coordinator: retry after a backoff.
-RETRY_ERRORS: frozenset[int] = frozenset({_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS, _UNKNOWN_TOPIC_OR_PARTITION})
+RETRY_ERRORS: frozenset[int] = error_codes(
+    CoordinatorLoadInProgressError, ConcurrentTransactionsError, UnknownTopicOrPartitionError
+)
 #: The transaction cannot commit; the user must abort it and may go on with a new one.
-ABORTABLE_ERRORS: frozenset[int] = frozenset(
-    {
-        _TOPIC_AUTHORIZATION_FAILED,
-        30,  # GROUP_AUTHORIZATION_FAILED
-        22,  # ILLEGAL_GENERATION (TxnOffsetCommit: the consumer's generation is stale)
-        25,  # UNKNOWN_MEMBER_ID
-        _UNKNOWN_PRODUCER_ID,
-        _INVALID_PRODUCER_ID_MAPPING,
-        120,  # TRANSACTION_ABORTABLE (KIP-890)
-    }
+ABORTABLE_ERRORS: frozenset[int] = error_codes(
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    IllegalGenerationError,  # TxnOffsetCommit: the consumer's generation is stale
+    UnknownMemberIdError,
+    UnknownProducerIdError,
+    InvalidProducerIdMappingError,
+    TransactionAbortableError,  # KIP-890
 )
 #: The producer cannot go on: every later call raises until close().
-FATAL_ERRORS: frozenset[int] = frozenset(
-    {
-        47,  # INVALID_PRODUCER_EPOCH: fenced by a newer producer with the same transactional.id
-        90,  # PRODUCER_FENCED
-        52,  # TRANSACTION_COORDINATOR_FENCED
-        53,  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        31,  # CLUSTER_AUTHORIZATION_FAILED
-        48,  # INVALID_TXN_STATE
-        50,  # INVALID_TRANSACTION_TIMEOUT: transaction.timeout.ms above the broker's maximum
-        35,  # UNSUPPORTED_VERSION
-    }
+FATAL_ERRORS: frozenset[int] = PRODUCER_FENCED_CODES | error_codes(
+    TransactionCoordinatorFencedError,
+    TransactionalIdAuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+    InvalidTxnStateError,
+    InvalidTransactionTimeoutError,  # transaction.timeout.ms above the broker's maximum
+    UnsupportedVersionError,
 )
 #: Produce errors that make a transactional producer fatal (the rest abort the transaction).
-FATAL_PRODUCE_ERRORS: frozenset[int] = frozenset({47, 90, 53, 31})
+FATAL_PRODUCE_ERRORS: frozenset[int] = PRODUCER_FENCED_CODES | error_codes(
+    TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError
+)
 #: Produce errors after which the sequence state is unknown: the abort bumps the epoch (KIP-360).
-EPOCH_BUMP_PRODUCE_ERRORS: frozenset[int] = frozenset({45, _UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING, 7, 13})
+EPOCH_BUMP_PRODUCE_ERRORS: frozenset[int] = error_codes(
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+    InvalidProducerIdMappingError,
+    RequestTimedOutError,
+    NetworkError,
+)
 
 
 class Priority(enum.IntEnum):
@@ -564,7 +589,7 @@ class TransactionManager:
         code = getattr(error, "code", -1)
         kerr = error if isinstance(error, KafkaError) else KafkaError(str(error))
         if code in FATAL_PRODUCE_ERRORS:
-            if code in (47, 90):
+            if code in PRODUCER_FENCED_CODES:
                 kerr = self.fenced_error(code)
             self.transition_to_fatal(kerr)
             return
@@ -1054,7 +1079,7 @@ class TransactionManager:
             if req.result is not None and req.api_key is not ApiKey.END_TXN:
                 req.result.done(exc)
             return
-        if code == 47 or code == 90:
+        if code in PRODUCER_FENCED_CODES:
             exc = self.fenced_error(code)
         self.transition_to_fatal(exc)
 

@@ -296,7 +296,6 @@ class RecordAccumulator:
         self._appends_in_progress: list[None] = []
         self._flushes_in_progress = 0
         self._flush_lock = threading.Lock()
-        self._next_batch_expiry_time_ms = _NO_DELAY
         self.closed = False
 
         self._queue_time_sensor: SensorLike | None = None
@@ -1232,16 +1231,7 @@ class RecordAccumulator:
                     batch.abort_record_appends()
                     expired.append(batch)
                 else:
-                    self._next_batch_expiry_time_ms = min(
-                        self._next_batch_expiry_time_ms, batch.created_ms + self.delivery_timeout_ms
-                    )
                     break
-
-    def next_expiry_time_ms(self) -> int:
-        return self._next_batch_expiry_time_ms
-
-    def reset_next_batch_expiry_time(self) -> None:
-        self._next_batch_expiry_time_ms = _NO_DELAY
 
     def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
         """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""

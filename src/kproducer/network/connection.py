@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kproducer import __version__
 from kproducer.errors import AuthenticationError, KafkaError, SslAuthenticationError, error_for_code
 from kproducer.network import protocol
 from kproducer.network.protocol import ApiKey, Buffer, ProtocolError
@@ -349,7 +350,7 @@ class KafkaConnection:
     def _send_api_versions(self, version: int, now: int) -> None:
         cls = protocol.request_class(ApiKey.API_VERSIONS, version)
         if version >= 3:
-            body = cls(client_software_name="kproducer", client_software_version="0.1.0")
+            body = cls(client_software_name="kproducer", client_software_version=__version__)
         else:
             body = cls()
         self.send_request(body, now, internal=True)
