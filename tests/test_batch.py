@@ -346,3 +346,37 @@ def test_split_failure_reaches_the_old_futures() -> None:
     for p in parts:
         p.done(-1, -1, err)
     assert all(f is not None and f.exception() is err for f in futures)
+
+
+def test_lifecycle_state_moves_forward_only_and_the_final_state_is_kept() -> None:
+    from kproducer.accumulator.batch import BatchState
+
+    batch = make_batch()
+    assert batch.state is BatchState.OPEN and batch.is_writable
+    batch.drained(1001)  # never drained while open: refused, the batch keeps taking records
+    assert batch.state is BatchState.OPEN and batch.try_append(1, None, b"v", None, None, 1001) is not None
+    batch.close()
+    assert batch.state is BatchState.CLOSED and not batch.is_writable
+    assert batch.try_append(1, None, b"v", None, None, 1002) is None
+    batch.drained(1003)
+    assert batch.state is BatchState.IN_FLIGHT
+    batch.reenqueued(1004)
+    assert batch.state is BatchState.RETRY and batch.in_retry()
+    batch.close_for_record_appends()  # a retry stays a retry
+    assert batch.state is BatchState.RETRY
+    batch.drained(1005)
+    assert batch.state is BatchState.IN_FLIGHT and batch.final_state is None and not batch.is_done
+    assert batch.done(7, -1, None) is True
+    assert batch.state is BatchState.SUCCEEDED and batch.final_state is FinalState.SUCCEEDED and batch.is_done
+    for later in (batch.close_for_record_appends, lambda: batch.drained(1006), lambda: batch.reenqueued(1007)):
+        later()
+        assert batch.state is BatchState.SUCCEEDED
+    with pytest.raises(IllegalStateError):
+        batch.done(-1, -1, KafkaError("late"))
+
+
+def test_a_batch_completed_while_open_takes_no_more_records() -> None:
+    batch = make_batch()
+    batch.abort(KafkaError("closing"))
+    assert batch.final_state is FinalState.ABORTED and not batch.is_writable
+    assert batch.try_append(1, None, b"v", None, None, 1001) is None

@@ -1,17 +1,18 @@
 """The RecordAccumulator and its parts: BufferPool, ProducerBatch, per-record futures (as in the Java producer's ``internals`` package)."""
 
 from kproducer.accumulator.accumulator import (
-    ExponentialBackoff,
     NodeLatencyStats,
     ReadyCheckResult,
     RecordAccumulator,
     RecordAppendResult,
 )
-from kproducer.accumulator.batch import FinalState, ProducerBatch, Thunk
+from kproducer.accumulator.batch import BatchState, FinalState, ProducerBatch, Thunk
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
+from kproducer.common.backoff import ExponentialBackoff  # its home before kproducer.common
 
 __all__ = [
+    "BatchState",
     "BufferPool",
     "ExponentialBackoff",
     "FinalState",

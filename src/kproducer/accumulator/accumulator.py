@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "ExponentialBackoff",
     "NodeLatencyStats",
     "ReadyCheckResult",
     "RecordAccumulator",

@@ -3,8 +3,13 @@
 A batch wraps a :class:`MemoryRecordsBuilder` writing into a pool buffer. Each
 appended record gets a :class:`RecordFuture` (a pointer into the batch's single
 :class:`ProduceRequestResult`) and a thunk ``(callback, future)`` kept in append
-order, so that delivery callbacks fire in send order. The final state moves
-once: a batch that succeeded can never turn failed.
+order, so that delivery callbacks fire in send order.
+
+Its lifecycle is one :class:`BatchState`, changed only by ``ProducerBatch._transition``:
+OPEN (taking records) → CLOSED (full, sealed or expired; waiting to be drained) →
+IN_FLIGHT (drained into a produce request) ⇄ RETRY (back in its deque after a retriable
+error) → one final state, SUCCEEDED, FAILED or ABORTED (Java's ``ProducerBatch.FinalState``).
+The final state is set once: a batch that succeeded can never turn failed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,17 @@ from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, 
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
 from kproducer.structs import RecordMetadata, TopicPartition
 
-__all__ = ["BulkRange", "BulkSink", "DeliveryCallback", "FinalState", "NO_SEQUENCE", "ProducerBatch", "Thunk", "record_error_fn"]
+__all__ = [
+    "BatchState",
+    "BulkRange",
+    "BulkSink",
+    "DeliveryCallback",
+    "FinalState",
+    "NO_SEQUENCE",
+    "ProducerBatch",
+    "Thunk",
+    "record_error_fn",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +48,8 @@ DeliveryCallback = Callable[[RecordMetadata | None, Any], object]
 ErrorFn = Callable[[int], BaseException | None]
 RecordExceptions = ErrorFn | Mapping[int, BaseException] | Sequence[Any]
 
-# done()/abort() race only between the Sender and a closing producer, once per batch:
-# one lock for all batches costs less than one per batch.
+# State changes race only between the Sender, a caller closing a full batch and a closing
+# producer, a few times per batch: one lock for all batches costs less than one per batch.
 _state_lock = threading.Lock()
 # seal() may run on a caller thread while the Sender closes other batches: a lock keeps a
 # batch's compression (seal) and its close from ever overlapping. Striped by batch, so that
@@ -46,10 +61,35 @@ def _bytes_lock(batch: object) -> threading.Lock:
     return _BYTES_LOCKS[(id(batch) >> 4) & 63]
 
 
-class FinalState(enum.Enum):
+class BatchState(enum.Enum):
+    """Where a batch is in its life; the last three are final (Java's ``ProducerBatch.FinalState``)."""
+
+    OPEN = "OPEN"
+    CLOSED = "CLOSED"
+    IN_FLIGHT = "IN_FLIGHT"
+    RETRY = "RETRY"
     ABORTED = "ABORTED"
     FAILED = "FAILED"
     SUCCEEDED = "SUCCEEDED"
+
+
+#: Java's name for the final states: ``batch.final_state`` is one of its last three members or None.
+FinalState = BatchState
+
+_S = BatchState
+_FINAL_STATES = frozenset({_S.ABORTED, _S.FAILED, _S.SUCCEEDED})
+#: The moves ``_transition`` makes; any other is refused, leaving the state as it is. A final
+#: state is never left, OPEN is never re-entered (nothing is appended to a closed batch), and
+#: a batch is closed before it is drained.
+_NEXT: dict[BatchState, frozenset[BatchState]] = {
+    _S.OPEN: frozenset({_S.CLOSED}) | _FINAL_STATES,
+    _S.CLOSED: frozenset({_S.IN_FLIGHT, _S.RETRY}) | _FINAL_STATES,
+    _S.IN_FLIGHT: frozenset({_S.IN_FLIGHT, _S.RETRY}) | _FINAL_STATES,
+    _S.RETRY: frozenset({_S.IN_FLIGHT, _S.RETRY}) | _FINAL_STATES,
+    _S.ABORTED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.SUCCEEDED: frozenset(),
+}
 
 
 class Thunk(NamedTuple):
@@ -172,9 +212,8 @@ class ProducerBatch:
         "ready_size",
         "deallocated",
         "retry_backoff_ms",
-        "_retry",
+        "_state",
         "_writable",
-        "_final_state",
         "_reopened",
         "pinned",
         "growth_node",
@@ -207,9 +246,9 @@ class ProducerBatch:
         self.deallocated = False
         # Set by the accumulator on reenqueue: this retry's backoff (exponential, with jitter, drawn once).
         self.retry_backoff_ms = 0
-        self._retry = False
+        self._state = BatchState.OPEN
+        # ``_state is OPEN``, kept by _transition: read per append, here and by the C send lane.
         self._writable = True
-        self._final_state: FinalState | None = None
         self._reopened = False
         # True once a record that must stay on this partition is in the batch: a keyed record,
         # one sent to an explicit partition, or a split part of a batch already sent. Only a
@@ -237,7 +276,9 @@ class ProducerBatch:
     @property
     def movable(self) -> bool:
         """Never drained, no sequence, not done, and only keyless records the built-in partitioner placed."""
-        return not self.pinned and self.attempts == 0 and self.base_sequence == NO_SEQUENCE and self._final_state is None
+        return (
+            not self.pinned and self.attempts == 0 and self.base_sequence == NO_SEQUENCE and self._state not in _FINAL_STATES
+        )
 
     # ------------------------------------------------------------------ appending
     def try_append(
@@ -335,14 +376,34 @@ class ProducerBatch:
         self.record_count += 1
         return True
 
-    # ------------------------------------------------------------------ completion
+    # ------------------------------------------------------------------ state
+    def _transition(self, to: BatchState) -> BatchState:
+        """Move to ``to`` if :data:`_NEXT` allows it; returns the state before, whether or not it moved.
+
+        Every lifecycle change goes through here, under one lock, so that a caller closing a
+        full batch can never overwrite the final state the Sender or a closing producer set.
+        """
+        with _state_lock:
+            current = self._state
+            if to in _NEXT[current]:
+                self._state = to
+                self._writable = False  # ``to`` is never OPEN
+        return current
+
+    @property
+    def state(self) -> BatchState:
+        return self._state
+
     @property
     def final_state(self) -> FinalState | None:
-        return self._final_state
+        state = self._state
+        return state if state in _FINAL_STATES else None
 
     @property
     def is_done(self) -> bool:
-        return self._final_state is not None
+        return self._state in _FINAL_STATES
+
+    # ------------------------------------------------------------------ completion
 
     def done(
         self,
@@ -357,16 +418,13 @@ class ProducerBatch:
         must never be reported failed); after a failure or abort it is logged and
         ignored, which happens when an expired in-flight batch gets its response.
         """
-        try_state = FinalState.SUCCEEDED if exception is None else FinalState.FAILED
-        with _state_lock:
-            current = self._final_state
-            if current is None:
-                self._final_state = try_state
-        if current is None:
+        try_state = BatchState.SUCCEEDED if exception is None else BatchState.FAILED
+        current = self._transition(try_state)
+        if current not in _FINAL_STATES:
             error_fn = None if exception is None else record_error_fn(exception, record_exceptions)
             self._complete_future_and_fire_callbacks(base_offset, log_append_time, error_fn)
             return True
-        if current is FinalState.SUCCEEDED:
+        if current is BatchState.SUCCEEDED:
             raise IllegalStateError(
                 f"A SUCCEEDED batch for {self.topic_partition} must not attempt another state change to {try_state.value}"
             )
@@ -381,13 +439,9 @@ class ProducerBatch:
 
     def abort(self, exception: BaseException) -> None:
         """Fail every record with ``exception`` without a response (close, fatal error)."""
-        with _state_lock:
-            current = self._final_state
-            if current is None:
-                self._final_state = FinalState.ABORTED
-        if current is not None:
+        current = self._transition(BatchState.ABORTED)
+        if current in _FINAL_STATES:
             raise IllegalStateError(f"Batch for {self.topic_partition} has already been completed in final state {current.value}")
-        self._writable = False
         self._complete_future_and_fire_callbacks(NO_OFFSET, NO_TIMESTAMP, lambda _i: exception)
 
     def _complete_future_and_fire_callbacks(self, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
@@ -497,9 +551,7 @@ class ProducerBatch:
             topic=self.topic_partition.topic,
             partition=self.topic_partition.partition,
         )
-        with _state_lock:
-            if self._final_state is None:
-                self._final_state = FinalState.FAILED
+        self._transition(BatchState.FAILED)
         self.thunks = []
         self.result.moved = moved  # before done(): whoever wakes up finds where the records went
         self.result.set(NO_OFFSET, NO_TIMESTAMP, lambda _i: too_large)
@@ -515,7 +567,8 @@ class ProducerBatch:
     # ------------------------------------------------------------------ lifecycle
     def close_for_record_appends(self) -> None:
         """No more appends; the bytes stay open until ``seal()`` or ``close()``."""
-        self._writable = False
+        if self._writable:
+            self._transition(BatchState.CLOSED)
 
     def seal(self) -> None:
         """Compress the records of a batch closed for appends, ahead of ``close()`` at drain.
@@ -528,11 +581,11 @@ class ProducerBatch:
                 self.builder.close_for_record_appends(self.capacity or None)
 
     def abort_record_appends(self) -> None:
-        self._writable = False
+        self.close_for_record_appends()
 
     def close(self) -> None:
         """Finish the batch bytes (compression, header, CRC): done once, when drained."""
-        self._writable = False
+        self.close_for_record_appends()
         if self.builder.is_closed:
             return
         with _bytes_lock(self):
@@ -576,10 +629,11 @@ class ProducerBatch:
         self.attempts += 1
         self.last_attempt_ms = max(self.last_append_ms, now_ms)
         self.last_append_ms = max(self.last_append_ms, now_ms)
-        self._retry = True
+        self._transition(BatchState.RETRY)
 
     def drained(self, now_ms: int) -> None:
         self.drained_ms = max(self.drained_ms, now_ms)
+        self._transition(BatchState.IN_FLIGHT)
 
     def queue_time_ms(self) -> int:
         return self.drained_ms - self.created_ms
@@ -592,7 +646,8 @@ class ProducerBatch:
         return delivery_timeout_ms <= now_ms - self.created_ms
 
     def in_retry(self) -> bool:
-        return self._retry
+        """Ever put back for a retry (Java's ``inRetry()``)."""
+        return self.attempts > 0
 
     # ------------------------------------------------------------------ producer state (idempotence)
     @property
@@ -630,7 +685,7 @@ class ProducerBatch:
         return self._reopened
 
     def __repr__(self) -> str:
-        state = self._final_state.value if self._final_state is not None else "open" if self._writable else "closed"
+        state = self._state.value if self._state in _FINAL_STATES else "open" if self._writable else "closed"
         return (
             f"ProducerBatch({self.topic_partition}, records={self.record_count}, "
             f"created_ms={self.created_ms}, attempts={self.attempts}, {state})"
