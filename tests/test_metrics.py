@@ -459,3 +459,23 @@ def test_topic_stats_read_as_the_general_sensor_stats(
     assert ours["record-send-rate[topic=x]"] == pytest.approx(theirs["r"])
     avg = topic.record_send.avg(registry.config, t)
     assert (math.isnan(avg) and math.isnan(theirs["a"])) or avg == pytest.approx(theirs["a"])
+
+
+def test_the_package_keeps_the_former_module_s_names_and_loggers() -> None:
+    """metrics/ was one module: its public names and its log lines' logger names stay."""
+    import logging
+
+    import kproducer.metrics as metrics
+    from kproducer.metrics import registry, reporters
+
+    former = {
+        "PRODUCER_GROUP", "PRODUCER_TOPIC_GROUP", "PRODUCER_GAUGES", "NODE_BUFFER_BYTES_METRIC",
+        "TRANSACTION_TIMERS", "Avg", "CumulativeCount", "CumulativeSum", "Max", "MetricConfig",
+        "MetricName", "MetricsProvider", "Metrics", "Min", "NodeBufferMetrics", "ProducerSensors",
+        "Rate", "Sensor", "Stat", "TopicMetricsRegistry", "TopicSensors", "Value", "WindowedCount",
+        "WindowedSum", "register_producer_metrics", "register_transaction_metrics",
+    }  # fmt: skip
+    assert former <= set(metrics.__all__)
+    assert all(hasattr(metrics, name) for name in metrics.__all__)
+    assert registry.logger is logging.getLogger("kproducer.metrics")
+    assert reporters.logger is logging.getLogger("kproducer.metrics_reporter")

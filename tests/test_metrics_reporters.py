@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kproducer.errors import ConfigError
-from kproducer.metrics_reporter import (
+from kproducer.metrics.reporters import (
     OpenTelemetryReporter,
     PrometheusReporter,
     opentelemetry_name,
@@ -43,6 +43,15 @@ def test_names_follow_each_system_conventions() -> None:
         "kafka.producer.topic.record_error_total",
         True,
     )
+
+
+def test_the_former_module_path_still_imports_the_same_reporters() -> None:
+    import kproducer.metrics.reporters as reporters
+    import kproducer.metrics_reporter as former
+
+    assert former.__all__ == reporters.__all__
+    for name in reporters.__all__:
+        assert getattr(former, name) is getattr(reporters, name)
 
 
 def test_prometheus_exposition_scraped_over_http(tansu: EmbeddedBroker, topic_name: str) -> None:

@@ -207,7 +207,7 @@ class Producer:
         # metric.reporters: resolved (and their libraries imported) before any thread starts.
         self._reporters: list[Any] = []
         if cfg.metric_reporters:
-            from kproducer.metrics_reporter import resolve_reporters
+            from kproducer.metrics.reporters import resolve_reporters
 
             self._reporters = resolve_reporters(cfg.metric_reporters, cfg.as_dict())
 
