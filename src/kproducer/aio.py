@@ -37,7 +37,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
@@ -299,7 +299,7 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> int:
         """Wait (off the loop) until every record sent so far completed; the count still undelivered."""
         p = self._require()
-        left = await self._off_loop(p.flush, timeout)
+        left: int = await self._off_loop(p.flush, timeout)
         await self._settled()
         return left
 
@@ -578,16 +578,12 @@ class AsyncProducer:
         on_delivery: OnDelivery | None = None,
     ) -> asyncio.Future[list[RecordMetadata]]:
         """``Producer.send_batch`` off the loop; the future resolves to each record's metadata, in order."""
-        p = self._require()
-        loop = asyncio.get_running_loop()
-        bulk = await loop.run_in_executor(
-            None,
-            lambda: p.send_batch(
+        return await self._bulk_off_loop(
+            lambda p: p.send_batch(
                 topic, values, keys, partition=partition, timestamp=timestamp, headers=headers, callback=callback,
                 on_delivery=on_delivery,
-            ),
+            )
         )
-        return self._bulk_future(bulk)
 
     async def send_arrow(
         self,
@@ -604,15 +600,17 @@ class AsyncProducer:
         on_delivery: OnDelivery | None = None,
     ) -> asyncio.Future[list[RecordMetadata]]:
         """``Producer.send_arrow`` off the loop; the future resolves to each row's metadata, in row order."""
-        p = self._require()
-        loop = asyncio.get_running_loop()
-        bulk = await loop.run_in_executor(
-            None,
-            lambda: p.send_arrow(
+        return await self._bulk_off_loop(
+            lambda p: p.send_arrow(
                 table_or_batch, topic, value_column=value_column, key_column=key_column, topic_column=topic_column,
                 partition=partition, timestamp=timestamp, headers=headers, callback=callback, on_delivery=on_delivery,
-            ),
+            )
         )
+
+    async def _bulk_off_loop(self, call: Callable[[Producer], BulkFuture]) -> asyncio.Future[list[RecordMetadata]]:
+        """Run a bulk call on the default executor (it may block for memory), then one loop future for it."""
+        p = self._require()
+        bulk: BulkFuture = await self._off_loop(call, p)
         return self._bulk_future(bulk)
 
     def _bulk_future(self, bulk: BulkFuture) -> asyncio.Future[list[RecordMetadata]]:

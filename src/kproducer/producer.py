@@ -909,24 +909,22 @@ class Producer:
         On KafkaTimeoutError the commit goes on: call commit_transaction() again to wait for it.
         An abortable error (a record failed) raises here: call abort_transaction() next.
         """
-        tm = self._require_transactional("commit_transaction")
-        start = time.perf_counter_ns()
-        self._await_parked_for_transaction("commit_transaction", timeout)
-        result = tm.begin_commit()
-        if self._lane is not None:
-            self._lane.enabled = False
-        self._txn_wait(result, timeout, "commit", start)
+        self._end_transaction("commit_transaction", timeout, commit=True)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not yet sent fail with TransactionAbortedError; those
         already written are hidden from read_committed consumers by the abort marker."""
-        tm = self._require_transactional("abort_transaction")
+        self._end_transaction("abort_transaction", timeout, commit=False)
+
+    def _end_transaction(self, operation: str, timeout: float | None, *, commit: bool) -> None:
+        """commit_transaction() / abort_transaction(): the transaction's parked records first, then EndTxn."""
+        tm = self._require_transactional(operation)
         start = time.perf_counter_ns()
-        self._await_parked_for_transaction("abort_transaction", timeout)
-        result = tm.begin_abort()
+        self._await_parked_for_transaction(operation, timeout)
+        result = tm.begin_commit() if commit else tm.begin_abort()
         if self._lane is not None:
             self._lane.enabled = False
-        self._txn_wait(result, timeout, "abort", start)
+        self._txn_wait(result, timeout, "commit" if commit else "abort", start)
 
     def _await_parked_for_transaction(self, operation: str, timeout: float | None) -> None:
         """Records sent in the transaction that still wait for their topic's metadata belong to it.

@@ -341,13 +341,8 @@ class RecordRouter:
             q = self.parked.get(topic)
             if q is None:
                 return True
-            self._release_topic(topic, q, self._md.cluster, self._clock(), failed)
-            if not q.fifo:
-                del self.parked[topic]
-                if not self.parked:
-                    self._unparked.notify_all()
-        for entry, name, error in failed:
-            self._fail_parked(entry, name, error)
+            self._release_locked(topic, q, self._md.cluster, self._clock(), failed)
+        self._fail_all_parked(failed)
         return not self._behind(topic, count)
 
     def _direct(
@@ -793,13 +788,9 @@ class RecordRouter:
         released: list[str] = []
         with self._lock:
             for topic in list(self.parked):
-                q = self.parked[topic]
-                delay = min(delay, self._release_topic(topic, q, cluster, now, failed))
-                if not q.fifo:
-                    del self.parked[topic]
+                delay = min(delay, self._release_locked(topic, self.parked[topic], cluster, now, failed))
+                if topic not in self.parked:
                     released.append(topic)
-            if not self.parked:
-                self._unparked.notify_all()
         lane = self.lane
         if lane is not None and cluster is self._md.cluster:
             # The topics' later sends may take the C lane now that nothing of theirs waits.
@@ -807,9 +798,24 @@ class RecordRouter:
                 count = cluster.partition_count(topic)
                 if count is not None and topic not in self.parked:
                     lane.register(topic, cluster, count, *self._partition_state(topic))
+        self._fail_all_parked(failed)
+        return max(delay, 0)
+
+    def _release_locked(
+        self, topic: str, q: _TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+    ) -> int:
+        """:meth:`_release_topic`, then forget the topic once nothing of it is parked (holding ``_lock``)."""
+        delay = self._release_topic(topic, q, cluster, now, failed)
+        if not q.fifo:
+            del self.parked[topic]
+            if not self.parked:
+                self._unparked.notify_all()
+        return delay
+
+    def _fail_all_parked(self, failed: list[tuple[Any, str, KafkaError]]) -> None:
+        """Fail what :meth:`_release_topic` gave up on, outside ``_lock`` (callbacks run here)."""
         for entry, topic, error in failed:
             self._fail_parked(entry, topic, error)
-        return max(delay, 0)
 
     def _release_topic(
         self, topic: str, q: _TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
