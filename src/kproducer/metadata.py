@@ -19,7 +19,14 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from kproducer.common import ExponentialBackoff, monotonic_ms
-from kproducer.errors import KafkaTimeoutError
+from kproducer.errors import (
+    InvalidTopicError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    error_codes,
+)
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 
 __all__ = [
@@ -29,14 +36,18 @@ __all__ = [
     "RefreshSelection",
     "TopicState",
     "WorkingSetPolicy",
+    "FINAL_TOPIC_ERRORS",
     "SURFACED_TOPIC_ERRORS",
 ]
 
 logger = logging.getLogger(__name__)
 
-# Per-topic errors kept in ``cluster.topic_errors`` for callers to act on:
-# UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED.
-SURFACED_TOPIC_ERRORS = frozenset({3, 5, 17, 29})
+# Per-topic errors that keep a topic urgent (with backoff).
+_RETRIABLE_TOPIC_ERRORS = error_codes(UnknownTopicOrPartitionError, LeaderNotAvailableError)
+#: Per-topic errors that no refresh can cure: records for the topic fail at once.
+FINAL_TOPIC_ERRORS = error_codes(InvalidTopicError, TopicAuthorizationFailedError)
+# Per-topic errors kept in ``cluster.topic_errors`` for callers to act on.
+SURFACED_TOPIC_ERRORS = _RETRIABLE_TOPIC_ERRORS | FINAL_TOPIC_ERRORS
 
 
 class Cluster:
@@ -480,9 +491,6 @@ class MetadataRefreshPolicy:
 
 #: The name the working-set policy had before KIP-526's algorithm replaced it.
 WorkingSetPolicy = MetadataRefreshPolicy
-
-# Per-topic errors that keep a topic urgent (with backoff): UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE.
-_RETRIABLE_TOPIC_ERRORS = frozenset({3, 5})
 
 
 class _SensorsLike(Protocol):

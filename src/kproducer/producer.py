@@ -50,7 +50,7 @@ from kproducer.errors import (
     error_for_code,
 )
 from kproducer.failure_log import FailureLog, warn_data_loss
-from kproducer.metadata import Cluster, Metadata
+from kproducer.metadata import FINAL_TOPIC_ERRORS, Cluster, Metadata
 from kproducer.metrics import (
     Metrics,
     NodeBufferMetrics,
@@ -60,7 +60,7 @@ from kproducer.metrics import (
 from kproducer.partitioner import resolve_partitioner
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.codecs import CompressionType
-from kproducer.router import FINAL_TOPIC_ERRORS, RecordRouter
+from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 from kproducer.transaction_manager import (

@@ -39,18 +39,16 @@ from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceReques
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
-    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     PartitionMutedError,
     ProducerClosedError,
     RecordTooLargeError,
-    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
-    error_codes,
     error_for_code,
 )
 from kproducer.failure_log import FailureLog
+from kproducer.metadata import FINAL_TOPIC_ERRORS
 from kproducer.partitioner import partition_for_key
 from kproducer.record import native
 from kproducer.record.builder import (
@@ -77,8 +75,6 @@ DeliveryCallback = Callable[[Any, Any], Any]
 
 _UNKNOWN_PARTITION = -1
 _NEVER = 2**31 - 1
-# Per-topic metadata errors that no refresh can cure.
-FINAL_TOPIC_ERRORS = error_codes(InvalidTopicError, TopicAuthorizationFailedError)
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
 _MEMORY_RETRY_MS = 5
 # The share of buffer.memory that records waiting for metadata may hold. Appending them needs
