@@ -273,12 +273,18 @@ def test_half_open_grants_exactly_one_probe_per_interval() -> None:
     assert h.manager.next_probe_delay_ms() is None
 
 
-def test_probe_success_closes_and_resets_the_window() -> None:
+def probed(after_ms: int, ok: bool) -> Harness:
+    """TP muted, then its probe granted ``after_ms`` later and completed (``ok`` or failed)."""
     h = Harness(SMALL)
     trip(h)
-    h.clock.advance(500)
+    h.clock.advance(after_ms)
     assert h.manager.allow_probe(TP)
-    assert h.complete(TP, ok=True) is True
+    assert h.complete(TP, ok=ok) is True
+    return h
+
+
+def test_probe_success_closes_and_resets_the_window() -> None:
+    h = probed(500, ok=True)
     assert h.manager.state(TP) is BreakerState.CLOSED
     assert not h.manager.is_muted(TP)
     assert h.breaker.record_counts(TP, h.clock.now) == (0, 0)
@@ -294,11 +300,7 @@ def test_probe_success_closes_and_resets_the_window() -> None:
 
 
 def test_probe_failure_reopens_with_a_fresh_interval() -> None:
-    h = Harness(SMALL)
-    trip(h)
-    h.clock.advance(700)
-    assert h.manager.allow_probe(TP)
-    assert h.complete(TP, ok=False) is True
+    h = probed(700, ok=False)
     assert h.manager.state(TP) is BreakerState.OPEN
     assert h.manager.retry_at_ms(TP) == h.clock.now + 500
     h.clock.advance(499)

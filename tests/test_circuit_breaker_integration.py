@@ -173,6 +173,22 @@ def _warm_up(tracker: Tracker) -> None:
     assert tracker.producer.flush(15) == 0, "warm-up records were not delivered on the healthy cluster"
 
 
+def _faulty_cluster_setup(
+    mock_cluster: MockCluster,
+    topic_name: str,
+    producer_factory: Callable[..., Producer],
+    events: list[CircuitStateChange],
+    **overrides: Any,
+) -> tuple[int, set[TopicPartition], Tracker]:
+    """Leaders spread over the brokers; a producer whose state changes land in ``events``, warmed up."""
+    bad_broker, bad = _spread(mock_cluster, topic_name)
+    p = producer_factory(**overrides)
+    _manager(p).add_listener(events.append)
+    tracker = Tracker(p, topic_name)
+    _warm_up(tracker)
+    return bad_broker, bad, tracker
+
+
 def _assert_isolation(
     tracker: Tracker,
     events: list[CircuitStateChange],
@@ -246,11 +262,7 @@ def test_produce_errors_mute_exactly_the_leaders_partitions(
     events: list[CircuitStateChange],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    bad_broker, bad = _spread(mock_cluster, topic_name)
-    p = producer_factory()
-    _manager(p).add_listener(events.append)
-    tracker = Tracker(p, topic_name)
-    _warm_up(tracker)
+    bad_broker, bad, tracker = _faulty_cluster_setup(mock_cluster, topic_name, producer_factory, events)
     caplog.set_level(logging.WARNING, logger="kproducer.circuit_breaker")
     # Enough non-retriable errors to dominate a 1 s window; those left after the mute fail probes.
     mock_cluster.broker_push_request_error_rtts(bad_broker, PRODUCE, [(INVALID_RECORD, 0)] * 30)
@@ -275,11 +287,8 @@ def test_broker_down_mutes_its_partitions_until_it_is_back(
     producer_factory: Callable[..., Producer],
     events: list[CircuitStateChange],
 ) -> None:
-    bad_broker, bad = _spread(mock_cluster, topic_name)
-    p = producer_factory(**{"request.timeout.ms": 500, "delivery.timeout.ms": 1000, "reconnect.backoff.max.ms": 200})
-    _manager(p).add_listener(events.append)
-    tracker = Tracker(p, topic_name)
-    _warm_up(tracker)
+    timeouts = {"request.timeout.ms": 500, "delivery.timeout.ms": 1000, "reconnect.backoff.max.ms": 200}
+    bad_broker, bad, tracker = _faulty_cluster_setup(mock_cluster, topic_name, producer_factory, events, **timeouts)
     mock_cluster.broker_set_down(bad_broker)
     _assert_isolation(
         tracker, events, bad, lambda: mock_cluster.broker_set_up(bad_broker), expect_error=KafkaError
@@ -292,11 +301,8 @@ def test_high_rtt_times_out_and_mutes_then_a_probe_unmutes(
     producer_factory: Callable[..., Producer],
     events: list[CircuitStateChange],
 ) -> None:
-    bad_broker, bad = _spread(mock_cluster, topic_name)
-    p = producer_factory(**{"request.timeout.ms": 400, "delivery.timeout.ms": 1000, "reconnect.backoff.max.ms": 200})
-    _manager(p).add_listener(events.append)
-    tracker = Tracker(p, topic_name)
-    _warm_up(tracker)
+    timeouts = {"request.timeout.ms": 400, "delivery.timeout.ms": 1000, "reconnect.backoff.max.ms": 200}
+    bad_broker, bad, tracker = _faulty_cluster_setup(mock_cluster, topic_name, producer_factory, events, **timeouts)
     mock_cluster.broker_set_rtt(bad_broker, 3000)
     _assert_isolation(
         tracker,

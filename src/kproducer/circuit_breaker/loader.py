@@ -1,0 +1,71 @@
+"""``producer.circuit.breaker.class``: from a name, path, class or instance to a configured breaker."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kproducer.circuit_breaker.failure_rate import FailureRateCircuitBreaker
+from kproducer.circuit_breaker.policy import CLASS_CONFIG, PartitionCircuitBreaker
+from kproducer.errors import ConfigError
+
+_ALIASES: Final[dict[str, type[FailureRateCircuitBreaker]]] = {
+    "failure_rate": FailureRateCircuitBreaker,
+    "failure-rate": FailureRateCircuitBreaker,
+    "FailureRateCircuitBreaker": FailureRateCircuitBreaker,
+}
+_OFF: Final = frozenset({"", "none", "off"})
+_ALLOWED: Final = (
+    "None/'none' (off), 'failure_rate' or 'FailureRateCircuitBreaker', a dotted path 'pkg.mod:Class' "
+    "or 'pkg.mod.Class', a class, or an instance implementing PartitionCircuitBreaker"
+)
+
+
+def resolve_circuit_breaker(
+    spec: object, configs: Mapping[str, Any] | None = None
+) -> PartitionCircuitBreaker | None:
+    """Build and configure the breaker named by ``producer.circuit.breaker.class``.
+
+    Returns None when the breaker is off. A class is instantiated without arguments;
+    an instance is used as is. Either way ``configure(configs)`` is called.
+    """
+    if spec is None:
+        return None
+    target: object = spec
+    if isinstance(spec, str):
+        name = spec.strip()
+        if name.lower() in _OFF:
+            return None
+        target = _ALIASES.get(name) or _import(name)
+    if isinstance(target, type):
+        try:
+            target = target()
+        except Exception as exc:
+            raise ConfigError(f"{CLASS_CONFIG}: cannot instantiate {spec!r} without arguments: {exc}")
+    if not isinstance(target, PartitionCircuitBreaker):
+        raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {spec!r}")
+    target.configure(configs or {})
+    return target
+
+
+def _import(name: str) -> object:
+    if ":" in name:
+        module_name, _, attr_path = name.partition(":")
+    elif "." in name:
+        module_name, _, attr_path = name.rpartition(".")
+    else:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(_ALIASES), n=2, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {name!r}{hint}")
+    if not module_name or not attr_path:
+        raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {name!r}")
+    try:
+        obj: object = importlib.import_module(module_name)
+        for part in attr_path.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{CLASS_CONFIG}: cannot import {name!r} ({exc}); expected {_ALLOWED}")
+    return obj
