@@ -5,6 +5,7 @@ Pure policy tests: a fake clock, no brokers, no sleeping.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from kproducer.circuit_breaker import (
     register_circuit_breaker_metrics,
     resolve_circuit_breaker,
 )
+from kproducer.config import CIRCUIT_BREAKER_KEYS, coerce, render_markdown
 from kproducer.errors import (
     ConfigError,
     IllegalStateError,
@@ -645,14 +647,15 @@ def test_config_defaults_and_string_values() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("trigger.message.count", 0, r"trigger\.message\.count must be an integer in \[1, "),
+        ("trigger.message.count", 0, r"trigger\.message\.count must be an integer >= 1, got 0"),
         ("trigger.message.count", "ten", "got 'ten'"),
         ("trigger.message.count", True, "integer"),
-        ("trigger.message.count", 1.5, "got float"),
-        ("trigger.failure.perc", 0, r"trigger\.failure\.perc must be an integer in \[1, 100\]"),
-        ("trigger.failure.perc", 101, r"\[1, 100\], got 101"),
-        ("window.ms", 0, r"window\.ms must be an integer in \[1, "),
-        ("mute.retry.interval", -1, r"mute\.retry\.interval must be an integer in \[0, "),
+        ("trigger.message.count", 1.5, r"must be an integer >= 1, got 1\.5"),
+        ("trigger.failure.perc", 0, r"trigger\.failure\.perc must be an integer between 1 and 100"),
+        ("trigger.failure.perc", 101, "between 1 and 100, got 101"),
+        ("window.ms", 0, r"window\.ms must be an integer >= 1"),
+        ("window.ms", None, r"window\.ms must be an integer >= 1, got None"),
+        ("mute.retry.interval", -1, r"mute\.retry\.interval must be an integer >= 0"),
         ("mute.retry.interval", 2**31, "got 2147483648"),
         ("enable.mute.inflight.full", "yes", r"enable\.mute\.inflight\.full must be a boolean"),
         ("enable.mute.inflight.full", 1, "boolean"),
@@ -661,6 +664,17 @@ def test_config_defaults_and_string_values() -> None:
 def test_config_rejects_bad_values(key: str, value: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         FailureRateCircuitBreaker().configure({P + key: value})
+
+
+def test_settings_come_from_the_config_table() -> None:
+    """Each FailureRateConfig field is one row of CIRCUIT_BREAKER_KEYS, with that row's default."""
+    by_key = {f.metadata["key"]: f for f in dataclasses.fields(FailureRateConfig)}
+    assert list(by_key) == [k.name for k in CIRCUIT_BREAKER_KEYS]
+    defaults = FailureRateConfig()
+    for key in CIRCUIT_BREAKER_KEYS:
+        assert key.name.startswith(P) and key.doc.endswith("."), key.name
+        assert coerce(key, key.default) == key.default == getattr(defaults, by_key[key.name].name)
+    assert f"`{CIRCUIT_BREAKER_KEYS[0].name}`" in render_markdown()
 
 
 def test_config_rejects_unknown_keys_with_close_matches() -> None:

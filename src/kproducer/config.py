@@ -26,6 +26,7 @@ from kproducer.errors import ConfigError
 
 __all__ = [
     "CONFIG_KEYS",
+    "CIRCUIT_BREAKER_KEYS",
     "CIRCUIT_BREAKER_PREFIX",
     "ConfigKey",
     "Importance",
@@ -34,6 +35,7 @@ __all__ = [
     "ProducerConfig",
     "Range",
     "Type",
+    "coerce",
     "parse_bootstrap_servers",
     "render_markdown",
     "resolve_object",
@@ -44,8 +46,9 @@ logger = logging.getLogger(__name__)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-#: Keys under this prefix that are not declared are accepted and handed to the
-#: circuit breaker implementation unvalidated (KIP-693).
+#: Keys under this prefix other than the producer's own two (CONFIG_KEYS) are accepted and handed
+#: to the circuit breaker implementation as given (KIP-693); the default breaker's are in
+#: CIRCUIT_BREAKER_KEYS.
 CIRCUIT_BREAKER_PREFIX = "producer.circuit.breaker."
 
 #: security.protocol values, with Java's names.
@@ -896,6 +899,59 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
 )
 
+#: The default circuit breaker's keys (producer.circuit.breaker.class=failure_rate, KIP-693's
+#: FailureRateCircuitBreaker). Declared here like every key, so the reference, the defaults and
+#: the error messages come from one place, but not in CONFIG_KEYS: ProducerConfig hands every
+#: producer.circuit.breaker.* key other than its own two to the configured breaker as given (a
+#: breaker class of the user's reads its own keys its own way), and the default breaker checks
+#: these with :func:`coerce` when the producer builds it.
+CIRCUIT_BREAKER_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "producer.circuit.breaker.trigger.message.count",
+        Type.INT,
+        100,
+        _L,
+        "The breaker acts on a partition only once its window holds at least this many records "
+        "(a batch counts as many records as it holds).",
+        Range(min=1),
+    ),
+    ConfigKey(
+        "producer.circuit.breaker.trigger.failure.perc",
+        Type.INT,
+        50,
+        _L,
+        "The percentage of failed records in the window at or above which the partition is muted.",
+        Range(min=1, max=100),
+    ),
+    ConfigKey(
+        "producer.circuit.breaker.window.ms",
+        Type.INT,
+        10000,
+        _L,
+        "The sliding window the records are counted over, in ten buckets: a record counts for "
+        "this long, to within a bucket.",
+        Range(min=1),
+    ),
+    ConfigKey(
+        "producer.circuit.breaker.mute.retry.interval",
+        Type.INT,
+        5000,
+        _L,
+        "Milliseconds a muted partition waits before it is half-open: it takes records again "
+        "until one probe batch is drained, whose success unmutes it and whose failure mutes it "
+        "for another interval.",
+        Range(min=0),
+    ),
+    ConfigKey(
+        "producer.circuit.breaker.enable.mute.inflight.full",
+        Type.BOOLEAN,
+        False,
+        _L,
+        "With max.in.flight.requests.per.connection=1, also mute a leader's partitions while its "
+        "one in-flight request is outstanding (lifted when it is answered).",
+    ),
+)
+
 _KEYS: dict[str, ConfigKey] = {k.name: k for k in CONFIG_KEYS}
 # Every spelling a user may pass, mapped to the declared key.
 _LOOKUP: dict[str, ConfigKey] = {}
@@ -1055,6 +1111,12 @@ def _coerce_list(key: ConfigKey, value: Any) -> tuple[Any, ...]:
     if key.element is Type.CLASS:
         items = [_coerce_class(key, i) for i in items]
     return tuple(items)
+
+
+def coerce(key: ConfigKey, value: Any) -> Any:
+    """One value of a declared key as ProducerConfig parses it, for the keys read by other owners
+    (CIRCUIT_BREAKER_KEYS); ConfigError names the key and what is allowed."""
+    return _coerce(key, value)
 
 
 def _coerce(key: ConfigKey, value: Any) -> Any:
@@ -1522,6 +1584,10 @@ def _show_valid(key: ConfigKey) -> str:
 _IMPORTANCE_ORDER = {Importance.HIGH: 0, Importance.MEDIUM: 1, Importance.LOW: 2}
 
 
+def _reference_order(key: ConfigKey) -> tuple[bool, int, str]:
+    return (not key.required, _IMPORTANCE_ORDER[key.importance], key.name)
+
+
 def render_markdown() -> str:
     """The configuration reference, generated from CONFIG_KEYS (docs/configuration.md)."""
     lines = [
@@ -1536,11 +1602,28 @@ def render_markdown() -> str:
         "suggestions. Any other `producer.circuit.breaker.*` key is accepted and passed to the circuit",
         "breaker unvalidated.",
         "",
+        *_markdown_table(sorted(CONFIG_KEYS, key=_reference_order)),
+        "",
+        "## The default circuit breaker's keys",
+        "",
+        "Read by the default breaker (`producer.circuit.breaker.class` = `failure_rate`, KIP-693's",
+        "FailureRateCircuitBreaker) when the producer creates it; a bad value, or a",
+        "`producer.circuit.breaker.*` key it does not know, then fails with an error naming the key. The",
+        "producer itself passes them to whichever breaker is configured as they were given. They are not",
+        "attributes of the config; the snake_case spelling is accepted as a keyword.",
+        "",
+        *_markdown_table(CIRCUIT_BREAKER_KEYS),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _markdown_table(keys: Iterable[ConfigKey]) -> list[str]:
+    lines = [
         "| Key | Python name | Type | Default | Valid values | Importance | Description |",
         "|---|---|---|---|---|---|---|",
     ]
-    ordered = sorted(CONFIG_KEYS, key=lambda k: (not k.required, _IMPORTANCE_ORDER[k.importance], k.name))
-    for key in ordered:
+    for key in keys:
         doc = key.doc + (f" {key.note}" if key.note else "")
         if key.aliases:
             doc += " Also accepted as: " + ", ".join(f"`{a}`" for a in key.aliases) + "."
@@ -1554,8 +1637,7 @@ def render_markdown() -> str:
             doc.replace("|", "\\|"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from kproducer.circuit_breaker.manager import CircuitBreakManager
-from kproducer.circuit_breaker.policy import CONFIG_PREFIX, PRODUCER_OWNED_KEYS, ProducerStatusContext
+from kproducer.circuit_breaker.policy import (
+    CLASS_CONFIG,
+    CONFIG_PREFIX,
+    KEYED_REROUTE_CONFIG,
+    PRODUCER_OWNED_KEYS,
+    ProducerStatusContext,
+)
 from kproducer.circuit_breaker.sliding_window import SlidingWindow
 from kproducer.circuit_breaker.state import (
     REASON_CLOSED,
@@ -18,54 +24,45 @@ from kproducer.circuit_breaker.state import (
     REASON_PROBE_FAILED,
     REASON_PROBE_SUCCEEDED,
 )
+from kproducer.config import CIRCUIT_BREAKER_KEYS, ConfigKey, coerce
 from kproducer.errors import ConfigError, IllegalStateError, PartitionMutedError
 from kproducer.structs import TopicPartition
 
-_INT_MAX: Final = 2**31 - 1
+#: The settings' rows in the config table (type, default, range, doc), by key.
+_ROWS: Final[dict[str, ConfigKey]] = {k.name: k for k in CIRCUIT_BREAKER_KEYS}
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    field: str
-    kind: type
-    minimum: int = 0
-    maximum: int = _INT_MAX
-
-
-_KEYS: Final[dict[str, _Key]] = {
-    "trigger.message.count": _Key("trigger_message_count", int, 1),
-    "trigger.failure.perc": _Key("trigger_failure_perc", int, 1, 100),
-    "window.ms": _Key("window_ms", int, 1),
-    "mute.retry.interval": _Key("mute_retry_interval_ms", int, 0),
-    "enable.mute.inflight.full": _Key("enable_mute_inflight_full", bool),
-}
+def _setting(name: str) -> Any:
+    """A FailureRateConfig field read from ``producer.circuit.breaker.<name>``, with that row's default."""
+    key = CONFIG_PREFIX + name
+    return field(default=_ROWS[key].default, metadata={"key": key})
 
 
 @dataclass(frozen=True, slots=True)
 class FailureRateConfig:
     """The default breaker's settings (KIP-693, *Proposed Changes*), validated."""
 
-    trigger_message_count: int = 100
-    trigger_failure_perc: int = 50
-    window_ms: int = 10_000
-    mute_retry_interval_ms: int = 5_000
-    enable_mute_inflight_full: bool = False
+    trigger_message_count: int = _setting("trigger.message.count")
+    trigger_failure_perc: int = _setting("trigger.failure.perc")
+    window_ms: int = _setting("window.ms")
+    mute_retry_interval_ms: int = _setting("mute.retry.interval")
+    enable_mute_inflight_full: bool = _setting("enable.mute.inflight.full")
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, Any]) -> FailureRateConfig:
         """Read ``producer.circuit.breaker.*`` keys; other keys are left to their owners.
 
-        Values may be ints/bools or their string forms (properties files). Unknown keys
-        under the prefix raise ConfigError with close matches.
+        Values may be ints/bools or their string forms (properties files), checked against
+        the keys' rows in the config table. Unknown keys under the prefix raise ConfigError
+        with close matches.
         """
         values: dict[str, Any] = {}
         for key, raw in configs.items():
             if not isinstance(key, str) or not key.startswith(CONFIG_PREFIX) or key in PRODUCER_OWNED_KEYS:
                 continue
-            suffix = key[len(CONFIG_PREFIX) :]
-            spec = _KEYS.get(suffix)
-            if spec is None:
-                known = [CONFIG_PREFIX + k for k in (*_KEYS, "class", "keyed.reroute")]
+            row = _ROWS.get(key)
+            if row is None:
+                known = [k.name for k in CIRCUIT_BREAKER_KEYS] + [CLASS_CONFIG, KEYED_REROUTE_CONFIG]
                 import difflib  # only on this error path: it is slow to import
 
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
@@ -73,37 +70,15 @@ class FailureRateConfig:
                 raise ConfigError(
                     f"{key} is not a FailureRateCircuitBreaker config; known keys: {', '.join(known)}{hint}"
                 )
-            values[spec.field] = _parse_bool(key, raw) if spec.kind is bool else _parse_int(key, raw, spec)
+            values[_FIELDS[key]] = coerce(row, raw)
         return cls(**values)
 
 
-def _parse_int(key: str, raw: object, spec: _Key) -> int:
-    allowed = f"an integer in [{spec.minimum}, {spec.maximum}]"
-    if isinstance(raw, bool):
-        raise ConfigError(f"{key} must be {allowed}, got {raw!r}")
-    if isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, str):
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ConfigError(f"{key} must be {allowed}, got {raw!r}")
-    else:
-        raise ConfigError(f"{key} must be {allowed}, got {type(raw).__name__} {raw!r}")
-    if not spec.minimum <= value <= spec.maximum:
-        raise ConfigError(f"{key} must be {allowed}, got {value}")
-    return value
+#: Which field each key fills.
+_FIELDS: Final[dict[str, str]] = {f.metadata["key"]: f.name for f in fields(FailureRateConfig)}
 
 
-def _parse_bool(key: str, raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise ConfigError(f"{key} must be a boolean (true or false), got {raw!r}")
-
-
-# ---------------------------------------------------------------- default policy
+# ---------------------------------------------------------------- the policy
 
 
 class FailureRateCircuitBreaker:
