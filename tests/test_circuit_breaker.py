@@ -770,6 +770,8 @@ def test_resolve_propagates_config_errors() -> None:
         ("failure_rat", "did you mean 'failure_rate'"),
         ("no_such_module_xyz:Breaker", "cannot import"),
         ("kproducer.circuit_breaker:Missing", "cannot import"),
+        ("kproducer.", "must be"),
+        (":Breaker", "must be"),
         (f"{__name__}:NotABreaker", "must be"),
         (f"{__name__}:NeedsArgs", "cannot instantiate"),
         (42, "must be"),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any, Final
 
 from kproducer.circuit_breaker.failure_rate import FailureRateCircuitBreaker
 from kproducer.circuit_breaker.policy import CLASS_CONFIG, PartitionCircuitBreaker
+from kproducer.common.loader import load_object, split_path
 from kproducer.errors import ConfigError
 
 _ALIASES: Final[dict[str, type[FailureRateCircuitBreaker]]] = {
@@ -50,22 +50,16 @@ def resolve_circuit_breaker(
 
 
 def _import(name: str) -> object:
-    if ":" in name:
-        module_name, _, attr_path = name.partition(":")
-    elif "." in name:
-        module_name, _, attr_path = name.rpartition(".")
-    else:
+    if ":" not in name and "." not in name:
         import difflib
 
         close = difflib.get_close_matches(name, list(_ALIASES), n=2, cutoff=0.6)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {name!r}{hint}")
+    module_name, attr_path = split_path(name)
     if not module_name or not attr_path:
         raise ConfigError(f"{CLASS_CONFIG} must be {_ALLOWED}; got {name!r}")
     try:
-        obj: object = importlib.import_module(module_name)
-        for part in attr_path.split("."):
-            obj = getattr(obj, part)
+        return load_object(name)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{CLASS_CONFIG}: cannot import {name!r} ({exc}); expected {_ALLOWED}")
-    return obj
