@@ -124,3 +124,22 @@ def test_dict_headers_and_str_values_are_sent(tansu: EmbeddedBroker, topic_name:
         [("trace", b"abc"), ("raw", b"\x00"), ("none", None)],
         [("k", b"x"), ("k", b"y")],
     ]
+
+
+def test_partitions_for_timeout_bounds_that_call_only(producer: Producer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """partitions_for(timeout=...) never changes the producer's max.block.ms for its wait, which a
+    send() on another thread would then use as its own budget."""
+    from kproducer.errors import KafkaTimeoutError
+
+    md = producer._metadata
+    seen: list[int] = []
+    wait = md.await_update
+
+    def spy(version: int, timeout_s: float | None) -> bool:
+        seen.append(producer._max_block_ms)
+        return wait(version, timeout_s)
+
+    monkeypatch.setattr(md, "await_update", spy)
+    with pytest.raises(KafkaTimeoutError, match=r"'t' not present in metadata after 50 ms"):
+        producer.partitions_for("t", timeout=0.05)
+    assert seen and set(seen) == {200}
