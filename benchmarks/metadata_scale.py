@@ -343,7 +343,7 @@ def main() -> None:
         raise SystemExit(f"--write ({args.write}) must not exceed --topics ({args.topics})")
 
     from kproducer.admin import create_topics
-    from kproducer.spark.embedded_broker import start_embedded_broker
+    from kproducer.embedded_broker import start_embedded_broker
 
     proxy_port = _free_port()
     broker = start_embedded_broker(advertised_port=proxy_port)

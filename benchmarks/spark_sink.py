@@ -147,8 +147,8 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     from kproducer.admin import create_topics
+    from kproducer.embedded_broker import start_embedded_broker
     from kproducer.spark import register, write_to_kafka
-    from kproducer.spark.embedded_broker import start_embedded_broker
 
     spark = (
         SparkSession.builder.master("local[2]")

@@ -40,7 +40,7 @@ def run_tls_comparison(args: argparse.Namespace, cell_for: Callable[[int, int, s
     from benchmarks import compare
     from tests.support.tls import Stunnel, make_certificates
 
-    from kproducer.spark.embedded_broker import free_port, start_embedded_broker
+    from kproducer.embedded_broker import free_port, start_embedded_broker
 
     # compare.py's --workloads default is the pair: 1M x 100 B and 200k x 1 KB.
     cells = [

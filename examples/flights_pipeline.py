@@ -224,7 +224,7 @@ def broker() -> Iterator[str]:
         print(f"broker: {external} (KAFKA_BOOTSTRAP_SERVERS)")
         yield external
         return
-    from kproducer.spark.embedded_broker import start_embedded_broker
+    from kproducer.embedded_broker import start_embedded_broker
 
     b = start_embedded_broker()
     print(f"broker: embedded Tansu on {b.bootstrap}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kproducer.spark.embedded_broker import EmbeddedBroker, start_embedded_broker
+from kproducer.embedded_broker import EmbeddedBroker, start_embedded_broker
 
 _names = itertools.count()
 

@@ -15,8 +15,8 @@ import pytest
 
 import kproducer
 from kproducer import cli, perf
+from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import NotEnoughReplicasError
-from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import ConfigError
 from kproducer.metrics.reporters import (
     OpenTelemetryReporter,
@@ -18,7 +19,6 @@ from kproducer.metrics.reporters import (
 from kproducer.producer import Producer
 from kproducer.spark import write_to_kafka
 from kproducer.spark.contract import parse_options
-from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic
 from tests.test_spark_sink import spark  # noqa: F401  (the session's local[2] Spark, shared)
 

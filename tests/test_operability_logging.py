@@ -19,10 +19,10 @@ import pytest
 
 import kproducer
 from kproducer import producer as producer_module
+from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kproducer.failure_log import FailureLog, describe_error, logging_configured, warn_data_loss
 from kproducer.producer import Producer
-from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.mock_cluster import MockCluster
 from tests.support.readback import read_topic
 

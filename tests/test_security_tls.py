@@ -17,8 +17,8 @@ import pytest
 
 from kproducer import Producer
 from kproducer.config import ProducerConfig
+from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import ConfigError, KafkaTimeoutError, SslAuthenticationError
-from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.mock_cluster import start_mock_cluster
 from tests.support.readback import read_topic
 from tests.support.secured import TlsBroker

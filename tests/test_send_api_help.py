@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import InvalidTopicError
 from kproducer.producer import Producer
 from kproducer.record import native
-from kproducer.spark.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic, read_topic
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from kproducer.embedded_broker import EmbeddedBroker, start_embedded_broker
 from kproducer.errors import KafkaError
 from kproducer.partitioner import partition_for_key
 from kproducer.producer import Producer
@@ -22,7 +23,6 @@ from kproducer.spark import datasource as ds
 from kproducer.spark.cache import ProducerCache
 from kproducer.spark.commit import TaskCommit
 from kproducer.spark.contract import parse_options, validate_schema
-from kproducer.spark.embedded_broker import EmbeddedBroker, start_embedded_broker
 from tests.support.readback import create_topic, read_topic
 
 H_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kproducer.spark.embedded_broker import EmbeddedBroker
+from kproducer.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic, read_topic
 from tests.support.txn_reader import read_topic_transactional
 

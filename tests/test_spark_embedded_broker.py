@@ -1,10 +1,10 @@
-"""The one Tansu starter (kproducer.spark.embedded_broker), as the tests, examples and benchmarks use it."""
+"""The one Tansu starter (kproducer.embedded_broker), as the tests, examples and benchmarks use it."""
 
 from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
+from kproducer.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
 from tests.support import tansu as support
 
 
@@ -27,3 +27,10 @@ def test_default_advertises_its_own_port(tansu: EmbeddedBroker) -> None:
     assert tansu.advertised_port == tansu.port
     md = AdminClient({"bootstrap.servers": tansu.bootstrap}).list_topics(timeout=10)
     assert {b.port for b in md.brokers.values()} == {tansu.port}
+
+
+def test_the_former_spark_import_path_names_the_same_starter() -> None:
+    from kproducer.spark import embedded_broker as former
+
+    assert former.start_embedded_broker is start_embedded_broker
+    assert former.EmbeddedBroker is EmbeddedBroker and former.free_port is free_port

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kproducer.spark.embedded_broker import EmbeddedBroker
+from kproducer.embedded_broker import EmbeddedBroker
 from tests.support.readback import create_topic
 from tests.support.txn_reader import TopicView, read_topic_transactional
 

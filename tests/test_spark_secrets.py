@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kproducer.spark.embedded_broker import EmbeddedBroker
+from kproducer.embedded_broker import EmbeddedBroker
 
 SECRET = "pw-spark-secret-"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from kproducer.embedded_broker import EmbeddedBroker, start_embedded_broker
 from kproducer.spark import read_summaries, register, sink_options, write_to_kafka
-from kproducer.spark.embedded_broker import EmbeddedBroker, start_embedded_broker
 from tests.support.readback import create_topic, read_topic
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kproducer.spark.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
+from kproducer.embedded_broker import EmbeddedBroker, free_port, start_embedded_broker
 from tests.support.sasl_front import SaslFront
 from tests.support.tls import Certificates, Stunnel
 

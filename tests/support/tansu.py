@@ -1,4 +1,4 @@
-"""The tests' names for the library's Tansu starter, :mod:`kproducer.spark.embedded_broker`.
+"""The tests' names for the library's Tansu starter, :mod:`kproducer.embedded_broker`.
 
 There is one copy of the code that starts Tansu (the examples, benchmarks and
 tests share it); this module only keeps the names older test modules import.
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kproducer.spark.embedded_broker import EmbeddedBroker as TansuBroker
-from kproducer.spark.embedded_broker import free_port, tansu_binary
-from kproducer.spark.embedded_broker import start_embedded_broker as start_tansu
+from kproducer.embedded_broker import EmbeddedBroker as TansuBroker
+from kproducer.embedded_broker import free_port, tansu_binary
+from kproducer.embedded_broker import start_embedded_broker as start_tansu
 
 __all__ = ["TansuBroker", "free_port", "start_tansu", "tansu_binary", "tansu_unless"]
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kproducer.spark.embedded_broker import free_port
+from kproducer.embedded_broker import free_port
 
 __all__ = ["Certificates", "Stunnel", "make_certificates", "stunnel_binary"]
 
