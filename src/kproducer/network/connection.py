@@ -10,7 +10,6 @@ NetworkClient decides when to connect, time out and back off.
 
 from __future__ import annotations
 
-import enum
 import logging
 import random
 import struct
@@ -22,6 +21,7 @@ from typing import Any
 from kproducer import __version__
 from kproducer.errors import AuthenticationError, KafkaError, SslAuthenticationError, error_for_code
 from kproducer.network import protocol
+from kproducer.network.connection_states import ConnectionState, transition
 from kproducer.network.protocol import ApiKey, Buffer, ProtocolError
 
 __all__ = [
@@ -49,14 +49,6 @@ class AuthenticationFailed(ProtocolError):
     def __init__(self, error: KafkaError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-class ConnectionState(enum.Enum):
-    DISCONNECTED = "disconnected"
-    CONNECTING = "connecting"
-    CHECKING_API_VERSIONS = "checking_api_versions"
-    AUTHENTICATING = "authenticating"
-    READY = "ready"
 
 
 @dataclass(slots=True)
@@ -141,12 +133,12 @@ class KafkaConnection:
     # ------------------------------------------------------------- lifecycle
     def start_connect(self, now: int) -> None:
         self._reset()
-        self.state = ConnectionState.CONNECTING
+        self._move(ConnectionState.CONNECTING)
         self.last_activity_ms = now
 
     def connection_made(self, now: int) -> None:
         """The transport is up: ask for the broker's API versions before anything else."""
-        self.state = ConnectionState.CHECKING_API_VERSIONS
+        self._move(ConnectionState.CHECKING_API_VERSIONS)
         self.last_activity_ms = now
         self._send_api_versions(self.client_versions[ApiKey.API_VERSIONS][1], now)
 
@@ -155,8 +147,11 @@ class KafkaConnection:
         pending = [r for r in self.in_flight if not r.internal]
         self.error = error
         self._reset()
-        self.state = ConnectionState.DISCONNECTED
+        self._move(ConnectionState.DISCONNECTED)
         return pending
+
+    def _move(self, target: ConnectionState) -> None:
+        self.state = transition(self.state, target, self.node_id)
 
     def _reset(self) -> None:
         self.in_flight.clear()
@@ -373,7 +368,7 @@ class KafkaConnection:
             self.api_versions = protocol.negotiate(broker, self.client_versions)
             logger.debug("node %s: negotiated %s", self.node_id, self.api_versions)
             if self._authenticator_factory is None:
-                self.state = ConnectionState.READY
+                self._move(ConnectionState.READY)
                 return
             if (
                 ApiKey.SASL_HANDSHAKE not in self.api_versions
@@ -382,7 +377,7 @@ class KafkaConnection:
                 raise ProtocolError(
                     f"node {self.node_id} does not support SaslHandshake v1 / SaslAuthenticate"
                 )
-            self.state = ConnectionState.AUTHENTICATING
+            self._move(ConnectionState.AUTHENTICATING)
             self._send_sasl_handshake(now)
         elif head.api_key == ApiKey.SASL_HANDSHAKE:
             code = int(body.error_code)
@@ -443,7 +438,7 @@ class KafkaConnection:
                 self.reauthentications += 1
                 logger.debug("node %s: re-authenticated; next session ends in %d ms", self.node_id, lifetime_ms)
             self._authenticator = None
-            self.state = ConnectionState.READY
+            self._move(ConnectionState.READY)
 
     def _send_sasl_handshake(self, now: int) -> None:
         hs = protocol.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism=self.sasl_mechanism)

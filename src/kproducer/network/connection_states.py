@@ -1,0 +1,229 @@
+"""Connection states: the one enum, its allowed transitions, and the per-node bookkeeping.
+
+Modelled on the Java client's ``ConnectionState`` and ``ClusterConnectionStates``. A broker
+connection moves DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> (AUTHENTICATING ->)
+READY, and back to DISCONNECTED from any state. Both the sans-I/O ``KafkaConnection`` and the
+``NetworkClient``'s view of each node move through :func:`transition`, so an impossible move
+(READY straight from CONNECTING, say) fails loudly instead of leaving two copies of the state
+disagreeing.
+
+A repeated state is allowed where the protocol repeats a phase: a SASL exchange of several
+round trips stays AUTHENTICATING, a KIP-368 re-authentication completes on a READY connection,
+and a connection attempt that fails before it starts (an unresolvable name) is DISCONNECTED
+again.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from kproducer.errors import AuthenticationError, IllegalStateError
+
+if TYPE_CHECKING:
+    from kproducer.network.connection import KafkaConnection
+
+__all__ = ["ClusterConnectionStates", "ConnectionState", "NodeState", "describe_node", "transition"]
+
+# The NetworkClient's log lines keep its logger name, which operators filter on.
+logger = logging.getLogger("kproducer.network.client")
+
+
+class _Backoff(Protocol):
+    initial_ms: int
+    max_ms: int
+
+    def backoff(self, attempts: int) -> int: ...
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    CHECKING_API_VERSIONS = "checking_api_versions"
+    AUTHENTICATING = "authenticating"
+    READY = "ready"
+
+
+_D, _C, _V, _A, _R = (
+    ConnectionState.DISCONNECTED,
+    ConnectionState.CONNECTING,
+    ConnectionState.CHECKING_API_VERSIONS,
+    ConnectionState.AUTHENTICATING,
+    ConnectionState.READY,
+)
+# From each state, the states it may move to.
+_ALLOWED: dict[ConnectionState, frozenset[ConnectionState]] = {
+    _D: frozenset({_C, _D}),
+    _C: frozenset({_V, _D}),
+    _V: frozenset({_A, _R, _D}),
+    _A: frozenset({_A, _R, _D}),
+    _R: frozenset({_R, _D}),
+}
+
+# The states of a connection that is being set up (socket, TLS handshake, ApiVersions, SASL).
+SETTING_UP = frozenset({_C, _V, _A})
+
+
+def transition(current: ConnectionState, target: ConnectionState, node_id: int) -> ConnectionState:
+    """``target``, if a connection in ``current`` may move there; IllegalStateError otherwise."""
+    if target not in _ALLOWED[current]:
+        raise IllegalStateError(
+            f"connection to node {node_id} cannot move from {current.value} to {target.value}"
+        )
+    return target
+
+
+@dataclass(slots=True)
+class NodeState:
+    """What the NetworkClient knows of one node's connection (Java's NodeConnectionState)."""
+
+    node_id: int
+    # Resolved (family, sockaddr) pairs, used in turn; emptied once used up, so resolved again.
+    addresses: list[tuple[int, tuple[str, int]]] = field(default_factory=list)
+    address_index: int = 0
+    host: str = ""
+    port: int = 0
+    conn: KafkaConnection | None = None
+    state: ConnectionState = ConnectionState.DISCONNECTED
+    failed_attempts: int = 0
+    last_attempt_ms: int = -1
+    reconnect_backoff_ms: int = 0
+    setup_timeout_ms: int = 0
+    current_address: str = ""
+    last_address: tuple[int, tuple[str, int]] | None = None
+    # Since when every connection attempt has failed (-1: reachable, or not tried yet); an operator
+    # gets one WARNING when this starts and one when it ends, not one per attempt.
+    unreachable_since_ms: int = -1
+
+    def next_address(
+        self, resolve: Callable[[], list[tuple[int, tuple[str, int]]]]
+    ) -> tuple[int, tuple[str, int]] | None:
+        """The address for this connection attempt: each in turn, then ``resolve()`` the name again.
+
+        As Java's ClusterConnectionStates: after a fresh resolution the address tried last is
+        skipped when there is another one, so a dead address is not tried twice in a row.
+        """
+        if not self.addresses:
+            self.addresses = resolve()
+            self.address_index = 0
+            if not self.addresses:
+                return None
+            if len(self.addresses) > 1 and self.addresses[0] == self.last_address:
+                self.address_index = 1
+        chosen = self.addresses[self.address_index]
+        self.last_address = chosen
+        self.address_index += 1
+        if self.address_index >= len(self.addresses):
+            self.addresses = []
+        return chosen
+
+
+class ClusterConnectionStates:
+    """Every node's NodeState with its reconnect backoff and connection setup timeout (both
+    exponential, as Java's), and a version bumped on each state change (a cache key for answers
+    computed from all connections, such as the usable record format)."""
+
+    __slots__ = ("nodes", "version", "_reconnect", "_setup_timeout")
+
+    def __init__(self, reconnect: _Backoff, setup_timeout: _Backoff) -> None:
+        self.nodes: dict[int, NodeState] = {}
+        self.version = 0
+        self._reconnect = reconnect
+        self._setup_timeout = setup_timeout
+
+    def move(self, st: NodeState, target: ConnectionState) -> None:
+        """Move a node's connection to ``target`` (checked by :func:`transition`)."""
+        st.state = transition(st.state, target, st.node_id)
+        self.version += 1
+
+    def connecting(self, st: NodeState) -> None:
+        """A connection attempt started: its setup timeout grows with the failed attempts before it."""
+        self.move(st, ConnectionState.CONNECTING)
+        st.setup_timeout_ms = self._setup_timeout.backoff(st.failed_attempts)
+
+    def ready(self, st: NodeState, now: int) -> None:
+        """Connected and authenticated: the failed attempts (and the backoff they grew) are forgotten."""
+        self.move(st, ConnectionState.READY)
+        if st.unreachable_since_ms >= 0:
+            logger.warning(
+                "%s is reachable again after %.1f s and %d failed connection attempts",
+                describe_node(st),
+                (now - st.unreachable_since_ms) / 1000.0,
+                st.failed_attempts,
+            )
+            st.unreachable_since_ms = -1
+        st.failed_attempts = 0
+
+    def disconnected(
+        self,
+        st: NodeState,
+        now: int,
+        reason: str,
+        error: Exception | None,
+        record_failure: Callable[[str, str], None],
+    ) -> None:
+        """The connection is closed: schedule the reconnect backoff; a failed attempt goes to
+        ``record_failure(address, reason)`` and is logged once per unreachable period."""
+        was_ready = st.state is ConnectionState.READY
+        if st.state in (ConnectionState.CHECKING_API_VERSIONS, ConnectionState.AUTHENTICATING, ConnectionState.READY):
+            # It had connected: resolve the name again next time, its addresses may have changed (as Java).
+            st.addresses = []
+        self.move(st, ConnectionState.DISCONNECTED)
+        if was_ready:
+            st.failed_attempts = 0
+        st.reconnect_backoff_ms = self._reconnect.backoff(st.failed_attempts)
+        st.failed_attempts += 1
+        if was_ready:
+            logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
+            return
+        record_failure(st.current_address or f"{st.host}:{st.port}", reason)
+        if st.unreachable_since_ms < 0:
+            st.unreachable_since_ms = now
+            logger.warning(
+                "%s %s: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
+                describe_node(st),
+                "refused this client" if isinstance(error, AuthenticationError) else "is unreachable",
+                reason,
+                self._reconnect.max_ms,
+            )
+        else:
+            logger.debug("%s still unreachable: %s", describe_node(st), reason)
+
+    def is_ready(self, node_id: int) -> bool:
+        st = self.nodes.get(node_id)
+        return st is not None and st.state is ConnectionState.READY
+
+    def is_connecting(self, node_id: int) -> bool:
+        st = self.nodes.get(node_id)
+        return st is not None and st.state in SETTING_UP
+
+    def can_connect(self, st: NodeState, now: int) -> bool:
+        """Disconnected, and its reconnect backoff over (or never tried)."""
+        return st.state is ConnectionState.DISCONNECTED and (
+            st.last_attempt_ms < 0 or now - st.last_attempt_ms >= st.reconnect_backoff_ms
+        )
+
+    def connection_delay(self, node_id: int, now: int) -> int:
+        """Milliseconds before a connection attempt to the node is allowed (0 = now)."""
+        st = self.nodes.get(node_id)
+        if st is None or st.last_attempt_ms < 0:
+            return 0
+        if st.state is ConnectionState.DISCONNECTED:
+            return max(0, st.last_attempt_ms + st.reconnect_backoff_ms - now)
+        return 2**62
+
+    def is_connection_failed(self, node_id: int) -> bool:
+        st = self.nodes.get(node_id)
+        return st is not None and st.state is ConnectionState.DISCONNECTED and st.failed_attempts > 0
+
+
+def describe_node(st: NodeState) -> str:
+    """``broker 1 (10.0.0.5:9092)`` or, before metadata named it, ``bootstrap server kafka:9092 (10.0.0.5:9092)``."""
+    address = st.current_address or f"{st.host}:{st.port}"
+    if st.node_id < 0:
+        name = f"{st.host}:{st.port}" if st.host else address
+        return f"bootstrap server {name}" + (f" ({address})" if address != name else "")
+    return f"broker {st.node_id} ({address})"
