@@ -36,7 +36,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-__all__ = ["FrameBoundsError", "check_response_bounds"]
+__all__ = ["FrameBoundsError", "check_response_bounds", "read_uvarint", "skip_tagged_fields"]
 
 # A step takes (buffer, offset) and returns the offset after its field.
 _Step = Callable[[memoryview, int], int]
@@ -79,28 +79,38 @@ def _need(buf: memoryview, pos: int, size: int, what: str) -> int:
     return pos + size
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview, pos: int, error: type[Exception] = FrameBoundsError) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` (compact lengths, tags): (value, offset after it); ``error``
+    names a truncated or over-long one (the protocol parser's own error class, or FrameBoundsError)."""
     value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameBoundsError(f"varint longer than 5 bytes at byte {pos}")
+    try:
+        while True:
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value, pos
+            shift += 7
+            if shift > 28:
+                raise error("varint longer than 5 bytes")
+    except IndexError:
+        raise error("truncated varint") from None
 
 
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    if buf[pos] == 0:  # the usual case: no tagged fields
+def skip_tagged_fields(buf: memoryview, pos: int, error: type[Exception] = FrameBoundsError) -> int:
+    """The offset after the tagged-field section at ``pos`` (flexible versions): each field is
+    skipped by its declared size, which must fit in the frame."""
+    if pos < len(buf) and buf[pos] == 0:  # the usual case: no tagged fields
         return pos + 1
-    count, pos = _uvarint(buf, pos)
-    _need(buf, pos, count, "tagged-field count")
+    count, pos = read_uvarint(buf, pos, error)
+    if count > len(buf) - pos:  # a field takes at least two bytes: a corrupt count, not a long loop
+        raise error("truncated tagged field")
     for _ in range(count):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos = _need(buf, pos, size, "tagged field")
+        _tag, pos = read_uvarint(buf, pos, error)
+        size, pos = read_uvarint(buf, pos, error)
+        pos += size
+        if pos > len(buf):
+            raise error("truncated tagged field")
     return pos
 
 
@@ -112,7 +122,7 @@ def _array_count(flexible: bool) -> Callable[[memoryview, int], tuple[int, int]]
             b = buf[pos]
             if b < 0x80:  # one-byte varint: arrays of fewer than 127 elements
                 return b - 1, pos + 1
-            n, pos = _uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
             return n - 1, pos
 
         return compact
@@ -132,7 +142,7 @@ def _primitive_step(kafka_type: str, flexible: bool) -> _Step:
     if flexible:
 
         def compact(buf: memoryview, pos: int) -> int:
-            n, pos = _uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
             return pos if n == 0 else _need(buf, pos, n - 1, kafka_type)
 
         return compact
@@ -204,7 +214,7 @@ def _entity_step(cls: type) -> _Step:
         def flexible_entity(buf: memoryview, pos: int) -> int:
             for step in steps:
                 pos = step(buf, pos)
-            return _skip_tagged_fields(buf, pos)
+            return skip_tagged_fields(buf, pos)
 
         return flexible_entity
 

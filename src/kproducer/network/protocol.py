@@ -46,7 +46,7 @@ def _import_kio_serial() -> Any:
 
 _kio_serial = _import_kio_serial()
 # After kio.serial, so that kio's schema introspection finds its phantom types already imported.
-from kproducer.network.bounds import check_response_bounds  # noqa: E402
+from kproducer.network.bounds import check_response_bounds, read_uvarint, skip_tagged_fields  # noqa: E402
 
 entity_reader = _kio_serial.entity_reader
 entity_writer = _kio_serial.entity_writer
@@ -188,33 +188,6 @@ _PRODUCE_PART = (struct.Struct(">ihq"), struct.Struct(">ihqq"), struct.Struct(">
 _NO_ERRORS_NO_TAGS = b"\x01\x00\x00"
 
 
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtocolError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint longer than 5 bytes")
-
-
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise ProtocolError("truncated tagged field")
-    return pos
-
-
 def _legacy_string(s: str | None) -> bytes:
     if s is None:
         return b"\xff\xff"
@@ -253,7 +226,7 @@ def decode_response_header(header_version: int, buf: memoryview) -> tuple[int, i
     (correlation_id,) = _I32.unpack_from(buf, 0)
     pos = 4
     if header_version >= 1:
-        pos = _skip_tagged_fields(buf, pos)
+        pos = skip_tagged_fields(buf, pos, ProtocolError)
     return correlation_id, pos
 
 
@@ -439,7 +412,7 @@ class _Reader:
 
     def array_len(self) -> int:
         if self.flexible:
-            n, self.pos = _read_uvarint(self.buf, self.pos)
+            n, self.pos = read_uvarint(self.buf, self.pos, ProtocolError)
             n -= 1
         else:
             n = self.i32()
@@ -449,7 +422,7 @@ class _Reader:
 
     def string(self) -> str | None:
         if self.flexible:
-            n, self.pos = _read_uvarint(self.buf, self.pos)
+            n, self.pos = read_uvarint(self.buf, self.pos, ProtocolError)
             n -= 1
         else:
             n = self.i16()
@@ -462,7 +435,7 @@ class _Reader:
 
     def tags(self) -> None:
         if self.flexible:
-            self.pos = _skip_tagged_fields(self.buf, self.pos)
+            self.pos = skip_tagged_fields(self.buf, self.pos, ProtocolError)
 
 
 def parse_produce_response(
@@ -593,11 +566,15 @@ def build_end_txn_request(
     version: int, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
 ) -> Any:
     """EndTxn: commit (``committed``) or abort; the same fields in every version up to 4."""
-    return request_class(ApiKey.END_TXN, version)(
-        transactional_id=transactional_id,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        committed=committed,
+    return _txn_request(ApiKey.END_TXN, version, transactional_id, producer_id, producer_epoch, committed=committed)
+
+
+def _txn_request(
+    api_key: ApiKey, version: int, transactional_id: str, producer_id: int, producer_epoch: int, **fields: Any
+) -> Any:
+    """A transaction request: the transactional id, producer id and epoch every one carries, and its own fields."""
+    return request_class(api_key, version)(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, **fields
     )
 
 
@@ -627,11 +604,8 @@ def build_add_offsets_to_txn_request(
     version: int, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
 ) -> Any:
     """AddOffsetsToTxn: put the group's offsets topic partition into the transaction."""
-    return request_class(ApiKey.ADD_OFFSETS_TO_TXN, version)(
-        transactional_id=transactional_id,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        group_id=group_id,
+    return _txn_request(
+        ApiKey.ADD_OFFSETS_TO_TXN, version, transactional_id, producer_id, producer_epoch, group_id=group_id
     )
 
 
@@ -664,15 +638,12 @@ def build_txn_offset_commit_request(
             kw["committed_leader_epoch"] = -1
         by_topic.setdefault(tp.topic, []).append(part_cls(**kw))
     kwargs: dict[str, Any] = {
-        "transactional_id": transactional_id,
         "group_id": group_id,
-        "producer_id": producer_id,
-        "producer_epoch": producer_epoch,
         "topics": tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
     }
     if version >= 3:
         kwargs.update(generation_id=generation_id, member_id=member_id, group_instance_id=group_instance_id)
-    return cls(**kwargs)
+    return _txn_request(ApiKey.TXN_OFFSET_COMMIT, version, transactional_id, producer_id, producer_epoch, **kwargs)
 
 
 def txn_offset_commit_errors(response: Any) -> dict[TopicPartition, int]:
