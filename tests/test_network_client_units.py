@@ -519,7 +519,7 @@ def test_canonical_lookup_expands_each_address_to_its_host_name(
     c = _client("alias.test:9092", client_dns_lookup="resolve_canonical_bootstrap_servers_only")
     try:
         assert [n.address for n in c._bootstrap] == ["b1.test:9092", "b2.test:9092", "10.0.0.3:9092"]
-        assert [n.address for n in c._known_nodes()] == ["b1.test:9092", "b2.test:9092", "10.0.0.3:9092"]
+        assert [n.address for n in c.known_nodes()] == ["b1.test:9092", "b2.test:9092", "10.0.0.3:9092"]
         # Then as use_all_dns_ips: every address of a canonical name is tried in turn.
         assert _attempts(c, -1, 3, monkeypatch) == ["10.0.0.1:9092", "10.0.1.1:9092", "10.0.0.1:9092"]
     finally:

@@ -198,8 +198,6 @@ class NetworkClient:
         nodes = list(self.metadata.cluster.nodes.values())
         return nodes if nodes else list(self._bootstrap)
 
-    _known_nodes = known_nodes
-
     def _node(self, node_id: int) -> Node | None:
         n = self.metadata.cluster.node(node_id)
         if n is not None:
