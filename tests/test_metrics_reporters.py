@@ -140,6 +140,34 @@ def test_unknown_reporter_is_a_config_error_naming_the_choices() -> None:
     assert "metric.reporters" in str(info.value) and "prometheus, opentelemetry" in str(info.value)
 
 
+class _ConfiguredReporter:
+    """A user's reporter, named in metric.reporters by its dotted path."""
+
+    def __init__(self) -> None:
+        self.configs: dict[str, Any] = {}
+
+    def configure(self, configs: dict[str, Any]) -> None:
+        self.configs = configs
+
+    def init(self, metrics: Any, client_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_reporter_named_by_dotted_path_is_loaded_and_configured_and_a_missing_one_is_named() -> None:
+    from kproducer.metrics.reporters import resolve_reporters
+
+    (reporter,) = resolve_reporters([f"{__name__}:_ConfiguredReporter"], {"client.id": "c"})
+    assert isinstance(reporter, _ConfiguredReporter) and reporter.configs == {"client.id": "c"}
+    with pytest.raises(ConfigError) as info:
+        resolve_reporters([f"{__name__}:NoSuchReporter"], {})
+    message = str(info.value)
+    assert message.startswith(f"metric.reporters: cannot load '{__name__}:NoSuchReporter' (")
+    assert "NoSuchReporter" in message.split("(", 1)[1] and "'module:Name' path" in message
+
+
 def test_spark_sink_turns_reporters_on_through_kafka_options() -> None:
     opts = parse_options(
         {

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from kproducer.common import monotonic_ms
 from kproducer.metrics.stats import MetricConfig, Stat
 
 __all__ = ["PRODUCER_GROUP", "MetricName", "Metrics", "MetricsProvider", "Sensor"]
@@ -34,10 +34,6 @@ _LEVELS = {"INFO": 0, "DEBUG": 1, "TRACE": 2}
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +178,7 @@ class Metrics:
         level = recording_level.upper()
         if level not in _LEVELS:
             raise ValueError(f"recording_level must be one of {', '.join(_LEVELS)}, got {recording_level!r}")
-        self.clock_ms: Callable[[], int] = clock_ms if clock_ms is not None else _monotonic_ms
+        self.clock_ms: Callable[[], int] = clock_ms if clock_ms is not None else monotonic_ms
         self.config = MetricConfig(sample_window_ms=sample_window_ms, num_samples=num_samples)
         self.recording_level = level
         self._lock = threading.Lock()

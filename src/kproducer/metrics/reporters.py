@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
+from kproducer.common import load_object
 from kproducer.errors import ConfigError
 from kproducer.metrics.registry import PRODUCER_GROUP, MetricName, Metrics
 from kproducer.metrics.topic_metrics import PRODUCER_TOPIC_GROUP
@@ -344,8 +345,6 @@ _BUILT_IN: dict[str, type] = {"prometheus": PrometheusReporter, "opentelemetry":
 
 def resolve_reporters(specs: Iterable[Any], configs: dict[str, Any]) -> list[MetricsReporter]:
     """``metric.reporters`` entries: ``prometheus``, ``opentelemetry``, a 'module:Name' path, a class or an instance."""
-    from kproducer.config import resolve_object
-
     out: list[MetricsReporter] = []
     for spec in specs:
         obj = spec
@@ -353,7 +352,7 @@ def resolve_reporters(specs: Iterable[Any], configs: dict[str, Any]) -> list[Met
             obj = _BUILT_IN.get(spec.lower())
             if obj is None:
                 try:
-                    obj = resolve_object(spec)
+                    obj = load_object(spec)
                 except (ImportError, AttributeError, ValueError) as e:
                     raise ConfigError(
                         f"metric.reporters: cannot load {spec!r} ({e}); use prometheus, opentelemetry, "
