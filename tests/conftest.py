@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,3 +57,25 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.support.tls import make_certificates
 
     return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] session for every Spark test; workers run this interpreter (it has kproducer)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from kproducer.spark import register
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kproducer-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()

@@ -19,68 +19,23 @@ from kproducer.partitioner import BuiltInPartitioner
 from kproducer.record.builder import MemoryRecordsBuilder
 from kproducer.record.reader import read_batches
 from kproducer.structs import Node, PartitionInfo, TopicPartition
-
-BATCH = 1024
-MEMORY = 64 * BATCH
-LINGER = 10
-VALUE = b"v" * 100  # about 110 bytes a record: ~8 records per batch
-
-
-class Clock:
-    def __init__(self, now: int = 10_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def make_cluster(partitions: int = 4, nodes: int = 2, topic: str = "t", leaders: dict[int, int] | None = None) -> Cluster:
-    node_list = [Node(i, "localhost", 9092 + i) for i in range(nodes)]
-    parts = []
-    for p in range(partitions):
-        leader = (leaders or {}).get(p, p % nodes)
-        parts.append(PartitionInfo(topic, p, leader))
-    return Cluster(node_list, parts)
-
-
-def make_acc(clock: Clock, **kw: Any) -> RecordAccumulator:
-    pool = kw.pop("buffer_pool", None) or BufferPool(kw.pop("memory", MEMORY), kw.get("batch_size", BATCH))
-    kw.setdefault("batch_size", BATCH)
-    kw.setdefault("linger_ms", LINGER)
-    kw.setdefault("retry_backoff_ms", 100)
-    kw.setdefault("retry_backoff_max_ms", 1000)
-    kw.setdefault("retry_backoff_jitter", 0.0)
-    kw.setdefault("delivery_timeout_ms", 120_000)
-    kw.setdefault("partitioner_factory", lambda topic, size: BuiltInPartitioner(topic, size, random.Random(7)))
-    return RecordAccumulator(buffer_pool=pool, clock_ms=clock, **kw)
-
-
-def append(acc: RecordAccumulator, partition: int, clock: Clock, value: bytes = VALUE, cb: Any = None, topic: str = "t") -> RecordFuture:
-    result = acc.append(topic, partition, clock.now, b"key", value, None, cb, 0, False, clock.now, None)
-    assert result.future is not None
-    return result.future
-
-
-def complete_all(acc: RecordAccumulator, cluster: Cluster, clock: Clock) -> None:
-    """Drain everything, succeed it and give the memory back; then the pool must be whole again."""
-    acc.begin_flush()
-    for _ in range(1000):
-        drained = acc.drain(cluster, set(cluster.nodes), 10**9, clock.now)
-        batches = [b for lst in drained.values() for b in lst]
-        if not batches:
-            break
-        for b in batches:
-            b.done(0, -1, None)
-            acc.deallocate(b)
-    acc.end_flush()
-    assert not acc.has_undrained()
-    assert not acc.has_incomplete()
-    assert acc.free.available_memory() == acc.free.total_memory
+from tests.support.accumulator import (
+    BATCH,
+    LINGER,
+    MEMORY,
+    START_MS,
+    VALUE,
+    append,
+    complete_all,
+    make_acc,
+    make_cluster,
+)
+from tests.support.clock import FakeClock
 
 
 # ---------------------------------------------------------------------- append
 def test_append_fills_a_batch_then_opens_the_next() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     first = acc.append("t", 0, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None)
     assert first.new_batch_created and not first.batch_is_full and first.partition == 0
@@ -97,7 +52,7 @@ def test_append_fills_a_batch_then_opens_the_next() -> None:
 
 
 def test_abort_on_new_batch_returns_without_allocating() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     r = acc.append("t", 1, clock.now, b"k", VALUE, None, None, 0, True, clock.now, None)
     assert r.abort_for_new_batch and r.future is None and not r.new_batch_created
@@ -106,7 +61,7 @@ def test_abort_on_new_batch_returns_without_allocating() -> None:
 
 
 def test_append_accepts_the_facades_short_form_and_a_topic_partition() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     r = acc.append("t", 2, clock.now, b"k", VALUE, None, None, 0, clock.now, cluster)
@@ -117,7 +72,7 @@ def test_append_accepts_the_facades_short_form_and_a_topic_partition() -> None:
 
 
 def test_a_record_bigger_than_batch_size_gets_its_own_non_pooled_batch() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     f = append(acc, 0, clock, value=b"x" * (3 * BATCH))
     assert acc.free.available_memory() < MEMORY - 3 * BATCH
@@ -148,7 +103,7 @@ def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> No
             self.load_stats.append((queue_sizes, partition_ids, length))
 
     part = FakePartitioner()
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, partitioner_factory=lambda topic, size: part)
     cluster = make_cluster()
     r1 = acc.append("t", -1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
@@ -163,7 +118,7 @@ def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> No
 
 
 def test_sticky_partition_switches_after_a_batch_worth_of_bytes() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     partitions = [acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster).partition for _ in range(40)]
@@ -177,7 +132,7 @@ def test_sticky_partition_switches_after_a_batch_worth_of_bytes() -> None:
 
 # ---------------------------------------------------------------------- ready: the five conditions
 def test_ready_waits_for_linger_and_says_how_long() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     append(acc, 0, clock)
@@ -192,7 +147,7 @@ def test_ready_waits_for_linger_and_says_how_long() -> None:
 
 
 def test_ready_when_full() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     while not acc.append("t", 1, clock.now, b"k", VALUE, None, None, 0, False, clock.now, None).batch_is_full:
@@ -202,7 +157,7 @@ def test_ready_when_full() -> None:
 
 
 def test_ready_when_the_pool_has_waiters() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     pool = BufferPool(2 * BATCH, BATCH)
     acc = make_acc(clock, buffer_pool=pool)
     cluster = make_cluster()
@@ -223,7 +178,7 @@ def test_ready_when_the_pool_has_waiters() -> None:
 
 
 def test_ready_when_closed_and_when_flushing() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     append(acc, 0, clock)
@@ -241,7 +196,7 @@ def test_ready_when_closed_and_when_flushing() -> None:
 
 
 def test_ready_reports_unknown_leaders_and_skips_muted_partitions() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(leaders={3: -1})
     append(acc, 3, clock)
@@ -260,7 +215,7 @@ def test_ready_reports_unknown_leaders_and_skips_muted_partitions() -> None:
 
 
 def test_retry_backoff_is_exponential_and_sets_the_next_check() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0, retry_backoff_ms=100, retry_backoff_max_ms=350)
     cluster = make_cluster()
     append(acc, 0, clock)
@@ -284,7 +239,7 @@ def test_retry_backoff_is_exponential_and_sets_the_next_check() -> None:
 
 # ---------------------------------------------------------------------- drain
 def test_drain_rotates_over_the_partitions_of_a_node() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=3, nodes=1)
     for p in range(3):
@@ -302,7 +257,7 @@ def test_drain_rotates_over_the_partitions_of_a_node() -> None:
 
 
 def test_drain_respects_max_request_size_and_resumes_where_it_stopped() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=4, nodes=1)
     for p in range(4):
@@ -327,7 +282,7 @@ def test_drain_respects_max_request_size_and_resumes_where_it_stopped() -> None:
 
 
 def test_drain_skips_muted_partitions_and_other_nodes() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=4, nodes=2)
     for p in range(4):
@@ -368,7 +323,7 @@ class FakeTransactionManager:
 
 
 def test_drain_assigns_producer_state_and_sequences() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     tm = FakeTransactionManager()
     acc = make_acc(clock, linger_ms=0, transaction_manager=tm)
     cluster = make_cluster(partitions=1, nodes=1)
@@ -394,7 +349,7 @@ def test_drain_assigns_producer_state_and_sequences() -> None:
 
 
 def test_reenqueue_goes_to_the_front_in_sequence_order() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     tm = FakeTransactionManager()
     acc = make_acc(clock, linger_ms=0, transaction_manager=tm, retry_backoff_ms=0, retry_backoff_max_ms=0)
     cluster = make_cluster(partitions=1, nodes=1)
@@ -420,7 +375,7 @@ def test_reenqueue_goes_to_the_front_in_sequence_order() -> None:
 
 def test_no_new_batch_drains_while_a_retried_batch_of_its_partition_is_in_flight() -> None:
     """The order gate: a retry in flight holds the partition's new batches, not other partitions'."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     tm = FakeTransactionManager()
     acc = make_acc(clock, linger_ms=0, transaction_manager=tm)
     cluster = make_cluster(partitions=2, nodes=1)
@@ -440,7 +395,7 @@ def test_no_new_batch_drains_while_a_retried_batch_of_its_partition_is_in_flight
 
 
 def test_reenqueue_without_idempotence_goes_first() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0, retry_backoff_ms=0, retry_backoff_max_ms=0)
     cluster = make_cluster(partitions=1, nodes=1)
     f0 = append(acc, 0, clock)
@@ -457,7 +412,7 @@ def test_reenqueue_without_idempotence_goes_first() -> None:
 
 # ---------------------------------------------------------------------- expiry, split, deallocate
 def test_expired_batches_are_removed_in_order() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, delivery_timeout_ms=1000)
     cluster = make_cluster()
     calls: list[Any] = []
@@ -478,7 +433,7 @@ def test_expired_batches_are_removed_in_order() -> None:
 
 
 def test_split_and_reenqueue_keeps_every_record_and_future() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=1, nodes=1)
     # A batch bigger than batch.size, as a broker with a smaller max.message.bytes would reject.
@@ -509,7 +464,7 @@ def test_split_and_reenqueue_keeps_every_record_and_future() -> None:
 
 
 def test_deallocate_is_exactly_once() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster()
     append(acc, 0, clock)
@@ -522,7 +477,7 @@ def test_deallocate_is_exactly_once() -> None:
 
 # ---------------------------------------------------------------------- flush, abort
 def test_flush_waits_for_every_incomplete_batch() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster()
     futures = [append(acc, p, clock) for p in range(4)]
@@ -549,7 +504,7 @@ def test_flush_waits_for_every_incomplete_batch() -> None:
 
 
 def test_abort_incomplete_batches_fails_and_frees_everything() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster()
     futures = [append(acc, p % 4, clock) for p in range(30)]
@@ -565,7 +520,7 @@ def test_abort_incomplete_batches_fails_and_frees_everything() -> None:
 
 
 def test_abort_undrained_batches_leaves_drained_ones() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster()
     f_sent = append(acc, 0, clock)
@@ -582,7 +537,7 @@ def test_abort_undrained_batches_leaves_drained_ones() -> None:
 
 
 def test_close_wakes_an_append_blocked_on_memory() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     pool = BufferPool(BATCH, BATCH)
     acc = make_acc(clock, buffer_pool=pool)
     cluster = make_cluster()
@@ -615,7 +570,7 @@ def test_load_stats_and_availability_timeout() -> None:
             recorded.append((list(queue_sizes) if queue_sizes else None, list(partition_ids) if partition_ids else None, length))
             super().update_partition_load_stats(queue_sizes, partition_ids, length)
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(
         clock,
         partition_availability_timeout_ms=100,
@@ -649,7 +604,7 @@ def test_no_load_stats_without_adaptive_partitioning() -> None:
         def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
             recorded.append((queue_sizes, partition_ids, length))
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(
         clock,
         adaptive_partitioning_enable=False,
@@ -665,7 +620,7 @@ def test_no_load_stats_without_adaptive_partitioning() -> None:
 
 # ---------------------------------------------------------------------- concurrency
 def test_many_threads_append_while_the_sender_drains_nothing_lost_order_kept() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     pool = BufferPool(8 * BATCH, BATCH)  # small: appenders block on memory now and then
     acc = make_acc(clock, buffer_pool=pool, linger_ms=0)
     cluster = make_cluster(partitions=4, nodes=2)
@@ -745,7 +700,7 @@ def test_metrics_are_recorded_at_drain() -> None:
             return self.sensors.setdefault(name, Sensor())
 
     metrics = Metrics()
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, metrics=metrics)
     cluster = make_cluster()
     append(acc, 0, clock)
@@ -787,7 +742,7 @@ class FakeBreaker:
 
 
 def test_breaker_muted_partition_sends_only_its_probe_when_due() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     tp = TopicPartition("t", 0)
     breaker = FakeBreaker(tp, clock.now + 50)
     acc = make_acc(clock, linger_ms=0, circuit_break_manager=breaker)
@@ -819,7 +774,7 @@ def _many_topic_cluster(topics: list[str], nodes: int = 2) -> Cluster:
 
 def test_sender_passes_visit_only_topics_holding_batches() -> None:
     """Thousands of known topics, a few with records: ready/drain/expiry look at those few."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0, memory=4096 * BATCH)
     topics = [f"t{i:04d}" for i in range(2000)]
     cluster = _many_topic_cluster(topics)
@@ -853,7 +808,7 @@ def test_sender_passes_visit_only_topics_holding_batches() -> None:
 
 def test_an_append_racing_the_ready_scan_keeps_its_topic_active() -> None:
     """ready() drops a topic before scanning it; an append before or after the scan puts it back."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=2, nodes=1)
     append(acc, 0, clock)
@@ -876,7 +831,7 @@ def test_an_append_racing_the_ready_scan_keeps_its_topic_active() -> None:
 
 
 def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, linger_ms=0)
     cluster = make_cluster(partitions=6, nodes=1)
     for p in (1, 3, 4):
@@ -893,7 +848,7 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
 
 def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
     """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, compression_type="lz4")
     cluster = make_cluster(partitions=1, nodes=1)
     acc._seal_backlog_bytes = 10**9  # the Sender keeps up: callers never seal
@@ -925,7 +880,7 @@ def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None
 
 def test_callers_seal_the_backlog_when_the_sender_falls_behind() -> None:
     """Past the backlog limit a caller compresses the waiting batches itself (backpressure)."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, compression_type="zstd", memory=1024 * BATCH)
     acc._seal_backlog_bytes = 3 * BATCH
     for i in range(400):
@@ -961,7 +916,7 @@ class FixedPartitioner:
         pass
 
 
-def _keyless(acc: RecordAccumulator, clock: Clock, cluster: Cluster, n: int) -> list[RecordFuture]:
+def _keyless(acc: RecordAccumulator, clock: FakeClock, cluster: Cluster, n: int) -> list[RecordFuture]:
     out = []
     for _ in range(n):
         result = acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster)
@@ -978,7 +933,7 @@ def _queued(acc: RecordAccumulator, partition: int) -> list[ProducerBatch]:
 def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory() -> None:
     from kproducer.circuit_breaker import CircuitBreakManager
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=6, nodes=3)
     manager = CircuitBreakManager(lambda: cluster, clock)
     tm = FakeTransactionManager()
@@ -1046,7 +1001,7 @@ def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory
 def test_nothing_moves_when_every_partition_of_the_topic_is_muted() -> None:
     from kproducer.circuit_breaker import CircuitBreakManager
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=2, nodes=2)
     manager = CircuitBreakManager(lambda: cluster, clock)
     sticky = FixedPartitioner()
@@ -1061,7 +1016,7 @@ def test_nothing_moves_when_every_partition_of_the_topic_is_muted() -> None:
 
 
 def test_queued_bytes_by_node() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=4, nodes=2)
     acc = make_acc(clock)
     for p in (0, 0, 1, 2):
@@ -1075,7 +1030,7 @@ def test_keyed_records_for_a_muted_partition_wait_for_room_and_only_they_wait() 
     from kproducer.circuit_breaker import CircuitBreakManager
     from kproducer.errors import BufferExhaustedError
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=4, nodes=2)
     manager = CircuitBreakManager(lambda: cluster, clock)
     sticky = FixedPartitioner()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.errors import BufferExhaustedError, ProducerClosedError
+from tests.support.clock import FakeClock
 
 POOLABLE = 256
 
@@ -250,14 +251,14 @@ def test_close_wakes_every_waiter_who_raises_and_nothing_leaks() -> None:
 
 
 def test_injected_clock_measures_the_wait() -> None:
-    now = [1000]
+    clock = FakeClock(1000)
     metrics = FakeMetrics()
-    pool = BufferPool(POOLABLE, POOLABLE, clock_ms=lambda: now[0], metrics=metrics)
+    pool = BufferPool(POOLABLE, POOLABLE, clock_ms=clock, metrics=metrics)
     held = pool.allocate(POOLABLE, 0)
     waiter = Allocator(pool, POOLABLE, 5000)
     waiter.start()
     wait_until(lambda: pool.queued() == 1)
-    now[0] += 7
+    clock.advance(7)
     pool.deallocate(held)
     waiter.join(5)
     assert waiter.buffer is held

@@ -42,24 +42,11 @@ from kproducer.errors import (
 from kproducer.metadata import Cluster
 from kproducer.metrics import Metrics
 from kproducer.structs import Node, PartitionInfo, TopicPartition
+from tests.support.clock import FakeClock
 
 P = "producer.circuit.breaker."
 TOPICS = ("orders", "clicks")
 NODES = (0, 1, 2)
-
-
-class FakeClock:
-    """Milliseconds that only move when the test says so."""
-
-    def __init__(self, now: int = 1_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
 
 
 def make_cluster(leaders: Mapping[TopicPartition, int]) -> Cluster:
@@ -78,7 +65,7 @@ class Harness:
     def __init__(
         self, configs: Mapping[str, Any] | None = None, leaders: Mapping[TopicPartition, int] | None = None
     ) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeClock(1_000)
         self.cluster = make_cluster(default_leaders() if leaders is None else leaders)
         self.manager = CircuitBreakManager(lambda: self.cluster, self.clock)
         self.events: list[CircuitStateChange] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import itertools
 import json
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import kproducer
 from kproducer import cli, perf
 from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import NotEnoughReplicasError
+from tests.support.clock import FakeClock
 from tests.support.readback import create_topic
 
 
@@ -146,7 +146,7 @@ def test_perf_test_json_and_delivered_run(tansu: EmbeddedBroker, topic_name: str
 class _FakeProducer:
     """Delivers even records at once and fails odd ones after a long (fake-clock) wait."""
 
-    now = [0.0]
+    clock = FakeClock()  # the perf test's perf_counter, in ms (set by the test)
 
     def __init__(self, props: Any) -> None:
         self._pending: list[Any] = []
@@ -164,7 +164,7 @@ class _FakeProducer:
             callback(object(), None)
 
     def flush(self) -> int:
-        _FakeProducer.now[0] += 120.0  # delivery.timeout.ms passes for the failing half
+        _FakeProducer.clock.advance(120_000)  # delivery.timeout.ms passes for the failing half
         for i, cb in enumerate(self._pending):
             if i % 2:
                 cb(None, NotEnoughReplicasError(topic="t", partition=i % 3))
@@ -172,8 +172,9 @@ class _FakeProducer:
 
 
 def test_perf_latencies_count_delivered_records_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    ticks = itertools.count()
-    monkeypatch.setattr(perf.time, "perf_counter", lambda: _FakeProducer.now[0] + next(ticks) * 1e-3)
+    clock = FakeClock()
+    monkeypatch.setattr(_FakeProducer, "clock", clock)
+    monkeypatch.setattr(perf.time, "perf_counter", lambda: clock.advance(1) / 1000)  # 1 ms a reading
     import kproducer.producer as producer_module
 
     monkeypatch.setattr(producer_module, "Producer", _FakeProducer)

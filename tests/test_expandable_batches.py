@@ -30,8 +30,9 @@ from kproducer.errors import BufferExhaustedError
 from kproducer.producer import Producer
 from kproducer.record.reader import read_batches
 from kproducer.structs import TopicPartition
+from tests.support.accumulator import START_MS, append, complete_all, make_acc, make_cluster
+from tests.support.clock import FakeClock
 from tests.support.readback import create_topic, read_topic
-from tests.test_accumulator import Clock, append, complete_all, make_acc, make_cluster
 
 BATCH = 1024
 VALUE = b"v" * 100  # ~110 bytes a record
@@ -43,7 +44,7 @@ def _queued(acc: RecordAccumulator, partition: int, topic: str = "t") -> list[An
 
 
 def test_hot_partition_batch_grows_past_batch_size_and_is_charged() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
     cluster = make_cluster()
     for _ in range(50):  # ~5.5 KB into one partition, nothing drained meanwhile
@@ -62,7 +63,7 @@ def test_hot_partition_batch_grows_past_batch_size_and_is_charged() -> None:
 
 
 def test_growth_stops_at_batch_max_size() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=4 * BATCH, memory=64 * BATCH)
     for _ in range(120):
         append(acc, 1, clock)
@@ -74,7 +75,7 @@ def test_growth_stops_at_batch_max_size() -> None:
 
 
 def test_cold_partitions_keep_batch_size() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
     for p in range(4):
         append(acc, p, clock)
@@ -87,7 +88,7 @@ def test_cold_partitions_keep_batch_size() -> None:
 
 def test_growth_leaves_four_batches_free_and_never_blocks() -> None:
     """With 8 KiB in all, growth past batch.size keeps 4 KiB free; appends never wait (max.block.ms=0)."""
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
     for _ in range(60):  # max_time_to_block_ms is 0: any wait would raise BufferExhaustedError
         append(acc, 0, clock)
@@ -164,7 +165,7 @@ def test_max_request_size_bounds_growth() -> None:
 
 
 def test_a_batch_too_large_for_the_broker_stops_growth_for_its_topic() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
     cluster = make_cluster()
     for _ in range(50):
@@ -181,7 +182,7 @@ def test_a_batch_too_large_for_the_broker_stops_growth_for_its_topic() -> None:
 
 
 def test_batch_initial_size_starts_small_and_grows() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=4 * BATCH, batch_initial_size=256, memory=64 * BATCH)
     append(acc, 2, clock)
     (batch,) = _queued(acc, 2)
@@ -193,7 +194,7 @@ def test_batch_initial_size_starts_small_and_grows() -> None:
     complete_all(acc, make_cluster(), clock)
 
 
-def _grown(acc: RecordAccumulator, partition: int, clock: Clock, records: int = 50) -> Any:
+def _grown(acc: RecordAccumulator, partition: int, clock: FakeClock, records: int = 50) -> Any:
     for _ in range(records):  # ~5.5 KB into one partition, nothing drained meanwhile
         append(acc, partition, clock)
     (batch,) = _queued(acc, partition)
@@ -204,7 +205,7 @@ def test_with_a_circuit_breaker_grown_batches_in_flight_to_a_leader_stay_within_
     """A sent batch keeps its partition: a leader's in-flight growth is bounded, so a muted one holds little."""
     from kproducer.circuit_breaker import CircuitBreakManager
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=4, nodes=2)  # node 0 leads partitions 0 and 2
     manager = CircuitBreakManager(lambda: cluster, clock)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH, circuit_break_manager=manager)
@@ -235,7 +236,7 @@ def test_with_a_circuit_breaker_grown_batches_in_flight_to_a_leader_stay_within_
 
 
 def test_without_a_circuit_breaker_in_flight_growth_is_not_limited() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=4, nodes=2)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
     grown = [_grown(acc, p, clock) for p in (0, 2)]
@@ -252,7 +253,7 @@ def test_without_a_circuit_breaker_in_flight_growth_is_not_limited() -> None:
 def test_a_partition_the_breaker_muted_does_not_grow_past_batch_size() -> None:
     from kproducer.circuit_breaker import CircuitBreakManager
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     cluster = make_cluster(partitions=4, nodes=2)
     manager = CircuitBreakManager(lambda: cluster, clock)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH, circuit_break_manager=manager)
@@ -338,7 +339,7 @@ def test_compressed_growth_keeps_staged_records_within_the_staging_bound() -> No
     """A compressed batch stages its records uncompressed until it closes: growth keeps that <= 256 KiB."""
     from kproducer.record.builder import MAX_STAGING_BYTES
 
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_size=16384, batch_max_size=262144, memory=8 * 1024 * 1024, compression_type="lz4")
     for _ in range(6000):  # 600 KB of very compressible records into one partition
         append(acc, 0, clock, value=bytes(100))

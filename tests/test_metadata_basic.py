@@ -9,38 +9,17 @@ import pytest
 
 from kproducer.errors import KafkaTimeoutError
 from kproducer.metadata import Metadata, WorkingSetPolicy
-
-
-class _Resp:
-    def __init__(self, topics: list[tuple[str, int, int]]) -> None:
-        B = type("B", (), {})
-        b = B()
-        b.node_id, b.host, b.port, b.rack = 1, "h", 9092, None  # type: ignore[attr-defined]
-        self.brokers = [b]
-        self.cluster_id = "c"
-        self.controller_id = 1
-        self.topics = []
-        for name, err, nparts in topics:
-            t = type("T", (), {})()
-            t.name, t.error_code, t.is_internal = name, err, False  # type: ignore[attr-defined]
-            parts = []
-            for i in range(nparts):
-                p = type("P", (), {})()
-                p.partition_index, p.leader_id, p.leader_epoch = i, 1, 0  # type: ignore[attr-defined]
-                p.replica_nodes, p.isr_nodes, p.offline_replicas = [1], [1], []  # type: ignore[attr-defined]
-                parts.append(p)
-            t.partitions = parts  # type: ignore[attr-defined]
-            self.topics.append(t)
+from tests.support.metadata import MetadataResponse
 
 
 def test_new_topic_is_urgent_then_max_age_applies() -> None:
     m = Metadata(metadata_max_age_ms=1000, rng=random.Random(1))
-    m.handle_response(_Resp([]), [], 0)
+    m.handle_response(MetadataResponse([]), [], 0)
     assert m.time_to_next_update(10) == 990
     assert m.add_topic("a", 20) is True
     assert m.time_to_next_update(20) == 0
     assert m.topics_for_request(20) == ["a"]
-    m.handle_response(_Resp([("a", 0, 2), ("gone", 3, 0)]), ["a", "gone"], 30)
+    m.handle_response(MetadataResponse([("a", 0, 2), ("gone", 3, 0)]), ["a", "gone"], 30)
     assert m.cluster.partition_count("a") == 2
     assert m.cluster.topic_errors["gone"] == 3
     assert m.version == 2
@@ -74,7 +53,7 @@ def test_await_update_wakes_waiters_and_times_out() -> None:
     m = Metadata()
     v = m.request_update()
     assert m.await_update(v, 0.05) is False
-    t = threading.Timer(0.05, lambda: m.handle_response(_Resp([]), [], 1))
+    t = threading.Timer(0.05, lambda: m.handle_response(MetadataResponse([]), [], 1))
     t.start()
     assert m.await_update(v, 2.0) is True
     t.join()

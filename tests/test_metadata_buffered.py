@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from kproducer.metadata import Metadata, MetadataRefreshPolicy
-from tests.test_accumulator import Clock, append, make_acc, make_cluster
+from tests.support.accumulator import START_MS, append, make_acc, make_cluster
+from tests.support.clock import FakeClock
 
 
 def test_has_buffered_records_follows_the_queue() -> None:
-    clock = Clock()
+    clock = FakeClock(START_MS)
     acc = make_acc(clock)
     cluster = make_cluster(partitions=2, nodes=1, topic="t")
     assert not acc.has_buffered_records("t")
@@ -21,7 +22,7 @@ def test_has_buffered_records_follows_the_queue() -> None:
 
 
 def test_metadata_never_evicts_a_topic_the_accumulator_still_queues() -> None:
-    clock = Clock(0)
+    clock = FakeClock(0)
     acc = make_acc(clock)
     m = Metadata(policy=MetadataRefreshPolicy(10_000, 5_000), clock_ms=clock)
     m.set_buffered_records_check(acc.has_buffered_records)

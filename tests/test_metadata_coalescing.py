@@ -8,15 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproducer.metadata import Metadata, MetadataRefreshPolicy, TopicState
-from tests.test_metadata_policy import _answer, _Resp, working_sets
-
-MAX_AGE = 10_000
+from tests.support.metadata import MAX_AGE, MetadataResponse, answer, working_sets
 
 
 def _started(**kw: int) -> Metadata:
     """A holder past its startup (brokers-only) request, which is due at once whatever the window."""
     m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE), **kw)
-    assert _answer(m, 0) == []
+    assert answer(m, 0) == []
     return m
 
 
@@ -29,7 +27,7 @@ def test_a_burst_of_new_topics_waits_for_quiet_then_goes_as_one_request() -> Non
     assert m.time_to_next_update(101) == 2
     assert m.time_to_next_update(102) == 1
     assert m.time_to_next_update(103) == 0
-    assert sorted(_answer(m, 103)) == ["a", "b"]
+    assert sorted(answer(m, 103)) == ["a", "b"]
     assert m.requests_sent == 2  # the startup request, then one for the burst
 
 
@@ -40,7 +38,7 @@ def test_a_steady_trickle_is_held_no_longer_than_coalesce_ms() -> None:
         wait = m.time_to_next_update(now)
         assert wait <= 105 - now
     assert m.time_to_next_update(105) == 0
-    assert len(_answer(m, 105)) == 6
+    assert len(answer(m, 105)) == 6
 
 
 def test_without_coalescing_a_new_topic_is_due_at_once() -> None:
@@ -54,12 +52,12 @@ def test_flagged_topics_coalesce_too_and_the_window_restarts_after_a_request() -
     for t in ("a", "b"):
         m.add_topic(t, 0)
     m.time_to_next_update(2)
-    _answer(m, 2)
+    answer(m, 2)
     assert m.time_to_next_update(50) > 0
     m.mark_urgent("a", 50)  # e.g. NOT_LEADER_OR_FOLLOWER
     m.mark_urgent("b", 51)
     assert m.time_to_next_update(51) == 2
-    assert sorted(_answer(m, 53)) == ["a", "b"]
+    assert sorted(answer(m, 53)) == ["a", "b"]
     m.add_topic("c", 60)
     assert m.time_to_next_update(60) == 2  # a new burst, a new window
 
@@ -88,7 +86,7 @@ def test_no_urgent_topic_waits_longer_than_the_window(gaps: list[int], window: i
             pending[f"t{i}"] = t
             i += 1
         if pending and m.time_to_next_update(t) == 0:
-            sent = _answer(m, t)
+            sent = answer(m, t)
             requests += 1
             for name in sent:
                 first = pending.pop(name, None)
@@ -146,7 +144,7 @@ def _discovery(m: Metadata, n: int, per_tick: int, tick: int, end: int, rtt: int
                 m.touch(t, now)
         if in_flight is not None and in_flight[0] <= now:
             topics = in_flight[1]
-            m.handle_response(_Resp([(t, 0, 1) for t in topics]), topics, now)
+            m.handle_response(MetadataResponse([(t, 0, 1) for t in topics]), topics, now)
             for t in topics:
                 fetched.setdefault(t, []).append(now)
             in_flight = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,62 +11,8 @@ from hypothesis import strategies as st
 
 from kproducer.metadata import Metadata, MetadataRefreshPolicy, TopicState
 from kproducer.metrics import Metrics, register_producer_metrics
-
-MAX_AGE = 10_000
-IDLE = 60_000
-
-
-class _Resp:
-    """A Metadata response body as kio decodes it (only the fields Metadata reads)."""
-
-    def __init__(self, topics: list[tuple[str, int, int]], leader: int = 1) -> None:
-        b = type("B", (), {})()
-        b.node_id, b.host, b.port, b.rack = 1, "h", 9092, None
-        self.brokers = [b]
-        self.cluster_id = "c"
-        self.controller_id = 1
-        self.topics: list[Any] = []
-        for name, err, nparts in topics:
-            t = type("T", (), {})()
-            t.name, t.error_code, t.is_internal = name, err, False
-            parts = []
-            for i in range(nparts):
-                p = type("P", (), {})()
-                p.partition_index, p.leader_id, p.leader_epoch = i, leader, 0
-                p.replica_nodes, p.isr_nodes, p.offline_replicas = [1], [1], []
-                parts.append(p)
-            t.partitions = parts
-            self.topics.append(t)
-
-
-def _answer(m: Metadata, now: int, *, errors: dict[str, int] | None = None, size: int = 0) -> list[str]:
-    """Send the policy's next request and answer it: every topic exists with one partition."""
-    topics = m.topics_for_request(now)
-    assert topics is not None
-    errors = errors or {}
-    m.handle_response(
-        _Resp([(t, errors.get(t, 0), 0 if errors.get(t) else 1) for t in topics]), topics, now, size
-    )
-    return topics
-
-
-# ---------------------------------------------------------------- states for the property tests
-topic_names = st.text(alphabet="abcdefghij", min_size=1, max_size=4)
-
-
-@st.composite
-def working_sets(draw: st.DrawFn) -> tuple[dict[str, TopicState], int]:
-    now = draw(st.integers(min_value=200_000, max_value=400_000))
-    names = draw(st.lists(topic_names, unique=True, max_size=120))
-    topics: dict[str, TopicState] = {}
-    for name in names:
-        last_used = now - draw(st.integers(min_value=0, max_value=2 * IDLE))
-        never = draw(st.booleans().filter(lambda _: True)) and draw(st.integers(0, 9)) == 0
-        refreshed = -1 if never else now - draw(st.integers(min_value=0, max_value=2 * MAX_AGE))
-        urgent = draw(st.integers(0, 9)) == 0
-        retry_at = now + draw(st.integers(0, 500)) if draw(st.integers(0, 9)) == 0 else 0
-        topics[name] = TopicState(last_used, refreshed, urgent, retry_at)
-    return topics, now
+from tests.support.clock import FakeClock
+from tests.support.metadata import IDLE, MAX_AGE, MetadataResponse, answer, topic_names, working_sets
 
 
 def _policy(buffered: frozenset[str] = frozenset()) -> MetadataRefreshPolicy:
@@ -146,7 +91,7 @@ def test_evicted_topics_are_never_requested_again_until_used(uses: list[tuple[st
         for _ in range(3):
             if m.time_to_next_update(now) == 0:
                 before = set(m.topics)
-                requested = _answer(m, now)
+                requested = answer(m, now)
                 evicted |= before - set(m.topics)
                 assert not evicted & set(requested), (evicted, requested)
                 assert not evicted & m.cluster.topics
@@ -163,16 +108,16 @@ def test_first_send_to_unknown_topic_costs_exactly_one_urgent_request(cached: in
     for i in range(cached):
         m.add_topic(f"known-{i}", 0)
     if cached:
-        _answer(m, 0)
+        answer(m, 0)
     now = elapsed
     for i in range(cached):
         m.touch(f"known-{i}", now)
     # Settle any routine refresh that is already due before the new topic arrives.
     if m.time_to_next_update(now) == 0:
-        _answer(m, now)
+        answer(m, now)
     m.add_topic("fresh", now)
     assert m.time_to_next_update(now) == 0
-    sel_topics = _answer(m, now)
+    sel_topics = answer(m, now)
     sel = m.last_selection
     assert sel is not None and "fresh" in sel_topics
     assert sel.urgent == 1
@@ -194,12 +139,12 @@ def test_non_urgent_topics_wait_until_the_target_is_reached() -> None:
     m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE, IDLE), rng=random.Random(0))
     for i in range(30):
         m.add_topic(f"t{i:02d}", i * 100)
-    _answer(m, 0)  # all 30 were new: one urgent request names them all
+    answer(m, 0)  # all 30 were new: one urgent request names them all
     assert m.requests_sent == 1
     # Half max age later they are all in U (30 ≥ target 30): one routine request of the target size.
     assert m.time_to_next_update(4_000) == 1_000
     assert m.time_to_next_update(5_000) == 0
-    req = _answer(m, 5_000)
+    req = answer(m, 5_000)
     assert len(req) == 30 and m.last_selection is not None and m.last_selection.urgent == 0
 
 
@@ -208,11 +153,11 @@ def test_urgent_request_piggybacks_oldest_non_urgent_up_to_target() -> None:
     names = [f"old{i:02d}" for i in range(25)]
     for t in names:
         m.add_topic(t, 0)
-    _answer(m, 0)
+    answer(m, 0)
     for i, t in enumerate(names):  # staggered refreshes: old00 is the oldest
         m.topic_state(t).last_refresh_ms = i * 10  # type: ignore[union-attr]
     m.add_topic("new", 12_000)
-    req = _answer(m, 12_000)
+    req = answer(m, 12_000)
     # 26 cached topics over 20 s → target max(13, 20) = 20: T (1) plus the 19 oldest of U.
     assert m.last_selection is not None and m.last_selection.target == 20
     assert req == ["new", *names[:19]]
@@ -222,15 +167,15 @@ def test_flagged_topic_alone_is_refreshed_and_flag_during_flight_survives() -> N
     m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE, IDLE), rng=random.Random(0))
     for t in ("a", "b", "c"):
         m.add_topic(t, 0)
-    _answer(m, 0)
+    answer(m, 0)
     assert m.time_to_next_update(100) > 0
     m.mark_urgent("b", 100)
     assert m.time_to_next_update(100) == 0
     assert m.topics_for_request(100) == ["b"]
     m.mark_urgent("c", 101)  # flagged while the request for b is in flight
-    m.handle_response(_Resp([("b", 0, 1)]), ["b"], 110)
+    m.handle_response(MetadataResponse([("b", 0, 1)]), ["b"], 110)
     assert m.time_to_next_update(110) == 0
-    assert _answer(m, 110) == ["c"]
+    assert answer(m, 110) == ["c"]
     assert m.time_to_next_update(110) > 0
 
 
@@ -241,7 +186,7 @@ def test_per_topic_error_keeps_topic_urgent_with_growing_backoff() -> None:
     waits = []
     for _ in range(6):
         assert m.time_to_next_update(now) == 0
-        _answer(m, now, errors={"missing": 3})
+        answer(m, now, errors={"missing": 3})
         st_ = m.topic_state("missing")
         assert st_ is not None and st_.urgent
         wait = m.time_to_next_update(now)
@@ -252,7 +197,7 @@ def test_per_topic_error_keeps_topic_urgent_with_growing_backoff() -> None:
         assert 0.8 * nominal <= w <= 1.2 * nominal, (k, waits)
     assert m.cluster.topic_errors["missing"] == 3
     # Once it exists, it is no longer urgent.
-    _answer(m, now)
+    answer(m, now)
     assert m.cluster.partition_count("missing") == 1
     assert not m.topic_state("missing").urgent  # type: ignore[union-attr]
 
@@ -271,11 +216,11 @@ def test_full_refresh_only_when_explicit_and_eviction_forgets_the_topic() -> Non
     m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE, 5_000), rng=random.Random(0))
     m.add_topic("idle", 0)
     m.add_topic("busy", 0)
-    _answer(m, 0)
+    answer(m, 0)
     assert m.cluster.partition_count("idle") == 1
     for now in range(1_000, 12_001, 1_000):
         m.touch("busy", now)
-    assert _answer(m, 12_000) == ["busy"]  # idle was evicted, and its metadata forgotten
+    assert answer(m, 12_000) == ["busy"]  # idle was evicted, and its metadata forgotten
     assert "idle" not in m.topics and m.cluster.partition_count("idle") is None
     m.request_update_for_all_topics()
     assert m.topics_for_request(12_000) is None
@@ -291,24 +236,24 @@ def test_buffered_topic_is_not_evicted() -> None:
 
 
 def test_metrics_and_debug_log(caplog: pytest.LogCaptureFixture) -> None:
-    clock = [0]
-    metrics = Metrics(clock_ms=lambda: clock[0])
+    clock = FakeClock()
+    metrics = Metrics(clock_ms=clock)
     sensors = register_producer_metrics(metrics)
-    m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE, IDLE), rng=random.Random(0), clock_ms=lambda: clock[0])
+    m = Metadata(policy=MetadataRefreshPolicy(MAX_AGE, IDLE), rng=random.Random(0), clock_ms=clock)
     m.bind_metrics(sensors)
     for t in ("a", "b", "c"):
         m.add_topic(t, 0)
     assert metrics.snapshot()["metadata-urgent-topics"] == 3.0
     with caplog.at_level(logging.DEBUG, logger="kproducer.metadata"):
-        _answer(m, 0, size=500)
+        answer(m, 0, size=500)
     assert any("|T|=3 |U|=0 target=20 topics(3)=['a', 'b', 'c']" in r.getMessage() for r in caplog.records)
     m.add_topic("d", 10)
-    _answer(m, 10, size=120)
+    answer(m, 10, size=120)
     snap = metrics.snapshot()
     assert snap["metadata-request-total"] == 2.0
     assert snap["metadata-topics-per-request-avg"] == 2.0
     assert snap["metadata-response-bytes-total"] == 620.0
     assert snap["metadata-request-rate"] > 0
     assert snap["metadata-urgent-topics"] == 0.0
-    clock[0] = 3_010
+    clock.now = 3_010
     assert metrics.snapshot()["metadata-age-max"] == pytest.approx(3.01)

@@ -25,14 +25,7 @@ from kproducer.metrics import (
     WindowedSum,
     register_producer_metrics,
 )
-
-
-class FakeClock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture
@@ -437,14 +430,14 @@ def test_topic_stats_read_as_the_general_sensor_stats(
     events: list[tuple[int, float]], window: int, samples: int, read_gap: int
 ) -> None:
     """The compact per-topic stat gives the figures a Sensor with Rate/CumulativeSum/Avg gives."""
-    now = [0]
-    general = Metrics(clock_ms=lambda: now[0], sample_window_ms=window, num_samples=samples)
+    clock = FakeClock()
+    general = Metrics(clock_ms=clock, sample_window_ms=window, num_samples=samples)
     sensor = general.sensor("s")
     sensor.add("r", Rate(WindowedSum()))
     sensor.add("t", CumulativeSum())
     sensor.add("a", Avg())
     registry = TopicMetricsRegistry(
-        Metrics(clock_ms=lambda: now[0], sample_window_ms=window, num_samples=samples)
+        Metrics(clock_ms=clock, sample_window_ms=window, num_samples=samples)
     )
     topic = registry.topic("x")
     t = 0

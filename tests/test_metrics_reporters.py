@@ -20,7 +20,6 @@ from kproducer.producer import Producer
 from kproducer.spark import write_to_kafka
 from kproducer.spark.contract import parse_options
 from tests.support.readback import create_topic
-from tests.test_spark_sink import spark  # noqa: F401  (the session's local[2] Spark, shared)
 
 N = 300
 
@@ -208,7 +207,7 @@ def test_prometheus_port_in_use_warns_and_keeps_the_producer(caplog: pytest.LogC
 
 
 def test_spark_sink_serves_prometheus_from_its_python_worker(
-    spark: Any, tansu: EmbeddedBroker, topic_name: str  # noqa: F811  (the fixture imported above)
+    spark: Any, tansu: EmbeddedBroker, topic_name: str
 ) -> None:
     """kafka.metric.reporters=prometheus on a real local Spark job: the worker's producer is scraped."""
     import socket

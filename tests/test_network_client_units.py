@@ -20,7 +20,8 @@ from kproducer.network.client import ClientRequest, ClientResponse, NetworkClien
 from kproducer.network.connection import ConnectionState
 from kproducer.network.protocol import ApiKey, build_produce_request
 from kproducer.structs import TopicPartition
-from tests.test_network_connection import api_versions_response, frame_response, parse_request
+from tests.support.clock import FakeClock
+from tests.support.wire import api_versions_response, frame_response, parse_request
 
 # What the stub brokers advertise: Produce, Metadata, ApiVersions.
 _STUB_APIS = {0: (0, 11), 3: (0, 12), 18: (0, 3)}
@@ -328,10 +329,10 @@ def test_busy_connection_is_not_closed_as_idle(stub_brokers: Callable[..., StubB
 
 
 def test_connection_setup_timeout_grows_per_failure_up_to_max(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = [1_000]
+    clock = FakeClock(1_000)
     c = _client(
         "127.0.0.1:9",
-        clock_ms=lambda: clock[0],
+        clock_ms=clock,
         reconnect_backoff_ms=1,
         reconnect_backoff_max_ms=1,
         socket_connection_setup_timeout_ms=100,
@@ -343,14 +344,14 @@ def test_connection_setup_timeout_grows_per_failure_up_to_max(monkeypatch: pytes
     measured: list[int] = []
     try:
         for _ in range(7):
-            clock[0] += 10
-            assert not c.ready(-1, clock[0]) and c.is_connecting(-1)
-            started = clock[0]
+            clock.now += 10
+            assert not c.ready(-1, clock.now) and c.is_connecting(-1)
+            started = clock.now
             while c.is_connecting(-1):
-                assert clock[0] - started < 5_000, "the setup timeout never fired"
-                clock[0] += 5
-                c.poll(0, clock[0])
-            measured.append(clock[0] - started)
+                assert clock.now - started < 5_000, "the setup timeout never fired"
+                clock.now += 5
+                c.poll(0, clock.now)
+            measured.append(clock.now - started)
         reason = c.metadata.tried_addresses["127.0.0.1:9"]
         assert "connection setup timed out" in reason
     finally:

@@ -22,7 +22,7 @@ from kproducer.network.client import NetworkClient
 from kproducer.network.protocol import ApiKey
 from tests.support.fake_broker import FakeRequest, Reply, Script, ScriptedBroker
 from tests.support.kio_responses import metadata_response
-from tests.test_network_connection import api_versions_response, frame_response
+from tests.support.wire import api_versions_response, frame_response
 
 MAX_RECEIVE = 100 * 1024 * 1024  # NetworkClient's default max_receive_size
 BROKER_VERSIONS = {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (0, 9), ApiKey.PRODUCE: (0, 9)}

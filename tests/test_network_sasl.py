@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kproducer.network import protocol
 from kproducer.network.connection import ConnectionState, KafkaConnection
 from kproducer.network.protocol import ApiKey, ProtocolError
-from tests.test_network_connection import api_versions_response, frame_response, parse_request
+from tests.support.wire import api_versions_response, frame_response, parse_request
 
 UNSUPPORTED_SASL_MECHANISM = 33
 SASL_AUTHENTICATION_FAILED = 58

@@ -54,6 +54,7 @@ from kproducer.errors import KafkaError
 from kproducer.partitioner import murmur2
 from kproducer.producer import Producer
 from kproducer.structs import RecordMetadata, TopicPartition
+from tests.support.clock import FakeClock
 from tests.support.mock_cluster import MockCluster
 
 pytestmark = pytest.mark.timeout(600)
@@ -92,30 +93,6 @@ CONFIG: dict[str, Any] = {
 # What a muted leader may hold: its in-flight window (one batch per partition and request, of
 # batch.size, now back for a retry) plus the KIP-782 growth it may have in flight.
 SLOW_LEADER_BOUND = MAX_IN_FLIGHT * 2 * BATCH_SIZE + BUFFER_MEMORY // 8
-
-
-class SteppedClock:
-    """The producer's clock (ms): follows real time until frozen, then moves only when told."""
-
-    def __init__(self) -> None:
-        self._offset = 0
-        self._frozen: int | None = None
-
-    def __call__(self) -> int:
-        frozen = self._frozen
-        return frozen if frozen is not None else time.monotonic_ns() // 1_000_000 + self._offset
-
-    def freeze(self) -> None:
-        self._frozen = self()
-
-    def advance(self, ms: int) -> None:
-        assert self._frozen is not None
-        self._frozen += ms
-
-    def run_free(self) -> None:
-        now = self()
-        self._offset = now - time.monotonic_ns() // 1_000_000
-        self._frozen = None
 
 
 def _latch(condition: Callable[[], bool], what: str) -> None:
@@ -169,7 +146,7 @@ class Run:
         self.slow = ids[1]
         self.healthy_nodes = {ids[0], ids[2]}
         self.slow_partitions = {p for p in range(PARTITIONS) if ids[p % 3] == self.slow}
-        self.clock = SteppedClock()
+        self.clock = FakeClock.following_real_time()
         self.producer = Producer({"bootstrap.servers": mc.bootstrap, **CONFIG, **overrides}, _clock=self.clock)
         self.producer.partitions_for(topic)
         manager = self.producer.circuit_break_manager

@@ -15,10 +15,8 @@ from examples.flights_pipeline import (
 )
 from examples.flights_pipeline import flight_events as build_flight_events
 
-from tests.test_spark_sink import spark  # noqa: F401  (the shared session fixture)
 
-
-def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:  # noqa: F811
+def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:
     tables = load_tables(spark)
     assert tables.rows_read["flights"] == 336_776 and tables.rows_read["weather"] == 26_115
     events = build_flight_events(tables.flights, tables)
@@ -39,7 +37,7 @@ def test_flight_events_one_per_flight_with_joins(spark: Any) -> None:  # noqa: F
     assert w.count() == 26_115 and json.loads(w.first().value)["origin"] == w.first().key
 
 
-def test_time_ordered_events_keep_each_plane_in_one_partition_in_time_order(spark: Any) -> None:  # noqa: F811
+def test_time_ordered_events_keep_each_plane_in_one_partition_in_time_order(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     tables = load_tables(spark)

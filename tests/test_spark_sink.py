@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,26 +15,6 @@ import pytest
 from kproducer.embedded_broker import EmbeddedBroker, start_embedded_broker
 from kproducer.spark import read_summaries, register, sink_options, write_to_kafka
 from tests.support.readback import create_topic, read_topic
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local[2] session for every Spark test; workers run this interpreter (it has kproducer)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kproducer-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def _error_text(exc: BaseException) -> str:

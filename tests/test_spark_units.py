@@ -48,6 +48,7 @@ from kproducer.spark.convert import (
     row_to_record,
 )
 from kproducer.structs import RecordMetadata, TopicPartition
+from tests.support.clock import FakeClock
 
 HEADERS_T = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -548,16 +549,8 @@ class FakeProducer:
         self.closed = True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def test_cache_reuses_per_config_and_closes_idle_on_timeout() -> None:
-    clock = Clock()
+    clock = FakeClock()
     made: list[FakeProducer] = []
 
     def factory(cfg: Any) -> FakeProducer:

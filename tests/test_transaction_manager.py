@@ -36,7 +36,7 @@ from tests.support.mock_client import (
     produce_response,
     txn_offset_commit_response,
 )
-from tests.test_sender_branches import Rig, make_rig
+from tests.support.sender_rig import Rig, make_rig
 
 S = TransactionState
 TP0 = TopicPartition("t", 0)
@@ -94,9 +94,9 @@ def test_a_non_transactional_manager_refuses_transactional_calls() -> None:
 
 # ---------------------------------------------------------------------- through the Sender
 def txn_rig() -> Rig:
-    from tests.support.mock_client import MockClock
+    from tests.support.clock import FakeClock
 
-    clock = MockClock()
+    clock = FakeClock(10_000)
     return make_rig(tm=TransactionManager("tid", clock_ms=clock, retry_backoff_ms=100), idempotent=True)
 
 

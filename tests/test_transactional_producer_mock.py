@@ -20,9 +20,9 @@ from kproducer.errors import IllegalStateError, KafkaTimeoutError, TransactionAb
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
 from kproducer.transaction_manager import TransactionState
+from tests.support.clock import FakeClock
 from tests.support.mock_client import (
     MockClient,
-    MockClock,
     add_partitions_response,
     error_response,
     find_coordinator_response,
@@ -37,7 +37,7 @@ S = TransactionState
 
 class Rig:
     def __init__(self, **config: object) -> None:
-        self.clock = MockClock()
+        self.clock = FakeClock(10_000)
         self.client = MockClient(self.clock)
         conf: dict[str, object] = {"bootstrap.servers": "127.0.0.1:9092", "transactional.id": "tid", **config}
         self.producer = Producer(conf, _clock=self.clock, _client=self.client, _start_io_thread=False)

@@ -1,8 +1,8 @@
-"""A scripted network client and a controllable clock for driving the Sender deterministically.
+"""A scripted network client for driving the Sender deterministically, on the fake clock.
 
 Modelled on the Java client's ``MockClient`` and ``MockTime``: the Sender is built
-with :class:`MockClient` (it satisfies ``kproducer.sender.KafkaClient``) and a
-:class:`MockClock`; a test scripts responses per API (``client.prepare(...)``),
+with :class:`MockClient` (it satisfies ``kproducer.sender.KafkaClient``) and the
+tests' :class:`~tests.support.clock.FakeClock`; a test scripts responses per API (``client.prepare(...)``),
 calls ``sender.run_once()`` and looks at what was sent. Nothing sleeps: ``poll``
 answers every in-flight request that has a scripted response, in send order, and
 returns at once.
@@ -28,9 +28,9 @@ from kproducer.network.protocol import (
     ProduceResponseData,
 )
 from kproducer.structs import Node, PartitionInfo, TopicPartition
+from tests.support.clock import FakeClock
 
 __all__ = [
-    "MockClock",
     "MockClient",
     "DISCONNECT",
     "make_cluster",
@@ -42,19 +42,6 @@ __all__ = [
     "error_response",
     "txn_offset_commit_response",
 ]
-
-
-class MockClock:
-    """Monotonic milliseconds that move only when the test says so (Java's MockTime)."""
-
-    def __init__(self, now: int = 10_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
 
 
 class _Disconnect:
@@ -72,7 +59,7 @@ Responder = Any  # a body, DISCONNECT, or a callable(request body) -> body / DIS
 class MockClient:
     """Answers requests from per-API scripts; every node is ready unless made otherwise."""
 
-    clock: MockClock
+    clock: FakeClock
     metadata: Metadata | None = None
     max_in_flight: int = 5
     #: Negotiated version per API (what ``send`` passes to a request builder).
