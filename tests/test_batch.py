@@ -22,6 +22,7 @@ from kproducer.errors import (
 from kproducer.record.builder import MemoryRecordsBuilder
 from kproducer.record.reader import read_batches
 from kproducer.structs import RecordMetadata, TopicPartition
+from tests.support.latch import returns
 
 TP = TopicPartition("orders", 3)
 
@@ -68,13 +69,13 @@ def test_future_log_append_time_and_acks_zero() -> None:
 
 
 def test_future_result_times_out_with_kafka_timeout() -> None:
-    f = RecordFuture(ProduceRequestResult(TP), 0, 1, 1, 1)
+    f = RecordFuture(ProduceRequestResult(TP), 0, 1, 1, 1)  # never completed
     t0 = time.monotonic()
     with pytest.raises(KafkaTimeoutError):
-        f.result(timeout=0.03)
+        returns(lambda: f.result(timeout=0.2), "result(timeout=0.2) of a future never completed")
+    assert time.monotonic() - t0 >= 0.2  # it waited its timeout, in seconds
     with pytest.raises(KafkaTimeoutError):
-        f.exception(timeout=0.0)
-    assert time.monotonic() - t0 < 2
+        returns(lambda: f.exception(timeout=0.0), "exception(timeout=0.0)")
 
 
 def test_future_result_waits_for_another_thread() -> None:

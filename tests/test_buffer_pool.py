@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.errors import BufferExhaustedError, ProducerClosedError
 from tests.support.clock import FakeClock
+from tests.support.latch import LATCH_S, wait_until
 
 POOLABLE = 256
 
@@ -31,18 +31,6 @@ class FakeMetrics:
 
     def sensor(self, name: str) -> FakeSensor:
         return self.sensors.setdefault(name, FakeSensor())
-
-
-#: Only turns a hang (a waiter never woken, a condition never reached) into a failure.
-LATCH_S = 60.0
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = LATCH_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.001)
 
 
 class Allocator(threading.Thread):
