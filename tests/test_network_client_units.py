@@ -21,6 +21,7 @@ from kproducer.network.connection import ConnectionState
 from kproducer.network.protocol import ApiKey, build_produce_request
 from kproducer.structs import TopicPartition
 from tests.support.clock import FakeClock
+from tests.support.latch import LATCH_S
 from tests.support.wire import api_versions_response, frame_response, parse_request
 
 # What the stub brokers advertise: Produce, Metadata, ApiVersions.
@@ -301,15 +302,21 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms(
     stub_brokers: Callable[..., StubBroker],
 ) -> None:
     broker = stub_brokers()
-    c = _client(broker.address, connections_max_idle_ms=200)
+    # The client's clock stands still while it connects (every activity at ready_at), then moves
+    # 1 ms a poll: the connection must close once idle for more than 200 ms of that clock.
+    clock = FakeClock(1_000)
+    c = _client(broker.address, connections_max_idle_ms=200, clock_ms=clock)
     try:
-        assert c.await_ready(-1, 5000)
-        ready_at = time.monotonic()
-        assert _poll_until(c, lambda: not c.is_ready(-1), timeout_s=3)
-        idle = time.monotonic() - ready_at
-        assert 0.15 <= idle < 2.0, f"closed after {idle:.3f} s"
+        c.ready(-1, clock())
+        assert _poll_until(c, lambda: c.is_ready(-1)), "never connected to the stub broker"
+        ready_at = clock()
+        while c.is_ready(-1) and clock() - ready_at <= 5_000:
+            clock.advance(1)
+            c.poll(0, clock())
+        idle = clock() - ready_at
+        assert 200 < idle <= 202, f"closed after {idle} ms idle on the client's clock"
         assert c._nodes[-1].state is ConnectionState.DISCONNECTED and not c.is_connection_failed(-1)
-        assert broker.closed_by_client.wait(2), "the broker never saw the socket close"
+        assert broker.closed_by_client.wait(LATCH_S), "the broker never saw the socket close"
     finally:
         c.close()
 
