@@ -12,9 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kproducer.accumulator import RecordFuture
+from kproducer.accumulator.accumulator import NodeLatencyStats
 from kproducer.errors import BufferExhaustedError, KafkaTimeoutError
 from kproducer.producer import Producer
 from kproducer.structs import TopicPartition
+from tests.support.latch import LATCH_S, wait_until
 from tests.support.mock_cluster import MockCluster
 from tests.support.readback import read_topic
 
@@ -172,11 +174,11 @@ def test_delivery_timeout_expires_on_futures(mock_cluster: MockCluster) -> None:
         mock_cluster.broker_set_down(leader)
         t0 = time.monotonic()
         futs = [p.send("expire", f"x{i}".encode(), partition=victims[0]) for i in range(20)]
-        excs = [f.exception(10) for f in futs]
+        excs = [f.exception(LATCH_S) for f in futs]
         elapsed = time.monotonic() - t0
         assert all(isinstance(e, KafkaTimeoutError) for e in excs), excs[:3]
         assert f"expire-{victims[0]}" in str(excs[0]) and "delivery.timeout.ms" in str(excs[0])
-        assert 1.2 <= elapsed < 8, elapsed
+        assert elapsed >= 1.2, f"failed after {elapsed:.2f} s, before delivery.timeout.ms=1.5 s"
         assert p.metrics()["record-error-total"] >= 20
         mock_cluster.broker_set_up(leader)
         p.send("expire", b"after", partition=victims[0]).result(15)
@@ -204,7 +206,7 @@ def test_buffer_exhaustion_blocks_then_fails_and_memory_returns(mock_cluster: Mo
             raise AssertionError("200 sends into a 32 KiB buffer with the leader down never exhausted it")
         exc = futs[-1].exception(0)
         assert isinstance(exc, BufferExhaustedError), repr(exc)
-        assert 0.7 <= blocked < 3, f"send() blocked {blocked:.2f}s, expected about max.block.ms=0.8s"
+        assert blocked >= 0.7, f"send() blocked {blocked:.2f}s, expected about max.block.ms=0.8s"
         assert "800" in str(exc)
         m = p.metrics()
         assert m["buffer-exhausted-total"] >= 1
@@ -236,14 +238,41 @@ def test_availability_timeout_keeps_partitioner_off_a_down_leader(mock_cluster: 
         mock_cluster.broker_set_down(down)
         early: list[RecordFuture] = []
         late: list[RecordFuture] = []
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 2.0:
-            fut = p.send("avail", bytes(100))
-            (early if time.monotonic() - t0 < 1.0 else late).append(fut)
+
+        def keep_sending() -> bool:
+            early.append(p.send("avail", bytes(100)))
+            return False
+
+        def stats() -> NodeLatencyStats | None:
+            return p._accumulator.node_latency_stats(down)
+
+        def down_parts_queued() -> bool:
+            queued = {tp.partition for tp in p._accumulator.partitions_with_batches() if tp.topic == "avail"}
+            return down_parts <= queued
+
+        # Keyless records flow until the Sender has found the down leader undrainable for longer
+        # than the availability timeout and each of its partitions holds a batch (as in Java's
+        # ready(), a partition with an empty queue is not excluded: it counts as the least loaded),
+        # then until a later ready pass (which excludes them from the partitioner's loads), then for
+        # a few more batches (the sticky partition moves on).
+        wait_until(
+            lambda: (
+                (s := stats()) is not None and s.ready_time_ms - s.drain_time_ms > 100 and down_parts_queued()
+            )
+            or keep_sending(),
+            "the Sender reported the down leader undrainable for more than 100 ms, with batches for it queued",
+        )
+        flagged = stats()
+        assert flagged is not None
+        flagged_at = flagged.ready_time_ms
+        wait_until(
+            lambda: flagged.ready_time_ms > flagged_at or keep_sending(), "a ready pass after the leader was flagged"
+        )
+        for _ in range(20):  # 2 KB: several batches of 512 bytes, so the sticky partition moves on
+            early.append(p.send("avail", bytes(100)))
+        for _ in range(200):
+            late.append(p.send("avail", bytes(100)))
             time.sleep(0.0005)
-        stats = p._accumulator.node_latency_stats(down)
-        assert stats is not None, "the Sender never reported the down leader's latency stats"
-        assert stats.ready_time_ms - stats.drain_time_ms > 100
         late_parts = [f._batch_result.topic_partition.partition for f in late]
         to_down = [x for x in late_parts if x in down_parts]
         assert late_parts and not to_down, (
