@@ -1,21 +1,16 @@
-"""NetworkClient against a real broker (Tansu) and against a misbehaving local fake server."""
+"""NetworkClient against a real broker (Tansu); misbehaving servers are in test_network_fake_broker.py."""
 
 from __future__ import annotations
 
 import socket
-import struct
-import threading
-import time
-from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from kproducer.errors import ConfigError, KafkaTimeoutError
 from kproducer.network.client import ClientRequest, ClientResponse, NetworkClient
 from kproducer.network.protocol import CLIENT_VERSIONS, ApiKey, build_produce_request
 from kproducer.structs import TopicPartition
+from tests.support.latch import returns
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
 
@@ -131,116 +126,10 @@ def test_unreachable_bootstrap_times_out_naming_addresses() -> None:
         bootstrap_servers=f"127.0.0.1:{port}", reconnect_backoff_ms=10, reconnect_backoff_max_ms=50
     )
     try:
-        t0 = time.monotonic()
         with pytest.raises(KafkaTimeoutError) as ei:
-            c.fetch_metadata(["x"], 600)
-        assert time.monotonic() - t0 < 3
+            returns(lambda: c.fetch_metadata(["x"], 600), "fetch_metadata with a 600 ms budget")
+        assert "within 600 ms" in str(ei.value)
         assert f"127.0.0.1:{port}" in str(ei.value) and "addresses tried" in str(ei.value)
         assert f"127.0.0.1:{port}" in c.metadata.tried_addresses
-    finally:
-        c.close()
-
-
-class FakeBroker:
-    """A loopback server that answers each connection with a scripted byte string."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.payload = b""
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            with conn:
-                conn.settimeout(1.0)
-                try:
-                    conn.recv(65536)  # the ApiVersions request
-                    conn.sendall(self.payload)
-                    time.sleep(0.05)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
-
-
-@pytest.fixture(scope="module")
-def fake_broker() -> Iterator[FakeBroker]:
-    fb = FakeBroker()
-    try:
-        yield fb
-    finally:
-        fb.close()
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    st.one_of(
-        st.binary(min_size=1, max_size=200),  # garbage
-        st.integers(min_value=101 * 1024 * 1024, max_value=2**31 - 1).map(
-            lambda n: struct.pack(">i", n)
-        ),  # huge
-        st.integers(min_value=-(2**31), max_value=-1).map(
-            lambda n: struct.pack(">i", n) + b"xxxx"
-        ),  # negative
-        st.integers(min_value=10, max_value=1000).map(lambda n: struct.pack(">ii", n, 0)),  # truncated
-    )
-)
-def test_fake_server_garbage_leaves_client_alive(fake_broker: FakeBroker, payload: bytes) -> None:
-    fake_broker.payload = payload
-    c = NetworkClient(
-        bootstrap_servers=f"127.0.0.1:{fake_broker.port}",
-        reconnect_backoff_ms=10,
-        reconnect_backoff_max_ms=20,
-        socket_connection_setup_timeout_ms=300,
-        socket_connection_setup_timeout_max_ms=300,
-    )
-    try:
-        with pytest.raises(KafkaTimeoutError) as ei:
-            c.fetch_metadata(["t"], 400)
-        reason = c.metadata.tried_addresses.get(f"127.0.0.1:{fake_broker.port}", "")
-        assert reason, f"no failure reason recorded: {ei.value}"
-        # The client is still usable: poll works and it keeps trying to reconnect.
-        c.poll(0, c._clock())
-        assert not c.is_ready(-1)
-    finally:
-        c.close()
-
-
-def test_fake_server_oversized_prefix_names_the_size(fake_broker: FakeBroker) -> None:
-    fake_broker.payload = struct.pack(">i", 200 * 1024 * 1024)
-    c = NetworkClient(bootstrap_servers=f"127.0.0.1:{fake_broker.port}", reconnect_backoff_ms=10)
-    try:
-        with pytest.raises(KafkaTimeoutError):
-            c.fetch_metadata(["t"], 400)
-        assert "invalid frame size 209715200" in c.metadata.tried_addresses[f"127.0.0.1:{fake_broker.port}"]
-    finally:
-        c.close()
-
-
-def test_unsolicited_response_before_api_versions_is_dropped(
-    fake_broker: FakeBroker, tansu: TansuBroker
-) -> None:
-    # An unsolicited frame (correlation id 12345) followed by a close: dropped, then a clean disconnect reason.
-    fake_broker.payload = struct.pack(">ii", 8, 12345) + b"\x00\x00\x00\x00"
-    c = NetworkClient(bootstrap_servers=f"127.0.0.1:{fake_broker.port}", reconnect_backoff_ms=10)
-    try:
-        with pytest.raises(KafkaTimeoutError):
-            c.fetch_metadata(["t"], 300)
-        assert "closed by the broker" in c.metadata.tried_addresses[f"127.0.0.1:{fake_broker.port}"]
     finally:
         c.close()

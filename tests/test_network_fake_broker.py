@@ -1,9 +1,8 @@
 """NetworkClient against a scripted loopback broker: bad frames name their fault, stray frames are dropped.
 
-Stronger forms of two tests in test_network_client_tansu.py: the garbage test checks that the
-recorded reason names the fault the bytes contain (and that the same client then connects to a
-healthy broker), and the unsolicited-response test follows the stray frame with a valid answer
-and checks that the connection reaches READY and serves a Metadata request.
+The garbage test checks that the recorded reason names the fault the bytes contain (and that the
+same client then connects to a healthy broker); the unsolicited-response test follows the stray
+frame with a valid answer and checks that the connection reaches READY and serves a Metadata request.
 """
 
 from __future__ import annotations
