@@ -131,14 +131,28 @@ def test_pushed_non_retriable_error_reaches_the_delivery_report(mock_cluster: Mo
 def test_broker_down_then_up(mock_cluster: MockCluster) -> None:
     mock_cluster.create_topic("updown", 1)
     mock_cluster.partition_set_leader("updown", 0, 2)
-    p = _producer(mock_cluster)
+    stats: list[dict[str, Any]] = []
+    p = _producer(
+        mock_cluster, **{"statistics.interval.ms": 50, "stats_cb": lambda s: stats.append(json.loads(s))}
+    )
     _produce_and_wait(p, "updown", 0, b"before")
     mock_cluster.broker_set_down(2)
+    since = len(stats)
     reports: list[tuple[Any, Any]] = []
     p.produce("updown", value=b"while-down", partition=0, on_delivery=lambda e, m: reports.append((e, m)))
-    deadline = time.monotonic() + 0.7
-    while time.monotonic() < deadline:
+
+    def seen_down() -> bool:
+        """confluent-kafka's own statistics: it lost broker 2 and has not got it back."""
+        return any(
+            b.get("nodeid") == 2 and b.get("state") != "UP" and b.get("disconnects", 0) >= 1
+            for s in stats[since:]
+            for b in s["brokers"].values()
+        )
+
+    deadline = time.monotonic() + 30  # only turns a hang into a failure
+    while not seen_down() and time.monotonic() < deadline:
         p.poll(0.05)
+    assert seen_down(), "confluent-kafka never reported broker 2 down"
     assert reports == [], "a record was acknowledged by a broker that is down"
     mock_cluster.broker_set_up(2)
     deadline = time.monotonic() + 10
