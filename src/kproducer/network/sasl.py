@@ -310,7 +310,8 @@ class ScramAuthenticator:
 
     def first_message(self) -> bytes:
         self._step = 1
-        return self._client.get_client_first().encode()
+        first: str = self._client.get_client_first()
+        return first.encode()
 
     def evaluate(self, challenge: bytes) -> bytes | None:
         import scramp
@@ -319,7 +320,8 @@ class ScramAuthenticator:
             if self._step == 1:
                 self._client.set_server_first(challenge.decode())
                 self._step = 2
-                return self._client.get_client_final().encode()
+                final: str = self._client.get_client_final()
+                return final.encode()
             if self._step == 2:
                 self._client.set_server_final(challenge.decode())
                 self._step = 3
