@@ -11,13 +11,12 @@ security.protocol from a broker that is down) and ``blocking`` (NetworkClientUti
 from __future__ import annotations
 
 import logging
-import math
 import random
 import ssl
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.config import parse_bootstrap_servers
 from kproducer.errors import (
     AuthenticationError,
@@ -61,33 +60,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-class ExponentialBackoff:
-    """initial * 2**attempts, capped at max, times a uniform jitter factor (Java's ExponentialBackoff)."""
-
-    def __init__(
-        self, initial_ms: int, max_ms: int, jitter: float = 0.2, rng: random.Random | None = None
-    ) -> None:
-        self.initial_ms = initial_ms
-        self.max_ms = max(max_ms, initial_ms)
-        self.jitter = jitter
-        self._rng = rng or random.Random()
-        self._exp_max = (
-            math.log(self.max_ms / initial_ms, 2) if initial_ms > 0 and self.max_ms > initial_ms else 0.0
-        )
-
-    def backoff(self, attempts: int) -> int:
-        if self._exp_max == 0:
-            term = float(self.initial_ms)
-        else:
-            term = self.initial_ms * 2 ** min(float(attempts), self._exp_max)
-        factor = self._rng.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
-        return int(term * factor)
 
 
 def security_options(cfg: Any) -> dict[str, Any]:
@@ -157,9 +129,10 @@ class NetworkClient:
         self._ssl_context = ssl_context
         self._rng = rng
         self._clock = clock_ms
-        self._reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, 0.2, rng)
+        # Both exponential with +-20% jitter, capped at their maximum (KIP-144, KIP-601).
+        self._reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, jitter=0.2, rng=rng)
         self._setup_timeout = ExponentialBackoff(
-            socket_connection_setup_timeout_ms, socket_connection_setup_timeout_max_ms, 0.2, rng
+            socket_connection_setup_timeout_ms, socket_connection_setup_timeout_max_ms, jitter=0.2, rng=rng
         )
         self._selector = Selector(
             send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes
@@ -190,7 +163,7 @@ class NetworkClient:
 
     @property
     def reconnect_backoff_initial_ms(self) -> int:
-        return self._reconnect.initial_ms
+        return self._reconnect.initial
 
     # ------------------------------------------------------------- nodes
     def known_nodes(self) -> list[Node]:

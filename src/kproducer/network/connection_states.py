@@ -19,8 +19,9 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from kproducer.common import ExponentialBackoff
 from kproducer.errors import AuthenticationError, IllegalStateError
 
 if TYPE_CHECKING:
@@ -30,13 +31,6 @@ __all__ = ["ClusterConnectionStates", "ConnectionState", "NodeState", "describe_
 
 # The NetworkClient's log lines keep its logger name, which operators filter on.
 logger = logging.getLogger("kproducer.network.client")
-
-
-class _Backoff(Protocol):
-    initial_ms: int
-    max_ms: int
-
-    def backoff(self, attempts: int) -> int: ...
 
 
 class ConnectionState(enum.Enum):
@@ -128,7 +122,7 @@ class ClusterConnectionStates:
 
     __slots__ = ("nodes", "version", "_reconnect", "_setup_timeout")
 
-    def __init__(self, reconnect: _Backoff, setup_timeout: _Backoff) -> None:
+    def __init__(self, reconnect: ExponentialBackoff, setup_timeout: ExponentialBackoff) -> None:
         self.nodes: dict[int, NodeState] = {}
         self.version = 0
         self._reconnect = reconnect
@@ -187,7 +181,7 @@ class ClusterConnectionStates:
                 describe_node(st),
                 "refused this client" if isinstance(error, AuthenticationError) else "is unreachable",
                 reason,
-                self._reconnect.max_ms,
+                self._reconnect.maximum,
             )
         else:
             logger.debug("%s still unreachable: %s", describe_node(st), reason)

@@ -76,7 +76,7 @@ class ListenerProbes:
         except OSError as e:
             logger.debug("TLS probe of %s could not start: %s", address, e)
             return
-        self._tls_probes[probe_id] = (st.node_id, address, now + self._client._setup_timeout.initial_ms)
+        self._tls_probes[probe_id] = (st.node_id, address, now + self._client._setup_timeout.initial)
 
     def tls_probe_done(self, probe_id: int, spoke_tls: bool, detail: str) -> None:
         entry = self._tls_probes.pop(probe_id, None)
@@ -150,7 +150,7 @@ class ListenerProbes:
             logger.debug("plaintext probe of %s could not start: %s", address, e)
             return
         client._selector.send(probe_id, conn.data_to_send())
-        self._plain_probes[probe_id] = (st.node_id, address, now + client._setup_timeout.initial_ms, conn)
+        self._plain_probes[probe_id] = (st.node_id, address, now + client._setup_timeout.initial, conn)
 
     def plain_probe_events(
         self, received: list[tuple[int, bytes]], disconnected: list[tuple[int, str]], now: int
