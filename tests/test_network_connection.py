@@ -197,3 +197,32 @@ def test_garbage_body_is_a_protocol_error_or_dropped(garbage: bytes) -> None:
     else:
         # Some random bytes happen to decode; then exactly one response came back.
         assert len(out) == 1 and c.is_ready
+
+
+def test_connection_states_move_only_along_the_lifecycle() -> None:
+    from kproducer.errors import IllegalStateError
+    from kproducer.network.connection_states import transition
+
+    s = ConnectionState
+    lifecycle = {
+        (s.DISCONNECTED, s.CONNECTING),
+        (s.CONNECTING, s.CHECKING_API_VERSIONS),
+        (s.CHECKING_API_VERSIONS, s.AUTHENTICATING),
+        (s.CHECKING_API_VERSIONS, s.READY),
+        (s.AUTHENTICATING, s.READY),
+        # Phases the protocol repeats: SASL round trips, a KIP-368 re-authentication, a failed attempt.
+        (s.AUTHENTICATING, s.AUTHENTICATING),
+        (s.READY, s.READY),
+        (s.DISCONNECTED, s.DISCONNECTED),
+    } | {(a, s.DISCONNECTED) for a in s}
+    for a in s:
+        for b in s:
+            if (a, b) in lifecycle:
+                assert transition(a, b, 7) is b
+            else:
+                with pytest.raises(IllegalStateError, match=f"node 7 cannot move from {a.value} to {b.value}"):
+                    transition(a, b, 7)
+    # The sans-I/O connection goes through the same function: no second ApiVersions handshake.
+    c = ready_connection()
+    with pytest.raises(IllegalStateError):
+        c.connection_made(10)
