@@ -177,7 +177,6 @@ def response_header_version(api_key: int, version: int) -> int:
 # ------------------------------------------------------------------ primitives
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _HDR = struct.Struct(">hhi")
 _PART_HEAD = struct.Struct(">ii")  # partition index + legacy records length
 # The fixed start of a partition's produce response, by version: index, error code, base offset,
@@ -392,23 +391,18 @@ class _Reader:
                 f"truncated response: need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}"
             )
 
-    def i16(self) -> int:
-        self._need(2)
-        (v,) = _I16.unpack_from(self.buf, self.pos)
-        self.pos += 2
+    def fixed(self, field: struct.Struct) -> int:
+        """One fixed-width integer field (``_I16``, ``_I32``)."""
+        self._need(field.size)
+        (v,) = field.unpack_from(self.buf, self.pos)
+        self.pos += field.size
         return int(v)
+
+    def i16(self) -> int:
+        return self.fixed(_I16)
 
     def i32(self) -> int:
-        self._need(4)
-        (v,) = _I32.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def i64(self) -> int:
-        self._need(8)
-        (v,) = _I64.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(v)
+        return self.fixed(_I32)
 
     def array_len(self) -> int:
         if self.flexible:
