@@ -91,7 +91,8 @@ def create_topics(
 def _creatable_topic_class(version: int) -> type:
     import importlib
 
-    return importlib.import_module(f"kio.schema.create_topics.v{version}.request").CreatableTopic
+    cls: type = importlib.import_module(f"kio.schema.create_topics.v{version}.request").CreatableTopic
+    return cls
 
 
 def _timedelta_ms(ms: int) -> object:
