@@ -380,8 +380,9 @@ class ProducerBatch:
     def _transition(self, to: BatchState) -> BatchState:
         """Move to ``to`` if :data:`_NEXT` allows it; returns the state before, whether or not it moved.
 
-        Every lifecycle change goes through here, under one lock, so that a caller closing a
-        full batch can never overwrite the final state the Sender or a closing producer set.
+        Every lifecycle change goes through here, under one lock: a caller closing a full batch,
+        the Sender and a closing producer may change the same batch, and with one state field a
+        move made without the lock could overwrite a final state another thread had just set.
         """
         with _state_lock:
             current = self._state
