@@ -153,7 +153,7 @@ _PENDING = "PENDING"
 _FINISHED = "FINISHED"
 
 
-class _StdlibWaiters(list):
+class _StdlibWaiters(list[Any]):
     """The ``_waiters`` of a RecordFuture as concurrent.futures sees them, with the done flag they go by.
 
     ``notified`` flips (under the shared condition) when the record completes, at
