@@ -65,6 +65,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from peer_loops import confluent_produce  # noqa: E402
 
 MATRIX_WORKLOADS = [(1_000_000, 100), (200_000, 1024)]
 MATRIX_ACKS = ["1", "all"]
@@ -226,29 +229,17 @@ def _confluent(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     cp = CProducer({**confluent_config(cell, bootstrap), "error_cb": client_errors.append})
     payload = os.urandom(cell.size)
     perf = time.perf_counter
-    produce, poll = cp.produce, cp.poll
-    n, every = cell.records, lat.every
     rss_before = _rss_mb()
     t0 = perf()
-    for i in range(n):
-        while True:
-            try:
-                if i % every == 0:
-                    produce(topic, payload, on_delivery=lat.callback())
-                else:
-                    produce(topic, payload)
-                break
-            except BufferError:
-                poll(0.05)
-        if i % 1000 == 0:
-            poll(0)
+    confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback)
     cp.flush()
     elapsed = perf() - t0
     return Timing(elapsed, rss_before, 0)
 
 
 # ---------------------------------------------------------------- aiokafka
-def aiokafka_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
+def _kafka_python_style_config(cell: Cell, bootstrap: str, batch_size_key: str) -> dict[str, Any]:
+    """aiokafka and kafka-python take the same keyword config; only the batch size's name differs."""
     conf: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "acks": int(cell.acks) if cell.acks != "all" else "all",
@@ -256,8 +247,12 @@ def aiokafka_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
         "linger_ms": 5,
     }
     if cell.batch_size is not None:
-        conf["max_batch_size"] = cell.batch_size
+        conf[batch_size_key] = cell.batch_size
     return conf
+
+
+def aiokafka_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
+    return _kafka_python_style_config(cell, bootstrap, "max_batch_size")
 
 
 def _aiokafka(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
@@ -368,15 +363,7 @@ def _confluent_aio(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timi
 
 # ---------------------------------------------------------------- kafka-python
 def kafka_python_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "bootstrap_servers": bootstrap,
-        "acks": int(cell.acks) if cell.acks != "all" else "all",
-        "compression_type": None if cell.compression == "none" else cell.compression,
-        "linger_ms": 5,
-    }
-    if cell.batch_size is not None:
-        conf["batch_size"] = cell.batch_size
-    return conf
+    return _kafka_python_style_config(cell, bootstrap, "batch_size")
 
 
 def _kafka_python(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:

@@ -104,26 +104,35 @@ class Recorder:
                     self.healthy_latencies_ms.append(latency_s * 1000.0)
 
 
-def _spread(mc: MockCluster, topic: str) -> tuple[int, set[int]]:
+def _spread(mc: MockCluster, topic: str, slow: int) -> set[int]:
+    """Partition p of a new topic led by broker (p % 3)+1; the partitions not led by ``slow``."""
     mc.create_topic(topic, PARTITIONS)
     ids = mc.broker_ids
     for p in range(PARTITIONS):
         mc.partition_set_leader(topic, p, ids[p % 3])
-    return ids[0], {p for p in range(PARTITIONS) if p % 3 != 0}
+    return {p for p in range(PARTITIONS) if ids[p % 3] != slow}
+
+
+def _producer(mode: str, mc: MockCluster, topic: str, common: dict[str, Any], breaker: dict[str, Any]) -> Any:
+    """A producer in ``mode`` (breaker-off, breaker-on, kip794) with the topic's metadata fetched."""
+    from kproducer.producer import Producer
+
+    config: dict[str, Any] = {"bootstrap.servers": mc.bootstrap, **common}
+    if mode == "breaker-on":
+        config.update(breaker)
+    elif mode == "kip794":
+        config.update(KIP794)
+    p = Producer(config)
+    p.partitions_for(topic)
+    return p
 
 
 def _run_kproducer(mode: str, mc: MockCluster, topic: str, args: argparse.Namespace) -> dict[str, Any]:
     from kproducer.errors import BufferExhaustedError
-    from kproducer.producer import Producer
 
-    slow, healthy = _spread(mc, topic)
-    config: dict[str, Any] = {"bootstrap.servers": mc.bootstrap, **COMMON}
-    if mode == "breaker-on":
-        config.update(BREAKER)
-    if mode == "kip794":
-        config.update(KIP794)
-    p = Producer(config)
-    p.partitions_for(topic)
+    slow = mc.broker_ids[0]
+    healthy = _spread(mc, topic, slow)
+    p = _producer(mode, mc, topic, COMMON, BREAKER)
     start = time.monotonic()
     rec = Recorder(start, healthy)
     rec.fault_at = args.fault_at
@@ -275,24 +284,12 @@ STALL_BREAKER = {
 
 def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """One fresh cluster, one producer, keyless 100 B records for ``args.duration`` seconds."""
-    from kproducer.producer import Producer
-
     mc = start_mock_cluster(brokers=3)
     try:
         topic = "send-stall"
-        mc.create_topic(topic, PARTITIONS)
-        ids = mc.broker_ids
-        for part in range(PARTITIONS):
-            mc.partition_set_leader(topic, part, ids[part % 3])
         slow = STALL_SLOW_BROKER
-        healthy = {part for part in range(PARTITIONS) if ids[part % 3] != slow}
-        config: dict[str, Any] = {"bootstrap.servers": mc.bootstrap, **STALL_COMMON}
-        if mode == "breaker-on":
-            config.update(STALL_BREAKER)
-        elif mode == "kip794":
-            config.update(KIP794)
-        p = Producer(config)
-        p.partitions_for(topic)
+        healthy = _spread(mc, topic, slow)
+        p = _producer(mode, mc, topic, STALL_COMMON, STALL_BREAKER)
         start = time.monotonic()
         lock = threading.Lock()
         per_second = [0] * (int(args.duration) + 2)

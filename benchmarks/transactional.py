@@ -46,6 +46,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from peer_loops import confluent_produce  # noqa: E402
 
 CLIENTS = ["kproducer-txn", "kproducer-idempotent", "confluent-kafka-txn"]
 
@@ -101,19 +104,10 @@ def _run_confluent(bootstrap: str, topic: str, records: int, size: int, per_txn:
     cp = CProducer(confluent_config(bootstrap))
     payload = os.urandom(size)
     cp.init_transactions(60)
-    produce, poll = cp.produce, cp.poll
     t0 = time.perf_counter()
     for start in range(0, records, per_txn):
         cp.begin_transaction()
-        for i in range(min(per_txn, records - start)):
-            while True:
-                try:
-                    produce(topic, payload)
-                    break
-                except BufferError:
-                    poll(0.05)
-            if i % 1000 == 0:
-                poll(0)
+        confluent_produce(cp, topic, payload, min(per_txn, records - start))
         cp.commit_transaction(120)
     elapsed = time.perf_counter() - t0
     return elapsed
