@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
+from tests.support.paths import REPO_ROOT
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = REPO_ROOT
 
 
 def _run(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:

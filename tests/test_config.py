@@ -7,7 +7,6 @@ import pickle
 import subprocess
 import sys
 import typing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +21,10 @@ from kproducer.config import (
     render_markdown,
 )
 from kproducer.errors import ConfigError
+from tests.support.paths import REPO_ROOT
 
 BOOT = {"bootstrap.servers": "localhost:9092"}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def make(**kwargs: Any) -> ProducerConfig:

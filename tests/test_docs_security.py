@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.paths import REPO_ROOT
 from tests.support.secured import PASSWORD, TOKEN, USER, SaslBroker, TlsBroker, TokenEndpoint
 from tests.support.tls import Certificates
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
+DOC = REPO_ROOT / "docs" / "security.md"
 _BLOCK = re.compile(r"```python\n# example: (?P<name>[\w-]+)\n(?P<code>.*?)```", re.DOTALL)
 
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from kproducer.record.reader import read_batches
 from kproducer.structs import TopicPartition
 from tests.support.accumulator import START_MS, append, complete_all, make_acc, make_cluster
 from tests.support.clock import FakeClock
+from tests.support.paths import REPO_ROOT
 from tests.support.readback import create_topic, read_topic
 
 BATCH = 1024
@@ -322,7 +322,7 @@ _RSS_CHILD = textwrap.dedent(
 def test_many_partitions_keyless_peak_rss_within_buffer_memory_plus_64_mb(tansu: Any, topic_name: str) -> None:
     """1,000 partitions, keyless sticky sends at the defaults: peak RSS <= buffer.memory (32 MiB) + 64 MiB."""
     create_topic(tansu.bootstrap, topic_name, 1000)
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
     proc = subprocess.run(
         [sys.executable, "-c", _RSS_CHILD, tansu.bootstrap, topic_name, "80000"],

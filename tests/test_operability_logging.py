@@ -24,9 +24,10 @@ from kproducer.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kproducer.failure_log import FailureLog, describe_error, logging_configured, warn_data_loss
 from kproducer.producer import Producer
 from tests.support.mock_cluster import MockCluster
+from tests.support.paths import REPO_ROOT
 from tests.support.readback import read_topic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 
 
 def _lines(caplog: pytest.LogCaptureFixture, contains: str, level: int = logging.WARNING) -> list[str]:

@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from kproducer.embedded_broker import EmbeddedBroker
+from tests.support.paths import REPO_ROOT
 from tests.support.readback import create_topic, read_topic
 from tests.support.txn_reader import read_topic_transactional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 JOB_TIMEOUT_S = 600
 
 

@@ -25,10 +25,11 @@ from typing import Any
 import pytest
 
 from kproducer.embedded_broker import EmbeddedBroker
+from tests.support.paths import REPO_ROOT
 from tests.support.readback import create_topic
 from tests.support.txn_reader import TopicView, read_topic_transactional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def _env() -> dict[str, str]:

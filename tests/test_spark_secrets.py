@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kproducer.embedded_broker import EmbeddedBroker
+from tests.support.paths import REPO_ROOT
 
 SECRET = "pw-spark-secret-"
 
@@ -17,7 +18,7 @@ SECRET = "pw-spark-secret-"
 def test_sink_secrets_stay_out_of_the_plan_and_event_log(tansu: EmbeddedBroker, tmp_path: Path) -> None:
     events = tmp_path / "events"
     events.mkdir()
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     proc = subprocess.run(
         [sys.executable, "-m", "tests.support.spark_plan_job", tansu.bootstrap, str(events), SECRET],
         cwd=root,
