@@ -45,7 +45,6 @@ from kproducer.network.dns import DNS_LOOKUP_MODES, resolve_bootstrap, resolve_n
 from kproducer.network.in_flight import InFlightRequests
 from kproducer.network.listener_probes import ListenerProbes
 from kproducer.network.metadata_updater import MetadataUpdater
-from kproducer.network.protocol import ApiKey
 from kproducer.network.selector import Selector
 from kproducer.structs import Node
 
@@ -139,8 +138,6 @@ class NetworkClient:
         )
         self._states = ClusterConnectionStates(self._reconnect, self._setup_timeout)
         self._nodes = self._states.nodes
-        # Keyed by the connection states' version: computed again only after a state changed.
-        self._magic_cache: tuple[int, int] = (-1, 2)
         self._in_flight = InFlightRequests()
         self._unwritten = self._in_flight.unwritten
         self._completed: list[ClientResponse] = []
@@ -234,25 +231,8 @@ class NetworkClient:
         return st.conn.api_version(api_key)
 
     def max_usable_produce_magic(self) -> int:
-        """The record format every connected broker accepts: v2 unless one only speaks Produce v0–v2.
-
-        Produce v3+ carries v2 batches, v2 carries v1 message sets, v0/v1 carry v0 (as Java's
-        ApiVersions.maxUsableProduceMagic). Unknown (not yet connected) brokers do not lower it.
-        """
-        # Asked for every new batch: computed again only after a connection changed state.
-        cached = self._magic_cache
-        if cached[0] == self._states.version:
-            return cached[1]
-        version = self._states.version
-        magic = 2
-        for st in self._nodes.values():
-            if st.conn is None or st.state is not ConnectionState.READY:
-                continue
-            v = st.conn.api_version(ApiKey.PRODUCE)
-            if v is not None and v < 3:
-                magic = min(magic, 1 if v == 2 else 0)
-        self._magic_cache = (version, magic)
-        return magic
+        """The record format every connected broker accepts (see ClusterConnectionStates)."""
+        return self._states.max_usable_produce_magic()
 
     def in_flight_requests_by_node(self) -> dict[int, int]:
         """Requests awaiting a response, per node (the circuit breaker's view of congestion)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import AuthenticationError, IllegalStateError
+from kproducer.network.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from kproducer.network.connection import KafkaConnection
@@ -120,13 +121,15 @@ class ClusterConnectionStates:
     exponential, as Java's), and a version bumped on each state change (a cache key for answers
     computed from all connections, such as the usable record format)."""
 
-    __slots__ = ("nodes", "version", "_reconnect", "_setup_timeout")
+    __slots__ = ("nodes", "version", "_reconnect", "_setup_timeout", "_magic_cache")
 
     def __init__(self, reconnect: ExponentialBackoff, setup_timeout: ExponentialBackoff) -> None:
         self.nodes: dict[int, NodeState] = {}
         self.version = 0
         self._reconnect = reconnect
         self._setup_timeout = setup_timeout
+        # (version, magic): max_usable_produce_magic() as of that version of the states.
+        self._magic_cache = (-1, 2)
 
     def move(self, st: NodeState, target: ConnectionState) -> None:
         """Move a node's connection to ``target`` (checked by :func:`transition`)."""
@@ -185,6 +188,26 @@ class ClusterConnectionStates:
             )
         else:
             logger.debug("%s still unreachable: %s", describe_node(st), reason)
+
+    def max_usable_produce_magic(self) -> int:
+        """The record format every connected broker accepts: v2 unless one only speaks Produce v0–v2.
+
+        Produce v3+ carries v2 batches, v2 carries v1 message sets, v0/v1 carry v0 (as Java's
+        ApiVersions.maxUsableProduceMagic). Unknown (not yet connected) brokers do not lower it.
+        """
+        # Asked for every new batch: computed again only after a connection changed state.
+        cached = self._magic_cache
+        if cached[0] == self.version:
+            return cached[1]
+        magic = 2
+        for st in self.nodes.values():
+            if st.conn is None or st.state is not ConnectionState.READY:
+                continue
+            v = st.conn.api_version(ApiKey.PRODUCE)
+            if v is not None and v < 3:
+                magic = min(magic, 1 if v == 2 else 0)
+        self._magic_cache = (self.version, magic)
+        return magic
 
     def is_ready(self, node_id: int) -> bool:
         st = self.nodes.get(node_id)
