@@ -1,24 +1,19 @@
-"""Producer id, epoch and sequences (idempotence), and the transaction state machine.
+"""The TransactionManager: producer id and epoch (idempotence) and, with a transactional id, transactions.
 
 As in the Java client's ``TransactionManager``, one object holds both halves:
 
-* **Idempotence** (KIP-98): the broker validates each batch's ``(producer id,
-  epoch, base sequence)`` so that a retried batch is never written twice and never
-  lands out of order, even with up to five requests in flight. When the sequence
-  state of a partition can no longer be trusted (a batch that had a sequence
-  failed, UNKNOWN_PRODUCER_ID, an out-of-order sequence not explained by an
-  earlier failed batch), an idempotent producer asks for a fresh producer id once
-  nothing is in flight and restarts every partition's sequence at 0 (KIP-360).
+* **Idempotence** (KIP-98): the producer id and epoch, and each partition's sequences
+  (:class:`~kproducer.transaction_manager.sequences.TxnPartitionMap`). When the sequence
+  state of a partition can no longer be trusted (a batch that had a sequence failed,
+  UNKNOWN_PRODUCER_ID, an out-of-order sequence not explained by an earlier failed
+  batch), an idempotent producer asks for a fresh producer id once nothing is in flight
+  and restarts every partition's sequence at 0 (KIP-360).
 
-* **Transactions** (``transactional.id``): one explicit state machine
-  (:class:`TransactionState`), whose allowed transitions are the table
-  :data:`ALLOWED_PREVIOUS_STATES`, checked by :meth:`TransactionManager._transition_to`
-  and nowhere else. Coordinator requests (FindCoordinator, InitProducerId,
-  AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) are queued by
-  priority here and sent by the Sender between produce requests; how each broker
-  error is handled is read from the tables :data:`RETRY_ERRORS`,
-  :data:`COORDINATOR_MOVED_ERRORS`, :data:`ABORTABLE_ERRORS` and
-  :data:`FATAL_ERRORS` (the Java client's classification).
+* **Transactions** (``transactional.id``): the state machine of ``state`` (changed only by
+  :meth:`TransactionManager._transition_to`), the caller-thread operations that start
+  each step, and the Sender's side: the priority queue of coordinator requests (built by
+  ``handlers``), sent between produce requests, and the one handler of their broker
+  errors, which reads the tables of ``error_classes``.
 
 The Sender thread owns the protocol state; the caller threads only start
 operations (``begin_transaction()``, ``commit_transaction()``...) under
@@ -27,286 +22,42 @@ operations (``begin_transaction()``, ``commit_transaction()``...) under
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import (
     PRODUCER_FENCED_CODES,
-    ClusterAuthorizationFailedError,
-    ConcurrentTransactionsError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     FatalError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,
     IllegalStateError,
-    InvalidProducerIdMappingError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
     KafkaError,
-    KafkaTimeoutError,
-    NetworkError,
-    NotCoordinatorError,
-    OperationNotAttemptedError,
-    OutOfOrderSequenceNumberError,
-    RequestTimedOutError,
-    TopicAuthorizationFailedError,
-    TransactionAbortableError,
     TransactionAbortedError,
-    TransactionalIdAuthorizationFailedError,
-    TransactionCoordinatorFencedError,
-    UnknownMemberIdError,
-    UnknownProducerIdError,
-    UnknownTopicOrPartitionError,
-    UnsupportedVersionError,
-    error_codes,
     error_for_code,
 )
-from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
+from kproducer.network.api_keys import ApiKey
 from kproducer.structs import TopicPartition
+from kproducer.transaction_manager import handlers
+from kproducer.transaction_manager.error_classes import FATAL_PRODUCE_ERRORS
+from kproducer.transaction_manager.group_metadata import GroupMetadata
+from kproducer.transaction_manager.requests import TransactionalRequestResult, TxnRequest
+from kproducer.transaction_manager.sequences import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TxnPartitionMap,
+)
+from kproducer.transaction_manager.state import ALLOWED_NEXT_CALLS, ALLOWED_PREVIOUS_STATES, TransactionState
 
 if TYPE_CHECKING:
     from kproducer.accumulator.batch import ProducerBatch
 
-log = logging.getLogger(__name__)
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-_MAX_SEQUENCE = 2**31 - 1
+# The package's logger, as when the transaction manager was one module.
+log = logging.getLogger("kproducer.transaction_manager")
 
 
-# ---------------------------------------------------------------------- states
-class TransactionState(enum.Enum):
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
-    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-
-S = TransactionState
-
-#: For each state, the states it may be entered from (Java's ``TransactionManager.State.isTransitionValid``).
-#: FATAL_ERROR may be entered from any state. Every other transition is refused with IllegalStateError.
-ALLOWED_PREVIOUS_STATES: Mapping[TransactionState, frozenset[TransactionState]] = {
-    S.UNINITIALIZED: frozenset(),
-    # init_transactions(); after an abort that must bump the epoch (KIP-360); the idempotent
-    # producer's new producer id or epoch (from READY).
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION, S.READY}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.FATAL_ERROR: frozenset(TransactionState),
-}
-
-#: What a user may call next in each state (used in the error messages).
-ALLOWED_NEXT_CALLS: Mapping[TransactionState, str] = {
-    S.UNINITIALIZED: "call init_transactions() first",
-    S.INITIALIZING: "wait for init_transactions() to finish (call it again after a timeout)",
-    S.READY: "call begin_transaction() to open a transaction",
-    S.IN_TRANSACTION: "send records, send_offsets_to_transaction(), then commit_transaction() or abort_transaction()",
-    S.COMMITTING_TRANSACTION: "wait for commit_transaction() to finish (call it again after a timeout)",
-    S.ABORTING_TRANSACTION: "wait for abort_transaction() to finish (call it again after a timeout)",
-    S.ABORTABLE_ERROR: "call abort_transaction(), then begin a new transaction",
-    S.FATAL_ERROR: "close() the producer; it cannot be used any more",
-}
-
-
-# ---------------------------------------------------------------------- error classes
-# Broker error codes, by what the transaction manager does about them (the Java client's
-# TransactionManager handlers). Codes in none of these tables are fatal for the request at hand.
-_CONCURRENT_TRANSACTIONS = int(ConcurrentTransactionsError.code)
-_OPERATION_NOT_ATTEMPTED = int(OperationNotAttemptedError.code)
-_TOPIC_AUTHORIZATION_FAILED = int(TopicAuthorizationFailedError.code)
-_UNKNOWN_PRODUCER_ID = int(UnknownProducerIdError.code)
-_INVALID_PRODUCER_ID_MAPPING = int(InvalidProducerIdMappingError.code)
-
-#: The coordinator moved or is not up: find it again, then retry.
-COORDINATOR_MOVED_ERRORS: frozenset[int] = error_codes(
-    NotCoordinatorError, CoordinatorNotAvailableError, RequestTimedOutError
-)
-#: Transient at the same coordinator: retry after a backoff.
-RETRY_ERRORS: frozenset[int] = error_codes(
-    CoordinatorLoadInProgressError, ConcurrentTransactionsError, UnknownTopicOrPartitionError
-)
-#: The transaction cannot commit; the user must abort it and may go on with a new one.
-ABORTABLE_ERRORS: frozenset[int] = error_codes(
-    TopicAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,  # TxnOffsetCommit: the consumer's generation is stale
-    UnknownMemberIdError,
-    UnknownProducerIdError,
-    InvalidProducerIdMappingError,
-    TransactionAbortableError,  # KIP-890
-)
-#: The producer cannot go on: every later call raises until close().
-FATAL_ERRORS: frozenset[int] = PRODUCER_FENCED_CODES | error_codes(
-    TransactionCoordinatorFencedError,
-    TransactionalIdAuthorizationFailedError,
-    ClusterAuthorizationFailedError,
-    InvalidTxnStateError,
-    InvalidTransactionTimeoutError,  # transaction.timeout.ms above the broker's maximum
-    UnsupportedVersionError,
-)
-#: Produce errors that make a transactional producer fatal (the rest abort the transaction).
-FATAL_PRODUCE_ERRORS: frozenset[int] = PRODUCER_FENCED_CODES | error_codes(
-    TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError
-)
-#: Produce errors after which the sequence state is unknown: the abort bumps the epoch (KIP-360).
-EPOCH_BUMP_PRODUCE_ERRORS: frozenset[int] = error_codes(
-    OutOfOrderSequenceNumberError,
-    UnknownProducerIdError,
-    InvalidProducerIdMappingError,
-    RequestTimedOutError,
-    NetworkError,
-)
-
-
-class Priority(enum.IntEnum):
-    """Coordinator requests go out in this order (Java's TransactionManager.Priority)."""
-
-    FIND_COORDINATOR = 0
-    INIT_PRODUCER_ID = 1
-    ADD_PARTITIONS_OR_OFFSETS = 2
-    END_TXN = 3
-
-
-# ---------------------------------------------------------------------- results
-class TransactionalRequestResult:
-    """What a caller waits on for init, commit, abort or send_offsets (one latch, one error).
-
-    ``acked`` once a caller's wait saw the outcome: until then a call that timed out is
-    still pending, and calling the same method again waits on this same result (Java's
-    ``TransactionalRequestResult.isAcked``).
-    """
-
-    __slots__ = ("operation", "_event", "error", "acked")
-
-    def __init__(self, operation: str) -> None:
-        self.operation = operation
-        self._event = threading.Event()
-        self.error: BaseException | None = None
-        self.acked = False
-
-    def done(self, error: BaseException | None = None) -> None:
-        if not self._event.is_set():
-            self.error = error
-            self._event.set()
-
-    @property
-    def is_completed(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None) -> None:
-        """Wait; raise the operation's error, or KafkaTimeoutError (the call may then be repeated)."""
-        if not self._event.wait(timeout):
-            raise KafkaTimeoutError(
-                f"{self.operation}() did not finish within {timeout:.3f} s; call {self.operation}() again "
-                "to keep waiting for the same operation"
-            )
-        self.acked = True
-        if self.error is not None:
-            raise self.error
-
-
-@dataclass(eq=False)
-class TxnRequest:
-    """One queued coordinator request: how to build it, where it goes, what to do with the answer."""
-
-    name: str
-    api_key: ApiKey
-    priority: Priority
-    build: Callable[[int], Any]
-    on_response: Callable[[Any], None]
-    coordinator: int | None = COORDINATOR_KEY_TRANSACTION  # key type, None: any broker
-    coordinator_key: str | None = None
-    result: TransactionalRequestResult | None = None
-    retry_at_ms: int = 0
-    attempts: int = 0
-    is_end_txn: bool = False
-    seq: int = field(default=0)
-    #: AddPartitionsToTxn: the partitions it adds (grows with partitions found before it is sent).
-    partitions: set[TopicPartition] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadata:
-    """A consumer's group metadata for send_offsets_to_transaction (KIP-447 fencing of zombies)."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-
-
-def group_metadata_from(value: str | GroupMetadata | Any) -> GroupMetadata:
-    """A group id, a GroupMetadata, or a consumer's metadata object (confluent-kafka, kafka-python)."""
-    if isinstance(value, GroupMetadata):
-        return value
-    if isinstance(value, str):
-        if not value:
-            raise ValueError("send_offsets_to_transaction: the group id must not be empty")
-        return GroupMetadata(value)
-    if isinstance(value, bytes | bytearray) and bytes(value[:7]) == _LIBRDKAFKA_CGMD_MAGIC:
-        return _parse_librdkafka_group_metadata(bytes(value))
-    group_id = getattr(value, "group_id", None)
-    if isinstance(group_id, str) and group_id:
-        return GroupMetadata(
-            group_id,
-            int(getattr(value, "generation_id", -1)),
-            str(getattr(value, "member_id", "") or ""),
-            getattr(value, "group_instance_id", None),
-        )
-    raise TypeError(
-        "send_offsets_to_transaction: group_metadata must be a group id (str), a kproducer GroupMetadata "
-        f"or a consumer's group metadata with a group_id attribute, got {type(value).__name__}"
-    )
-
-
-_LIBRDKAFKA_CGMD_MAGIC = b"CGMDv2:"
-
-
-def _parse_librdkafka_group_metadata(data: bytes) -> GroupMetadata:
-    """confluent-kafka's ``consumer.consumer_group_metadata()``: librdkafka's serialized form.
-
-    ``CGMDv2:``, the generation id (int32, host byte order, written by memcpy), the
-    group id and member id (NUL-terminated), then one byte that is 1 when there is
-    no group instance id, or 0 followed by the NUL-terminated instance id.
-    """
-    import sys
-
-    pos = len(_LIBRDKAFKA_CGMD_MAGIC)
-    try:
-        generation = int.from_bytes(data[pos : pos + 4], sys.byteorder, signed=True)
-        pos += 4
-        end = data.index(b"\0", pos)
-        group_id = data[pos:end].decode()
-        pos = end + 1
-        end = data.index(b"\0", pos)
-        member_id = data[pos:end].decode()
-        pos = end + 1
-        instance: str | None = None
-        if data[pos] == 0:
-            end = data.index(b"\0", pos + 1)
-            instance = data[pos + 1 : end].decode()
-    except (ValueError, IndexError) as e:
-        raise ValueError(f"send_offsets_to_transaction: cannot read the consumer group metadata {data!r}") from e
-    return GroupMetadata(group_id, generation, member_id, instance)
-
-
-# ---------------------------------------------------------------------- manager
 class TransactionManager:
     """Producer id, epoch and sequences; with a ``transactional_id``, the transaction state machine."""
 
@@ -327,10 +78,7 @@ class TransactionManager:
         self._on_state_change = on_state_change
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
-        self._next_sequence: dict[TopicPartition, int] = {}
-        self._last_acked: dict[TopicPartition, int] = {}
-        # Batches sent (or drained) and not yet completed, per partition, in sequence order.
-        self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._sequences = TxnPartitionMap()
         self._reset_required = False
         self._init_in_progress = False
         self._fatal: KafkaError | None = None
@@ -431,8 +179,7 @@ class TransactionManager:
         log.info("producer id %d, epoch %d", producer_id, epoch)
         self.producer_id = producer_id
         self.producer_epoch = epoch
-        self._next_sequence.clear()
-        self._last_acked.clear()
+        self._sequences.reset_sequences()
         self._reset_required = False
         self._init_in_progress = False
         if not self.transactional and self._state is TransactionState.INITIALIZING:
@@ -498,45 +245,30 @@ class TransactionManager:
         return self._fatal is not None or not self.has_producer_id() or self._reset_required
 
     def next_sequence(self, tp: TopicPartition) -> int:
-        return self._next_sequence.get(tp, 0)
+        return self._sequences.next_sequence(tp)
 
     def increment_sequence(self, tp: TopicPartition, increment: int) -> None:
-        seq = self._next_sequence.get(tp, 0) + increment
-        # Sequences wrap at Int32.MAX_VALUE, as the broker expects.
-        self._next_sequence[tp] = seq - _MAX_SEQUENCE - 1 if seq > _MAX_SEQUENCE else seq
+        self._sequences.increment_sequence(tp, increment)
 
     def add_in_flight(self, batch: ProducerBatch) -> None:
-        lst = self._in_flight.setdefault(batch.topic_partition, [])
-        lst.append(batch)
-        if len(lst) > 1 and lst[-2].base_sequence > batch.base_sequence:
-            lst.sort(key=lambda b: b.base_sequence)
+        self._sequences.add_in_flight(batch)
 
     def remove_in_flight(self, batch: ProducerBatch) -> None:
-        lst = self._in_flight.get(batch.topic_partition)
-        if lst is not None:
-            try:
-                lst.remove(batch)
-            except ValueError:
-                pass
-            if not lst:
-                del self._in_flight[batch.topic_partition]
+        self._sequences.remove_in_flight(batch)
 
     def has_in_flight(self) -> bool:
-        return bool(self._in_flight)
+        return self._sequences.has_in_flight()
 
     def is_next_sequence(self, batch: ProducerBatch) -> bool:
         """Whether ``batch`` directly follows the last acknowledged sequence of its partition."""
-        last = self._last_acked.get(batch.topic_partition, -1)
-        return batch.base_sequence == last + 1
+        return self._sequences.is_next_sequence(batch)
 
     def first_in_flight_sequence(self, tp: TopicPartition) -> int:
-        lst = self._in_flight.get(tp)
-        return lst[0].base_sequence if lst else NO_SEQUENCE
+        return self._sequences.first_in_flight_sequence(tp)
 
     def retry_in_flight(self, tp: TopicPartition) -> bool:
         """Whether a batch of ``tp`` that was retried is in flight again (the drain's order gate)."""
-        lst = self._in_flight.get(tp)
-        return lst is not None and any(b.attempts > 0 for b in lst)
+        return self._sequences.retry_in_flight(tp)
 
     def may_drain_partition(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is in the open transaction; if not, it is queued for AddPartitionsToTxn.
@@ -556,11 +288,7 @@ class TransactionManager:
 
     # ================================================================== completion
     def handle_completed_batch(self, batch: ProducerBatch) -> None:
-        tp = batch.topic_partition
-        last = batch.base_sequence + batch.record_count - 1
-        if last > self._last_acked.get(tp, -1):
-            self._last_acked[tp] = last
-        self.remove_in_flight(batch)
+        self._sequences.handle_completed_batch(batch)
 
     def can_retry_out_of_order(self, batch: ProducerBatch) -> bool:
         """OUT_OF_ORDER_SEQUENCE_NUMBER is retriable when an earlier batch of the partition is still unresolved.
@@ -680,7 +408,7 @@ class TransactionManager:
             self._transition_to(TransactionState.INITIALIZING)
             result = TransactionalRequestResult("init_transactions")
             self._pending_results["init_transactions"] = result
-            self._enqueue(self._init_producer_id_request(result, bump=False))
+            self._enqueue(handlers.init_producer_id(self, result, bump=False))
             return result
 
     def begin_transaction(self) -> None:
@@ -726,23 +454,7 @@ class TransactionManager:
     def _end_transaction(self, operation: str, committed: bool) -> TransactionalRequestResult:
         result = TransactionalRequestResult(operation)
         self._pending_results[operation] = result
-        tid = self.transactional_id
-        assert tid is not None
-
-        from kproducer.network import protocol  # the schemas load with the network layer
-
-        def build(version: int) -> Any:
-            return protocol.build_end_txn_request(version, tid, self.producer_id, self.producer_epoch, committed)
-
-        def on_response(body: Any) -> None:
-            code = int(body.error_code)
-            if code == 0:
-                self._complete_transaction(result)
-            else:
-                self._handle_error(req, code, None)
-
-        req = TxnRequest("EndTxn", ApiKey.END_TXN, Priority.END_TXN, build, on_response, result=result, is_end_txn=True)
-        self._enqueue(req)
+        self._enqueue(handlers.end_txn(self, result, committed))
         return result
 
     def _complete_transaction(self, result: TransactionalRequestResult) -> None:
@@ -756,7 +468,7 @@ class TransactionManager:
                 # KIP-360: after an abort whose batches left a sequence gap, get a new epoch
                 # (the coordinator checks ours first) so the next transaction starts clean.
                 self._transition_to(TransactionState.INITIALIZING)
-                self._enqueue(self._init_producer_id_request(result, bump=True))
+                self._enqueue(handlers.init_producer_id(self, result, bump=True))
                 return
             self._transition_to(TransactionState.READY)
         result.done()
@@ -770,149 +482,8 @@ class TransactionManager:
             if self._state is not TransactionState.IN_TRANSACTION:
                 raise self._illegal("send_offsets_to_transaction")
             result = TransactionalRequestResult("send_offsets_to_transaction")
-            tid = self.transactional_id
-            assert tid is not None
-
-            from kproducer.network import protocol  # the schemas load with the network layer
-
-            def build(version: int) -> Any:
-                return protocol.build_add_offsets_to_txn_request(
-                    version, tid, self.producer_id, self.producer_epoch, group.group_id
-                )
-
-            def on_response(body: Any) -> None:
-                code = int(body.error_code)
-                if code != 0:
-                    self._handle_error(req, code, None)
-                    return
-                self._transaction_started = True
-                self._enqueue(self._txn_offset_commit_request(offsets, group, result))
-
-            req = TxnRequest(
-                "AddOffsetsToTxn", ApiKey.ADD_OFFSETS_TO_TXN, Priority.ADD_PARTITIONS_OR_OFFSETS, build, on_response, result=result
-            )
-            self._enqueue(req)
+            self._enqueue(handlers.add_offsets_to_txn(self, offsets, group, result))
             return result
-
-    def _txn_offset_commit_request(
-        self,
-        offsets: Mapping[TopicPartition, tuple[int, str | None]],
-        group: GroupMetadata,
-        result: TransactionalRequestResult,
-    ) -> TxnRequest:
-        tid = self.transactional_id
-        assert tid is not None
-        remaining = dict(offsets)
-
-        from kproducer.network import protocol  # the schemas load with the network layer
-
-        def build(version: int) -> Any:
-            return protocol.build_txn_offset_commit_request(
-                version,
-                tid,
-                group.group_id,
-                self.producer_id,
-                self.producer_epoch,
-                remaining,
-                generation_id=group.generation_id,
-                member_id=group.member_id,
-                group_instance_id=group.group_instance_id,
-            )
-
-        def on_response(body: Any) -> None:
-            errors = protocol.txn_offset_commit_errors(body)
-            failed = {tp: c for tp, c in errors.items() if c != 0}
-            for tp in errors:
-                if tp not in failed:
-                    remaining.pop(tp, None)
-            if not failed:
-                result.done()
-                return
-            # The worst error decides; only the partitions that failed are sent again.
-            code = next((c for c in failed.values() if c in FATAL_ERRORS or c not in _RETRY_OR_MOVED), None)
-            if code is None:
-                code = next(iter(failed.values()))
-            self._handle_error(req, code, None)
-
-        req = TxnRequest(
-            "TxnOffsetCommit",
-            ApiKey.TXN_OFFSET_COMMIT,
-            Priority.ADD_PARTITIONS_OR_OFFSETS,
-            build,
-            on_response,
-            coordinator=COORDINATOR_KEY_GROUP,
-            coordinator_key=group.group_id,
-            result=result,
-        )
-        return req
-
-    def _init_producer_id_request(self, result: TransactionalRequestResult, bump: bool) -> TxnRequest:
-        tid = self.transactional_id
-
-        from kproducer.network import protocol  # the schemas load with the network layer
-
-        def build(version: int) -> Any:
-            pid, epoch = (self.producer_id, self.producer_epoch) if bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-            return protocol.build_init_producer_id_request(version, tid, self.transaction_timeout_ms, pid, epoch)
-
-        def on_response(body: Any) -> None:
-            code = int(body.error_code)
-            if code != 0:
-                self._handle_error(req, code, None)
-                return
-            self.set_producer_id_and_epoch(int(body.producer_id), int(body.producer_epoch))
-            with self._lock:
-                self._epoch_bump_required = False
-                self._transition_to(TransactionState.READY)
-            result.done()
-
-        req = TxnRequest("InitProducerId", ApiKey.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID, build, on_response, result=result)
-        return req
-
-    def _add_partitions_request(self, partitions: set[TopicPartition]) -> TxnRequest:
-        tid = self.transactional_id
-        assert tid is not None
-
-        from kproducer.network import protocol  # the schemas load with the network layer
-
-        def build(version: int) -> Any:
-            return protocol.build_add_partitions_to_txn_request(
-                version, tid, self.producer_id, self.producer_epoch, sorted(req.partitions or ())
-            )
-
-        def on_response(body: Any) -> None:
-            parts = set(req.partitions or ())
-            errors = protocol.add_partitions_to_txn_errors(body)
-            failed = {tp: c for tp, c in errors.items() if c != 0 and c != _OPERATION_NOT_ATTEMPTED}
-            with self._lock:
-                if not failed:
-                    self._partitions_in_txn.update(parts)
-                    self._partitions_being_added.difference_update(parts)
-                    self._transaction_started = True
-                    return
-            code = next((c for c in failed.values() if c != _TOPIC_AUTHORIZATION_FAILED), None)
-            if code is None:
-                topics = sorted({tp.topic for tp in failed})
-                with self._lock:
-                    self._partitions_being_added.difference_update(parts)
-                self.transition_to_abortable(
-                    error_for_code(
-                        _TOPIC_AUTHORIZATION_FAILED,
-                        f"not authorized to write to topic(s) {', '.join(topics)} in a transaction",
-                    )
-                )
-                return
-            self._handle_error(req, code, None)
-
-        req = TxnRequest(
-            "AddPartitionsToTxn",
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            Priority.ADD_PARTITIONS_OR_OFFSETS,
-            build,
-            on_response,
-            partitions=set(partitions),
-        )
-        return req
 
     # ================================================================== the Sender's side
     def _enqueue(self, req: TxnRequest) -> None:
@@ -943,7 +514,7 @@ class TransactionManager:
                 parts = set(self._pending_partitions)
                 self._pending_partitions.clear()
                 self._partitions_being_added.update(parts)
-                self._enqueue(self._add_partitions_request(parts))
+                self._enqueue(handlers.add_partitions_to_txn(self, parts))
             wait = 1 << 30
             skipped: list[tuple[int, int, TxnRequest]] = []
             chosen: TxnRequest | None = None
@@ -994,28 +565,7 @@ class TransactionManager:
             flying = self._in_flight_request
             if flying is not None and flying.api_key is ApiKey.FIND_COORDINATOR and flying.coordinator_key == k:
                 return
-
-        from kproducer.network import protocol  # the schemas load with the network layer
-
-        def build(version: int) -> Any:
-            return protocol.build_find_coordinator_request(version, k, key_type)
-
-        def on_response(body: Any) -> None:
-            try:
-                found = protocol.find_coordinator_result(body, k)
-            except protocol.ProtocolError as e:
-                self.transition_to_fatal(KafkaError(str(e)))
-                return
-            if found.error_code == 0:
-                self._coordinators[(key_type, k)] = found.node_id
-                log.debug("coordinator for %s is node %d (%s:%d)", k, found.node_id, found.host, found.port)
-                return
-            self._handle_error(req, found.error_code, found.error_message)
-
-        req = TxnRequest(
-            "FindCoordinator", ApiKey.FIND_COORDINATOR, Priority.FIND_COORDINATOR, build, on_response, coordinator=None, coordinator_key=k
-        )
-        self._enqueue(req)
+        self._enqueue(handlers.find_coordinator(self, key_type, k))
 
     def set_in_flight(self, req: TxnRequest | None) -> None:
         self._in_flight_request = req
@@ -1039,50 +589,6 @@ class TransactionManager:
             log.exception("cannot handle the %s response", req.name)
             self.transition_to_fatal(KafkaError(f"cannot handle the {req.name} response: {e}"))
 
-    def _handle_error(self, req: TxnRequest, code: int, message: str | None) -> None:
-        """One broker error on a coordinator request, by the tables above."""
-        now = self._clock()
-        req.attempts += 1
-        if code in COORDINATOR_MOVED_ERRORS:
-            if req.api_key is ApiKey.FIND_COORDINATOR:
-                self.requeue(req, now)
-                return
-            log.info("%s: %s; finding the coordinator again", req.name, error_for_code(code).name)
-            if req.coordinator is not None:
-                self.lookup_coordinator(req.coordinator, req.coordinator_key)
-            self.requeue(req, now, 0)
-            return
-        if code in RETRY_ERRORS:
-            # CONCURRENT_TRANSACTIONS on a transaction's first AddPartitionsToTxn means the previous
-            # transaction's markers are still being written, which clears within a few ms: retry
-            # after 20 ms there instead of retry.backoff.ms, as Java's AddPartitionsToTxnHandler does.
-            quick = (
-                code == _CONCURRENT_TRANSACTIONS
-                and req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN
-                and not self._partitions_in_txn
-            )
-            log.debug("%s: %s; retrying", req.name, error_for_code(code).name)
-            self.requeue(req, now, 20 if quick else None)
-            return
-        exc = error_for_code(code, message)
-        if code in ABORTABLE_ERRORS and self._state is not TransactionState.INITIALIZING:
-            if req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN:
-                self._partitions_being_added.clear()
-            if code in (_UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING):
-                self._epoch_bump_required = True
-                if not self._epoch_bump_possible(exc):
-                    return
-            if req.is_end_txn and self._state is TransactionState.ABORTING_TRANSACTION:
-                self.transition_to_fatal(exc)
-                return
-            self.transition_to_abortable(exc)
-            if req.result is not None and req.api_key is not ApiKey.END_TXN:
-                req.result.done(exc)
-            return
-        if code in PRODUCER_FENCED_CODES:
-            exc = self.fenced_error(code)
-        self.transition_to_fatal(exc)
-
     def fenced_error(self, code: int, topic: str | None = None, partition: int | None = None) -> KafkaError:
         """PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, saying what it means for this producer."""
         return error_for_code(
@@ -1105,21 +611,3 @@ class TransactionManager:
     @property
     def partitions_in_transaction(self) -> frozenset[TopicPartition]:
         return frozenset(self._partitions_in_txn)
-
-
-_RETRY_OR_MOVED = RETRY_ERRORS | COORDINATOR_MOVED_ERRORS
-
-
-__all__ = [
-    "TransactionManager",
-    "TransactionState",
-    "TransactionalRequestResult",
-    "GroupMetadata",
-    "ALLOWED_PREVIOUS_STATES",
-    "ALLOWED_NEXT_CALLS",
-    "RETRY_ERRORS",
-    "COORDINATOR_MOVED_ERRORS",
-    "ABORTABLE_ERRORS",
-    "FATAL_ERRORS",
-    "NO_SEQUENCE",
-]
