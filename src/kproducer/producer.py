@@ -379,8 +379,8 @@ class Producer:
             or not (self._key_passthrough and self._value_passthrough)
         ):
             return None
-        from kproducer.accumulator.accumulator import _PartitionDeque
         from kproducer.accumulator.batch import ProducerBatch, Thunk
+        from kproducer.accumulator.deques import PartitionDeque
         from kproducer.partitioner import BuiltInPartitioner, _StickyPartitionInfo
         from kproducer.record.builder import MemoryRecordsBuilder
 
@@ -400,7 +400,7 @@ class Producer:
                 builder_type=MemoryRecordsBuilder,
                 future_type=RecordFuture,
                 thunk_type=Thunk,
-                deque_type=_PartitionDeque,
+                deque_type=PartitionDeque,
                 sticky_type=_StickyPartitionInfo,
                 partitioner_type=BuiltInPartitioner,
                 max_record_size=min(self._max_request_size, self._buffer_memory),

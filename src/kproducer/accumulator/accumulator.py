@@ -11,18 +11,33 @@ before a new batch is created (the double-lock pattern of Java's ``RecordAccumul
 
 from __future__ import annotations
 
-import bisect
 import logging
 import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
+from kproducer.accumulator.collaborators import (
+    CircuitBreakManagerLike,
+    CircuitBreakRoutingLike,
+    MemorySource,
+    StickyPartitioner,
+    TransactionManagerLike,
+)
+from kproducer.accumulator.deques import PartitionDeque, TopicInfo
+from kproducer.accumulator.drain import drain, in_flight_growth_by_node, release_growth, release_growth_locked
 from kproducer.accumulator.futures import RecordFuture
+from kproducer.accumulator.ready import (
+    NodeLatencyStats,
+    ReadyCheckResult,
+    ready,
+    topic_ready,
+    update_node_latency_stats,
+)
 from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
@@ -34,92 +49,27 @@ from kproducer.record.builder import (
     estimate_size_upper_bound,
 )
 from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
-from kproducer.structs import PartitionInfo, TopicPartition
+from kproducer.structs import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "CircuitBreakManagerLike",
     "NodeLatencyStats",
     "ReadyCheckResult",
     "RecordAccumulator",
     "RecordAppendResult",
     "StickyPartitioner",
     "TransactionManagerLike",
-    "CircuitBreakManagerLike",
 ]
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_PARTITION = -1
-_NO_DELAY = 2**63 - 1
 
 Headers = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
 BytesLike = bytes | bytearray | memoryview
-
-
-# ---------------------------------------------------------------------- collaborators
-class StickyPartitioner(Protocol):
-    """The per-topic built-in partitioner the accumulator drives (KIP-794; ``kproducer.partitioner.BuiltInPartitioner``)."""
-
-    def peek_current_partition(self, cluster: Cluster) -> int: ...
-
-    def update_partition_info(
-        self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
-    ) -> None: ...
-
-    def update_partition_load_stats(
-        self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int
-    ) -> None: ...
-
-
-class TransactionManagerLike(Protocol):
-    """What drain needs for idempotence (``kproducer.transaction_manager.TransactionManager``)."""
-
-    def should_stop_draining(self) -> bool: ...
-
-    def producer_id_and_epoch(self) -> tuple[int, int]: ...
-
-    def next_sequence(self, tp: TopicPartition) -> int: ...
-
-    def increment_sequence(self, tp: TopicPartition, increment: int) -> None: ...
-
-    def first_in_flight_sequence(self, tp: TopicPartition) -> int: ...
-
-    def retry_in_flight(self, tp: TopicPartition) -> bool: ...
-
-    def may_drain_partition(self, tp: TopicPartition) -> bool: ...
-
-
-class CircuitBreakManagerLike(Protocol):
-    """Partition mutes decided by the circuit breaker (KIP-693): muted partitions are not drained but for probes."""
-
-    def is_muted(self, tp: TopicPartition) -> bool: ...
-
-    def allow_probe(self, tp: TopicPartition, now_ms: int | None = None) -> bool: ...
-
-    def retry_at_ms(self, tp: TopicPartition) -> int | None: ...
-
-    def probe_in_flight(self, tp: TopicPartition) -> bool: ...
-
-
-@runtime_checkable
-class CircuitBreakRoutingLike(Protocol):
-    """A breaker manager that also steers the built-in partitioner away from muted partitions."""
-
-    def may_send(self, tp: TopicPartition) -> bool: ...
-
-    def cluster_view(self, cluster: Cluster | None = None) -> Cluster: ...
-
-    def partitions_to_vacate(self) -> frozenset[TopicPartition]: ...
-
-
-class MemorySource(Protocol):
-    """Where a new batch's buffer comes from: the BufferPool, or memory already charged to it."""
-
-    def allocate(self, size: int, max_time_to_block_ms: int) -> bytearray: ...
-
-    def deallocate(self, buffer: bytearray, size: int | None = None) -> None: ...
 
 
 class RecordAppendResult(NamedTuple):
@@ -131,59 +81,6 @@ class RecordAppendResult(NamedTuple):
     abort_for_new_batch: bool
     partition: int
     appended_bytes: int = 0
-
-
-class ReadyCheckResult(NamedTuple):
-    """Leader nodes with sendable data, when to look again, and topics whose leader is unknown."""
-
-    ready_nodes: set[int]
-    next_ready_check_delay_ms: int
-    unknown_leader_topics: set[str]
-
-
-class NodeLatencyStats:
-    """When a node last had data ready and when it was last drained (Java's NodeLatencyStats).
-
-    ``ready_time_ms - drain_time_ms`` is how long data waited for a node that was
-    not ready: past ``partitioner.availability.timeout.ms`` its partitions leave
-    the adaptive partitioner's choice.
-    """
-
-    __slots__ = ("ready_time_ms", "drain_time_ms")
-
-    def __init__(self, now_ms: int) -> None:
-        self.ready_time_ms = now_ms
-        self.drain_time_ms = now_ms
-
-
-class _PartitionDeque:
-    """The batches of one partition, oldest first, with the lock appends and drains take."""
-
-    __slots__ = ("lock", "batches")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.batches: deque[ProducerBatch] = deque()
-
-
-class _TopicInfo:
-    """Per-topic state: partition → deque, and the topic's built-in partitioner."""
-
-    __slots__ = ("batches", "partitioner", "lock")
-
-    def __init__(self, partitioner: StickyPartitioner) -> None:
-        self.batches: dict[int, _PartitionDeque] = {}
-        self.partitioner = partitioner
-        self.lock = threading.Lock()
-
-    def deque_for(self, partition: int) -> _PartitionDeque:
-        dq = self.batches.get(partition)
-        if dq is None:
-            with self.lock:
-                dq = self.batches.get(partition)
-                if dq is None:
-                    dq = self.batches[partition] = _PartitionDeque()
-        return dq
 
 
 def _default_partitioner_factory(topic: str, sticky_batch_size: int) -> StickyPartitioner:
@@ -270,7 +167,7 @@ class RecordAccumulator:
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, jitter=retry_backoff_jitter, rng=rng)
         self._ratio_estimator = CompressionRatioEstimator()
 
-        self._topic_info: dict[str, _TopicInfo] = {}
+        self._topic_info: dict[str, TopicInfo] = {}
         self._topic_lock = threading.Lock()
         self._incomplete: dict[ProducerBatch, None] = {}
         self._incomplete_lock = threading.Lock()
@@ -281,7 +178,7 @@ class RecordAccumulator:
         # ready/drain/expiry passes visit these instead of every topic ever produced to: with
         # thousands of known topics (KIP-526) and a few active at a time, that is the difference
         # between tens of milliseconds and well under one per Sender loop.
-        self._active: dict[str, _TopicInfo] = {}
+        self._active: dict[str, TopicInfo] = {}
         # Full batches of a compressed producer, compressed before drain (seal()) by the Sender, or
         # by a caller once their records pass a backlog limit: queued batches then hold compressed
         # bytes, and the memory beyond buffer.memory stays bounded.
@@ -357,16 +254,16 @@ class RecordAccumulator:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _topic(self, topic: str) -> _TopicInfo:
+    def _topic(self, topic: str) -> TopicInfo:
         info = self._topic_info.get(topic)
         if info is None:
             with self._topic_lock:
                 info = self._topic_info.get(topic)
                 if info is None:
-                    info = self._topic_info[topic] = _TopicInfo(self._partitioner_factory(topic, self.batch_size))
+                    info = self._topic_info[topic] = TopicInfo(self._partitioner_factory(topic, self.batch_size))
         return info
 
-    def partition_state(self, topic: str) -> tuple[dict[int, _PartitionDeque], StickyPartitioner]:
+    def partition_state(self, topic: str) -> tuple[dict[int, PartitionDeque], StickyPartitioner]:
         """The topic's partition deques and built-in partitioner, for the C send lane.
 
         The lane appends to the open batch of a deque under the deque's lock, and
@@ -380,14 +277,14 @@ class RecordAccumulator:
         info = self._topic_info.get(topic)
         return info is not None and any(dq.batches for dq in list(info.batches.values()))
 
-    def _deque(self, tp: TopicPartition) -> _PartitionDeque | None:
+    def _deque(self, tp: TopicPartition) -> PartitionDeque | None:
         info = self._topic_info.get(tp.topic)
         return None if info is None else info.batches.get(tp.partition)
 
-    def _deque_or_create(self, tp: TopicPartition) -> _PartitionDeque:
+    def _deque_or_create(self, tp: TopicPartition) -> PartitionDeque:
         return self._topic(tp.topic).deque_for(tp.partition)
 
-    def _all_deques(self) -> Iterator[tuple[TopicPartition, _PartitionDeque]]:
+    def _all_deques(self) -> Iterator[tuple[TopicPartition, PartitionDeque]]:
         for topic, info in list(self._topic_info.items()):
             for partition, dq in list(info.batches.items()):
                 yield TopicPartition(topic, partition), dq
@@ -821,7 +718,7 @@ class RecordAccumulator:
         return self._topic(topic).partitioner.peek_current_partition(cluster)
 
     @staticmethod
-    def _partition_changed(topic_info: _TopicInfo, partition: int, cluster: Cluster | None) -> bool:
+    def _partition_changed(topic_info: TopicInfo, partition: int, cluster: Cluster | None) -> bool:
         """Another thread switched the sticky partition while we waited for the deque: start over."""
         assert cluster is not None
         current = topic_info.partitioner.peek_current_partition(cluster)
@@ -831,7 +728,7 @@ class RecordAccumulator:
         return False
 
     @staticmethod
-    def _all_batches_full(dq: _PartitionDeque) -> bool:
+    def _all_batches_full(dq: PartitionDeque) -> bool:
         last = dq.batches[-1] if dq.batches else None
         return last is None or last.is_full()
 
@@ -842,7 +739,7 @@ class RecordAccumulator:
         value: BytesLike | None,
         headers: Headers | None,
         callback: DeliveryCallback | None,
-        dq: _PartitionDeque,
+        dq: PartitionDeque,
         now_ms: int,
         partition: int,
     ) -> RecordAppendResult | None:
@@ -916,7 +813,7 @@ class RecordAccumulator:
         self,
         topic: str,
         partition: int,
-        dq: _PartitionDeque,
+        dq: PartitionDeque,
         timestamp: int,
         key: BytesLike | None,
         value: BytesLike | None,
@@ -942,275 +839,26 @@ class RecordAccumulator:
             future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
         )
 
-    # ------------------------------------------------------------------ ready (Sender thread)
-    def _batch_backoff_ms(self, batch: ProducerBatch) -> int:
-        return batch.retry_backoff_ms if batch.attempts > 0 else 0
-
-    def _muted_delay_ms(self, tp: TopicPartition, now_ms: int) -> int | None:
-        """None when the partition may send; else how long until it might (``_NO_DELAY``: unknown)."""
-        if tp in self._muted:
-            return _NO_DELAY
-        breaker = self._breaker
-        if breaker is None or not breaker.is_muted(tp):
-            return None
-        # A partition muted by the circuit breaker sends only its probe, once the probe is due.
-        retry_at = breaker.retry_at_ms(tp)
-        if retry_at is None or breaker.probe_in_flight(tp):
-            return _NO_DELAY
-        return None if now_ms >= retry_at else retry_at - now_ms
-
+    # ------------------------------------------------------------------ ready and drain (Sender thread)
     def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
-        """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``).
+        """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``; see ``ready.ready``)."""
+        return ready(self, cluster, now_ms)
 
-        A partition is sendable when its first batch is full (or more than one is
-        queued), linger.ms has passed, the pool has waiters, the accumulator is
-        closing, or a flush is in progress, and it is not backing off after a
-        retry. Muted partitions are skipped. Along the way each topic's queue sizes
-        feed its partitioner's load stats (KIP-794 adaptive partitioning).
-        """
-        ready_nodes: set[int] = set()
-        next_delay = _NO_DELAY
-        unknown_leader_topics: set[str] = set()
-        exhausted = self.free.queued() > 0
-        active = self._active
-        for topic, info in list(active.items()):
-            # Dropped first, put back if a batch is found: an append that races this scan puts its
-            # topic back itself (after appending), so no topic with a batch is ever left out.
-            active.pop(topic, None)
-            next_delay, holds_batches = self._partition_ready(
-                cluster, now_ms, topic, info, next_delay, ready_nodes, unknown_leader_topics, exhausted
-            )
-            if holds_batches:
-                active[topic] = info
-        return ReadyCheckResult(ready_nodes, next_delay, unknown_leader_topics)
-
-    def _partition_ready(
-        self,
-        cluster: Cluster,
-        now_ms: int,
-        topic: str,
-        info: _TopicInfo,
-        next_delay: int,
-        ready_nodes: set[int],
-        unknown_leader_topics: set[str],
-        exhausted: bool,
-    ) -> tuple[int, bool]:
-        """The next ready-check delay, and whether any of the topic's deques holds a batch."""
-        entries = list(info.batches.items())
-        holds_batches = False
-        queue_sizes: list[int] | None = None
-        partition_ids: list[int] | None = None
-        if self.adaptive_partitioning_enable and len(entries) >= len(cluster.partitions_for_topic(topic)):
-            queue_sizes = [0] * len(entries)
-            partition_ids = [0] * len(entries)
-        index = -1
-        flushing = self.flush_in_progress()
-        breaker = self._routing
-        for partition, dq in entries:
-            tp = TopicPartition(topic, partition)
-            leader = cluster.leader_for(tp)
-            # Partitions the circuit breaker closed to records stay out of the adaptive choice.
-            counted = leader is not None and (breaker is None or not self._closed_to_records(breaker, tp))
-            if counted and queue_sizes is not None and partition_ids is not None:
-                index += 1
-                partition_ids[index] = partition
-            with dq.lock:
-                if not dq.batches:
-                    continue
-                holds_batches = True
-                batch = dq.batches[0]
-                waited = batch.waited_time_ms(now_ms)
-                backoff_ms = self._batch_backoff_ms(batch)
-                backing_off = batch.attempts > 0 and waited < backoff_ms
-                deque_size = len(dq.batches)
-                full = deque_size > 1 or batch.is_full()
-            if leader is None:
-                unknown_leader_topics.add(topic)
-                continue
-            if counted and queue_sizes is not None:
-                queue_sizes[index] = deque_size
-                if self.partition_availability_timeout_ms > 0:
-                    stats = self._node_stats.get(leader.id)
-                    if stats is not None and stats.ready_time_ms - stats.drain_time_ms > self.partition_availability_timeout_ms:
-                        # The leader has not been drainable for too long: keep the partitioner away from it.
-                        index -= 1
-            if leader.id in ready_nodes:
-                continue
-            muted_delay = self._muted_delay_ms(tp, now_ms)
-            if muted_delay is not None:
-                next_delay = min(next_delay, muted_delay)
-                continue
-            time_to_wait = backoff_ms if backing_off else self.linger_ms
-            expired = waited >= time_to_wait
-            sendable = full or expired or exhausted or self.closed or flushing
-            if sendable and not backing_off:
-                ready_nodes.add(leader.id)
-            else:
-                next_delay = min(next_delay, max(time_to_wait - waited, 0))
-        if holds_batches:
-            info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
-        else:
-            # Idle until its next batch: no queue is longer than another, so choose uniformly.
-            info.partitioner.update_partition_load_stats(None, None, 0)
-        return next_delay, holds_batches
+    # One topic's part of ready(), looked up on the instance on each call (tests count the calls).
+    _partition_ready = topic_ready
 
     def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
         """The Sender reports a ready node it could (or could not) drain (Java's updateNodeLatencyStats)."""
-        if self.partition_availability_timeout_ms <= 0:
-            return
-        stats = self._node_stats.get(node_id)
-        if stats is None:
-            stats = self._node_stats.setdefault(node_id, NodeLatencyStats(now_ms))
-        if can_drain:
-            stats.drain_time_ms = now_ms
-        stats.ready_time_ms = now_ms
+        update_node_latency_stats(self, node_id, now_ms, can_drain)
 
     def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
         return self._node_stats.get(node_id)
 
-    # ------------------------------------------------------------------ drain (Sender thread)
     def drain(
         self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
     ) -> dict[int, list[ProducerBatch]]:
-        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``)."""
-        out: dict[int, list[ProducerBatch]] = {}
-        for node_id in node_ids:
-            out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)
-        return out
-
-    def _partition_index(self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]) -> dict[tuple[str, int], int]:
-        cached = self._node_index.get(node_id)
-        if cached is not None and cached[0] is cluster:
-            return cached[1]
-        index = {(p.topic, p.partition): i for i, p in enumerate(parts)}
-        self._node_index[node_id] = (cluster, index)
-        return index
-
-    def _drain_candidates(self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]) -> list[int]:
-        """Positions in ``parts`` of the node's partitions that hold batches, in order."""
-        index = self._partition_index(cluster, node_id, parts)
-        found: list[int] = []
-        for topic, info in list(self._active.items()):
-            for partition, dq in list(info.batches.items()):
-                if dq.batches:  # a peek; the drain looks again under the lock
-                    i = index.get((topic, partition))
-                    if i is not None:
-                        found.append(i)
-        found.sort()
-        return found
-
-    def _drain_node(self, cluster: Cluster, node_id: int, max_size: int, now_ms: int) -> list[ProducerBatch]:
-        parts = cluster.partitions_for_node(node_id)
-        ready: list[ProducerBatch] = []
-        if not parts:
-            return ready
-        n = len(parts)
-        start = self._drain_index.get(node_id, 0) % n
-        size = 0
-        tm = self._tm
-        transactional = self._transactional
-        # The partitions holding batches, in the node's order, from the rotating drain index on:
-        # the same visit order as walking every partition, without the empty ones.
-        candidates = self._drain_candidates(cluster, node_id, parts)
-        k = bisect.bisect_left(candidates, start)
-        for i in candidates[k:] + candidates[:k]:
-            # Next time start after this partition, unless we stop at it below.
-            self._drain_index[node_id] = (i + 1) % n
-            part = parts[i]
-            tp = TopicPartition(part.topic, part.partition)
-            if tp in self._muted:
-                continue
-            dq = self._deque(tp)
-            if dq is None:
-                continue
-            with dq.lock:
-                if not dq.batches:
-                    continue
-                first = dq.batches[0]
-                if first.attempts > 0 and first.waited_time_ms(now_ms) < self._batch_backoff_ms(first):
-                    continue
-                if ready and size + first.estimated_size_in_bytes() > max_size:
-                    # This request is full; this partition goes first next time.
-                    self._drain_index[node_id] = i
-                    break
-                if tm is not None and not first.has_sequence() and tm.retry_in_flight(tp):
-                    # Stricter than Java: no new batch of a partition while a retried one is in
-                    # flight. Java relies on the new leader rejecting the newer sequence
-                    # (OUT_OF_ORDER); when the leader moves twice in a row, the retry can land
-                    # after the newer batch on a broker that does not check sequences
-                    # (librdkafka's mock cluster does not: 1 run in 20 of
-                    # test_leader_move_mid_stream broke the order), so the producer keeps the
-                    # order itself. Only this partition waits, and only while it recovers.
-                    continue
-                if tm is not None and self._should_stop_draining(first, tp, tm):
-                    self._drain_index[node_id] = i
-                    break
-                if transactional and tm is not None and not tm.may_drain_partition(tp):
-                    # Not in the transaction yet: the Sender sends AddPartitionsToTxn first.
-                    continue
-                excess = first.capacity - self.batch_size
-                if excess > 0 and self._routing is not None:
-                    # KIP-782 growth in flight, bounded per leader (see in_flight_growth_by_node).
-                    held = self._in_flight_growth.get(node_id, 0)
-                    if held > 0 and held + excess > self._in_flight_growth_limit:
-                        continue
-                breaker = self._breaker
-                if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
-                    continue
-                batch = dq.batches.popleft()
-                if excess > 0 and self._routing is not None:
-                    with self._incomplete_lock:
-                        self._in_flight_growth[node_id] = self._in_flight_growth.get(node_id, 0) + excess
-                        batch.growth_node = node_id
-                if tm is not None and not batch.has_sequence():
-                    producer_id, epoch = tm.producer_id_and_epoch()
-                    sequence = tm.next_sequence(tp)
-                    batch.set_producer_state(producer_id, epoch, sequence, transactional)
-                    tm.increment_sequence(tp, batch.record_count)
-                    log.debug(
-                        "assigned producer id %d, epoch %d, sequence %d to a batch of %d records for %s",
-                        producer_id,
-                        epoch,
-                        sequence,
-                        batch.record_count,
-                        tp,
-                    )
-            batch.close()
-            size += batch.estimated_size_in_bytes()
-            ready.append(batch)
-            batch.drained(now_ms)
-        if ready:
-            self._record_drained(ready, now_ms)
-        return ready
-
-    @staticmethod
-    def _should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: TransactionManagerLike) -> bool:
-        """Idempotence gates (Java's shouldStopDrainBatchesForPartition)."""
-        if tm.should_stop_draining():
-            return True
-        if first.has_sequence():
-            first_in_flight = tm.first_in_flight_sequence(tp)
-            if first_in_flight != NO_SEQUENCE and first.base_sequence != first_in_flight:
-                # A retried batch waits until the batches before it are resolved.
-                return True
-        return False
-
-    def _record_drained(self, batches: list[ProducerBatch], now_ms: int) -> None:
-        """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
-        for sensor, figure in (
-            (self._queue_time_sensor, lambda b: float(b.queue_time_ms())),
-            (self._batch_size_sensor, lambda b: float(b.estimated_size_in_bytes())),
-            (self._compression_rate_sensor, lambda b: b.compression_rate()),
-        ):
-            if sensor is None:
-                continue
-            record_each = getattr(sensor, "record_each", None)
-            if record_each is not None:
-                record_each([figure(b) for b in batches], now_ms)
-            else:
-                for b in batches:
-                    sensor.record(figure(b), now_ms)
-
+        """The batches to send, per node: at most ``max_request_size`` bytes each (Java's ``RecordAccumulator.drain``)."""
+        return drain(self, cluster, node_ids, max_request_size, now_ms)
     # ------------------------------------------------------------------ expiry, retries, splits
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
@@ -1220,7 +868,7 @@ class RecordAccumulator:
                 self._expire_deque(dq, now_ms, expired)
         return expired
 
-    def _expire_deque(self, dq: _PartitionDeque, now_ms: int, expired: list[ProducerBatch]) -> None:
+    def _expire_deque(self, dq: PartitionDeque, now_ms: int, expired: list[ProducerBatch]) -> None:
         with dq.lock:
             batches = dq.batches
             while batches:
@@ -1235,7 +883,7 @@ class RecordAccumulator:
     def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
         """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""
         batch.reenqueued(now_ms)
-        self._release_growth(batch)
+        release_growth(self, batch)
         batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
         dq = self._deque_or_create(batch.topic_partition)
         with dq.lock:
@@ -1291,7 +939,7 @@ class RecordAccumulator:
         with self._incomplete_lock:
             self._incomplete.pop(batch, None)
             if batch.growth_node >= 0:
-                self._release_growth_locked(batch)
+                release_growth_locked(self, batch)
             if batch.deallocated:
                 log.debug("batch %r was already deallocated", batch)
                 return
@@ -1299,40 +947,9 @@ class RecordAccumulator:
         if not batch.is_split_batch and batch.buffer is not None:
             self.free.deallocate(batch.buffer, batch.capacity)
 
-    def _release_growth(self, batch: ProducerBatch) -> None:
-        """The batch is no longer in flight: its bytes past batch.size leave its leader's budget."""
-        if batch.growth_node >= 0:
-            with self._incomplete_lock:
-                self._release_growth_locked(batch)
-
-    def _release_growth_locked(self, batch: ProducerBatch) -> None:
-        node = batch.growth_node
-        if node < 0:
-            return
-        batch.growth_node = -1
-        left = self._in_flight_growth.get(node, 0) - (batch.capacity - self.batch_size)
-        if left > 0:
-            self._in_flight_growth[node] = left
-        else:
-            self._in_flight_growth.pop(node, None)
-
     def in_flight_growth_by_node(self) -> dict[int, int]:
-        """Bytes past ``batch.size`` held by the batches in flight, per leader node (with a circuit breaker).
-
-        KIP-782 lets a waiting batch grow to ``batch.max.size``; a batch that is sent
-        keeps its partition, so a leader that then stops answering keeps what its
-        in-flight window carried until the requests complete, whatever the breaker
-        decides. With a breaker, the drain sends a grown batch to a leader only while
-        that leader's in-flight growth stays within an eighth of ``buffer.memory`` (or
-        when it has none in flight, so that progress is never blocked); a grown batch
-        that waits stays in its queue, where a mute can still move it. A muted
-        leader therefore holds at most its in-flight window at ``batch.size`` per
-        batch plus that eighth, instead of
-        ``max.in.flight.requests.per.connection`` x partitions x ``batch.max.size``.
-        """
-        with self._incomplete_lock:
-            return dict(self._in_flight_growth)
-
+        """Bytes past ``batch.size`` held by the batches in flight, per leader node (see ``drain.in_flight_growth_by_node``)."""
+        return in_flight_growth_by_node(self)
     def reset_producer_state_of_queued_batches(self) -> None:
         """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""
         for _tp, dq in self._all_deques():
