@@ -29,6 +29,7 @@ from tests.support.accumulator import (
     complete_all,
     make_acc,
     make_cluster,
+    queued_batches,
 )
 from tests.support.clock import FakeClock
 
@@ -925,11 +926,6 @@ def _keyless(acc: RecordAccumulator, clock: FakeClock, cluster: Cluster, n: int)
     return out
 
 
-def _queued(acc: RecordAccumulator, partition: int) -> list[ProducerBatch]:
-    dq = acc.partition_state("t")[0].get(partition)
-    return [] if dq is None else list(dq.batches)
-
-
 def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory() -> None:
     from kproducer.circuit_breaker import CircuitBreakManager
 
@@ -958,9 +954,9 @@ def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory
     acc.append("t", 0, clock.now, b"k", VALUE * 9, None, None, 0, False, clock.now, cluster)
     acc.append("t", 0, clock.now, b"k", VALUE * 9, None, None, 0, False, clock.now, cluster)
     acc.append("t", 2, clock.now, b"k", VALUE, None, None, 0, False, clock.now, cluster)
-    before_p1 = _queued(acc, 1)
+    before_p1 = queued_batches(acc, 1)
     assert before_p1[0] is first and all(b.movable for b in before_p1[1:])
-    pinned_p4, movable_p4 = _queued(acc, 4)
+    pinned_p4, movable_p4 = queued_batches(acc, 4)
     assert pinned_p4.pinned and movable_p4.movable
     free_before = acc.free.available_memory()
 
@@ -969,8 +965,8 @@ def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory
     manager.mute(TopicPartition("t", 4), retry_after_ms=5000)
     batches, records = acc.move_unsent_off_muted(cluster)
 
-    assert _queued(acc, 1) == [first]  # sent: keeps its partition and sequence
-    assert _queued(acc, 4) == [pinned_p4]  # holds a keyed record: stays
+    assert queued_batches(acc, 1) == [first]  # sent: keeps its partition and sequence
+    assert queued_batches(acc, 4) == [pinned_p4]  # holds a keyed record: stays
     assert acc.free.available_memory() == free_before  # the buffers moved with the batches
     moved = before_p1[1:] + [movable_p4]
     assert (batches, records) == (len(moved), sum(b.record_count for b in moved))
@@ -978,7 +974,7 @@ def test_never_sent_keyless_batches_move_off_a_muted_partition_with_their_memory
     # Shortest queue first: 3 and 5 (empty), then 2 (one batch), and 0 (two) last.
     assert [b.topic_partition.partition for b in moved] == [3, 5, 2, 3]
     for b in moved:
-        assert b in _queued(acc, b.topic_partition.partition)
+        assert b in queued_batches(acc, b.topic_partition.partition)
         assert not b.is_writable  # closed: nothing lands in a batch that moved
     # Idempotence: the moved batches get their sequences from their new partitions when drained.
     manager.close()
@@ -1010,7 +1006,7 @@ def test_nothing_moves_when_every_partition_of_the_topic_is_muted() -> None:
     manager.mute(TopicPartition("t", 0), retry_after_ms=5000)
     manager.mute(TopicPartition("t", 1), retry_after_ms=5000)
     assert acc.move_unsent_off_muted(cluster) == (0, 0)
-    assert len(_queued(acc, 0)) == 2
+    assert len(queued_batches(acc, 0)) == 2
     manager.close()
     complete_all(acc, cluster, clock)
 
@@ -1040,7 +1036,7 @@ def test_keyed_records_for_a_muted_partition_wait_for_room_and_only_they_wait() 
     big = VALUE * 9  # one record per batch
     for _ in range(MEMORY // BATCH // 2):  # up to half the pool: no wait
         acc.append("t", 1, clock.now, b"k", big, None, None, 0, False, clock.now, cluster)
-    held = sum(b.capacity for b in _queued(acc, 1))
+    held = sum(b.capacity for b in queued_batches(acc, 1))
     assert held == MEMORY // 2
     t0 = time.monotonic()
     with pytest.raises(BufferExhaustedError, match="t-1 is muted by the circuit breaker"):

@@ -29,7 +29,7 @@ from kproducer.errors import BufferExhaustedError
 from kproducer.producer import Producer
 from kproducer.record.reader import read_batches
 from kproducer.structs import TopicPartition
-from tests.support.accumulator import START_MS, append, complete_all, make_acc, make_cluster
+from tests.support.accumulator import START_MS, append, complete_all, make_acc, make_cluster, queued_batches
 from tests.support.clock import FakeClock
 from tests.support.paths import REPO_ROOT
 from tests.support.readback import create_topic, read_topic
@@ -38,18 +38,13 @@ BATCH = 1024
 VALUE = b"v" * 100  # ~110 bytes a record
 
 
-def _queued(acc: RecordAccumulator, partition: int, topic: str = "t") -> list[Any]:
-    dq = acc._topic(topic).batches.get(partition)
-    return [] if dq is None else list(dq.batches)
-
-
 def test_hot_partition_batch_grows_past_batch_size_and_is_charged() -> None:
     clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=64 * BATCH)
     cluster = make_cluster()
     for _ in range(50):  # ~5.5 KB into one partition, nothing drained meanwhile
         append(acc, 0, clock)
-    (batch,) = _queued(acc, 0)
+    (batch,) = queued_batches(acc, 0)
     assert batch.capacity == 8 * BATCH and batch.grown == 7 * BATCH
     assert acc.free.available_memory() == acc.free.total_memory - batch.capacity
     assert batch.is_full()  # past batch.size: sendable now, though it still takes records
@@ -67,7 +62,7 @@ def test_growth_stops_at_batch_max_size() -> None:
     acc = make_acc(clock, batch_max_size=4 * BATCH, memory=64 * BATCH)
     for _ in range(120):
         append(acc, 1, clock)
-    batches = _queued(acc, 1)
+    batches = queued_batches(acc, 1)
     assert len(batches) > 2
     assert all(b.capacity == 4 * BATCH for b in batches[:-1])
     assert all(b.estimated_size_in_bytes() <= 4 * BATCH for b in batches)
@@ -80,7 +75,7 @@ def test_cold_partitions_keep_batch_size() -> None:
     for p in range(4):
         append(acc, p, clock)
     for p in range(4):
-        (batch,) = _queued(acc, p)
+        (batch,) = queued_batches(acc, p)
         assert batch.capacity == BATCH and batch.grown == 0 and not batch.is_full()
     assert acc.free.available_memory() == acc.free.total_memory - 4 * BATCH
     complete_all(acc, make_cluster(), clock)
@@ -92,7 +87,7 @@ def test_growth_leaves_four_batches_free_and_never_blocks() -> None:
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
     for _ in range(60):  # max_time_to_block_ms is 0: any wait would raise BufferExhaustedError
         append(acc, 0, clock)
-    batches = _queued(acc, 0)
+    batches = queued_batches(acc, 0)
     assert batches[0].capacity == 4 * BATCH  # 1 -> 2 -> 4 KiB; 8 KiB would leave nothing free
     assert all(b.capacity <= 4 * BATCH for b in batches)
     assert acc.free.available_memory() >= 0
@@ -177,7 +172,7 @@ def test_a_batch_too_large_for_the_broker_stops_growth_for_its_topic() -> None:
     acc.deallocate(big)
     for _ in range(30):
         append(acc, 0, clock)
-    assert all(b.capacity <= BATCH for b in _queued(acc, 0) if not b.is_split_batch)
+    assert all(b.capacity <= BATCH for b in queued_batches(acc, 0) if not b.is_split_batch)
     complete_all(acc, make_cluster(), clock)
 
 
@@ -185,11 +180,11 @@ def test_batch_initial_size_starts_small_and_grows() -> None:
     clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=4 * BATCH, batch_initial_size=256, memory=64 * BATCH)
     append(acc, 2, clock)
-    (batch,) = _queued(acc, 2)
+    (batch,) = queued_batches(acc, 2)
     assert batch.capacity == 256 and not batch.is_full()
     for _ in range(30):
         append(acc, 2, clock)
-    batches = _queued(acc, 2)
+    batches = queued_batches(acc, 2)
     assert batches[0].capacity == 4 * BATCH and batches[0].is_full()
     complete_all(acc, make_cluster(), clock)
 
@@ -197,7 +192,7 @@ def test_batch_initial_size_starts_small_and_grows() -> None:
 def _grown(acc: RecordAccumulator, partition: int, clock: FakeClock, records: int = 50) -> Any:
     for _ in range(records):  # ~5.5 KB into one partition, nothing drained meanwhile
         append(acc, partition, clock)
-    (batch,) = _queued(acc, partition)
+    (batch,) = queued_batches(acc, partition)
     return batch
 
 
@@ -218,7 +213,7 @@ def test_with_a_circuit_breaker_grown_batches_in_flight_to_a_leader_stay_within_
     assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == [grown[0]]
     assert acc.in_flight_growth_by_node() == {0: 7 * BATCH}
     assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == []
-    assert _queued(acc, 2) == [grown[1]]
+    assert queued_batches(acc, 2) == [grown[1]]
     # Back for a retry: no longer in flight, so either may go next, and only one of them.
     acc.reenqueue(grown[0], clock.now)
     assert acc.in_flight_growth_by_node() == {}
@@ -260,11 +255,11 @@ def test_a_partition_the_breaker_muted_does_not_grow_past_batch_size() -> None:
     manager.mute(TopicPartition("t", 0), retry_after_ms=5000)
     for _ in range(50):
         append(acc, 0, clock)
-    assert {b.capacity for b in _queued(acc, 0)} == {BATCH}
+    assert {b.capacity for b in queued_batches(acc, 0)} == {BATCH}
     manager.unmute(TopicPartition("t", 0))
     for _ in range(50):  # open again: the next batch grows as before
         append(acc, 0, clock)
-    assert _queued(acc, 0)[-1].capacity > BATCH
+    assert queued_batches(acc, 0)[-1].capacity > BATCH
     manager.close()
     complete_all(acc, cluster, clock)
 
@@ -281,7 +276,7 @@ def test_send_into_grown_batches_end_to_end(tansu: Any, topic_name: str) -> None
         real_ready = acc.ready
         acc.ready = lambda cluster, now: real_ready(cluster, now) if gate.is_set() else ReadyCheckResult(set(), 5, set())  # type: ignore[method-assign]
         futures = [p.send(topic_name, v) for v in values]
-        sizes = [b.estimated_size_in_bytes() for b in _queued(acc, 0, topic_name)]
+        sizes = [b.estimated_size_in_bytes() for b in queued_batches(acc, 0, topic_name)]
         gate.set()
         p.flush(30)
         metrics = p.metrics()
@@ -343,7 +338,7 @@ def test_compressed_growth_keeps_staged_records_within_the_staging_bound() -> No
     acc = make_acc(clock, batch_size=16384, batch_max_size=262144, memory=8 * 1024 * 1024, compression_type="lz4")
     for _ in range(6000):  # 600 KB of very compressible records into one partition
         append(acc, 0, clock, value=bytes(100))
-    batches = _queued(acc, 0)
+    batches = queued_batches(acc, 0)
     assert any(b.capacity > 16384 for b in batches)  # it did grow
     for b in batches:
         assert b.builder.uncompressed_size <= MAX_STAGING_BYTES + 200

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 from kproducer.accumulator.accumulator import RecordAccumulator
+from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.metadata import Cluster
@@ -62,3 +63,9 @@ def complete_all(acc: RecordAccumulator, cluster: Cluster, clock: FakeClock) -> 
     assert not acc.has_undrained()
     assert not acc.has_incomplete()
     assert acc.free.available_memory() == acc.free.total_memory
+
+
+def queued_batches(acc: RecordAccumulator, partition: int, topic: str = "t") -> list[ProducerBatch]:
+    """The batches queued (not drained) for one partition, oldest first."""
+    dq = acc.partition_state(topic)[0].get(partition)
+    return [] if dq is None else list(dq.batches)
