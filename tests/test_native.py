@@ -1,23 +1,34 @@
-"""The C hot path (kproducer._speedups) against its pure-Python twin (kproducer.record.native.py).
+"""The C hot path (kproducer._speedups) against its pure-Python references.
 
-Both must write the same bytes, make the same room decisions and pick the same
-partitions; the reader must decode what they write. These tests compare the two
+The references are kproducer.record.default_record (the v2 record encoder),
+kproducer.murmur2 (the key hash and partition formula), kproducer.record.arrow_column
+(the Arrow column reader) and kproducer.record.native.py built on them. Both sides
+must write the same bytes, make the same room decisions and pick the same
+partitions, and whole batches built by the builder either way must be identical;
+the reader must decode what they write. These tests compare the two
 implementations directly, so they run the same whichever one the process uses.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import struct
+import types
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproducer.partitioner import murmur2
-from kproducer.record import native
+from kproducer.murmur2 import murmur2, partition_for_key
+from kproducer.record import builder as builder_module
+from kproducer.record import default_record, native
 from kproducer.record.builder import MemoryRecordsBuilder, _encode_headers
+from kproducer.record.codecs import CompressionType
 from kproducer.record.reader import read_batches
 
 
@@ -40,6 +51,19 @@ def test_env_switch_selects_implementation() -> None:
 @given(st.binary(max_size=64))
 def test_murmur2_agrees(data: bytes) -> None:
     assert _c().murmur2(data) == murmur2(data) == native.py.murmur2(data)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60), partitions=st.integers(1, 50))
+def test_partition_formula_agrees_with_the_c_mirror(keys: list[bytes | None], partitions: int) -> None:
+    """C's partition_seq groups every key where the Python reference formula puts it."""
+    groups = _c().partition_seq(keys, 0, len(keys), partitions)  # type: ignore[attr-defined]
+    assert groups == native.py.partition_seq(keys, 0, len(keys), partitions)
+    where = {row: p for p, g in enumerate(groups) for row in struct.unpack(f"<{len(g) // 8}q", g)}
+    for row, key in enumerate(keys):
+        assert where[row] == (partitions if key is None else partition_for_key(key, partitions))
+        if key is not None:  # the formula over the pure murmur2, whichever murmur2 partition_for_key uses
+            assert where[row] == (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def test_murmur2_java_vectors() -> None:
@@ -220,3 +244,113 @@ def test_gil_released_by_crc32c_and_cramjam_for_large_buffers() -> None:
     assert held <= 2, f"control: the spinner advanced {held} times during a GIL-holding call"
     for name, steps in released.items():
         assert steps > 2, f"{name} on 32 MiB let the spinner advance only {steps} times: is the GIL held?"
+
+
+# ---------------------------------------------------------------- whole batches, C against pure Python
+@contextlib.contextmanager
+def _encoder(pure: bool) -> Iterator[None]:
+    """The builder's record encoders set to the pure-Python references (or to C) for the block."""
+    saved = (builder_module._append_record, native.append_seq, native.append_arrow)
+    impl: Any = native.py if pure else _c()
+    builder_module._append_record = default_record.append_record if pure else impl.append_record
+    native.append_seq, native.append_arrow = impl.append_seq, impl.append_arrow
+    try:
+        yield
+    finally:
+        builder_module._append_record, native.append_seq, native.append_arrow = saved
+
+
+header_lists = st.one_of(
+    st.none(),
+    st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
+)
+timestamps = st.integers(min_value=0, max_value=2**42)
+one_record = st.tuples(st.just("one"), timestamps, keys_values, keys_values, header_lists)
+many_records = st.tuples(
+    st.just("many"),
+    timestamps,
+    st.lists(keys_values, min_size=1, max_size=30),
+    st.booleans(),  # keyed
+    st.booleans(),  # Arrow columns (else lists of bytes)
+    header_lists,
+)
+
+
+def _build_batch(ops: list[tuple[Any, ...]], codec: CompressionType, limit: int, ratio: float | None) -> tuple[bytes, list[Any]]:
+    builder = MemoryRecordsBuilder(
+        bytearray(61), compression=codec, write_limit=limit, estimated_compression_ratio=ratio
+    )
+    outcomes: list[Any] = []
+    for op in ops:
+        if op[0] == "one":
+            _, ts, key, value, headers = op
+            outcomes.append(builder.try_append(ts, key, value, headers))
+            continue
+        _, ts, values, keyed, arrow, headers = op
+        keys = [v[:4] if v is not None else None for v in values] if keyed else None
+        encoded = _encode_headers(headers)[0] if headers else None
+        vcol: Any = values
+        kcol: Any = keys
+        if arrow:
+            varr = pa.array(values, pa.binary())
+            vcol = (varr.buffers()[1], varr.buffers()[2], varr.buffers()[0], varr.offset, len(varr), 4)
+            if keys is not None:
+                karr = pa.array(keys, pa.large_binary())
+                kcol = (karr.buffers()[1], karr.buffers()[2], karr.buffers()[0], karr.offset, len(karr), 8)
+        outcomes.append(builder.append_many(ts, vcol, kcol, None, 0, len(values), encoded, arrow=arrow))
+    builder.close()
+    return bytes(builder.buffer()), outcomes
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    ops=st.lists(st.one_of(one_record, many_records), min_size=1, max_size=12),
+    codec=st.sampled_from(list(CompressionType)),
+    limit=st.integers(min_value=100, max_value=6000),
+    ratio=st.sampled_from([None, 0.25, 0.7]),
+)
+def test_whole_batches_built_in_c_and_in_pure_python_are_identical(
+    ops: list[tuple[Any, ...]], codec: CompressionType, limit: int, ratio: float | None
+) -> None:
+    """The builder's output, byte for byte, with the C encoders and with the Python references."""
+    with _encoder(pure=False):
+        c_bytes, c_outcomes = _build_batch(ops, codec, limit, ratio)
+    with _encoder(pure=True):
+        py_bytes, py_outcomes = _build_batch(ops, codec, limit, ratio)
+    assert c_outcomes == py_outcomes
+    assert c_bytes == py_bytes
+    appended = sum(int(o) for o in c_outcomes)  # try_append: True/False; append_many: a count
+    batches = list(read_batches(c_bytes))
+    assert sum(len(list(b.records())) for b in batches) == appended
+
+
+# ---------------------------------------------------------------- the send lane's view of Python classes
+def test_every_slot_the_c_lane_reads_is_a_slot_of_its_class() -> None:
+    """The lane and settle_group read and write these __slots__ by offset: a renamed one must fail here.
+
+    (At run time the producer would log a WARNING and use the Python send() instead.)
+    """
+    from kproducer.accumulator.accumulator import _PartitionDeque
+    from kproducer.accumulator.batch import ProducerBatch
+    from kproducer.accumulator.futures import RecordFuture
+    from kproducer.partitioner import BuiltInPartitioner, _StickyPartitionInfo
+    from kproducer.structs import RecordMetadata
+
+    classes = {
+        "builder_type": MemoryRecordsBuilder,
+        "batch_type": ProducerBatch,
+        "future_type": RecordFuture,
+        "deque_type": _PartitionDeque,
+        "sticky_type": _StickyPartitionInfo,
+        "partitioner_type": BuiltInPartitioner,
+        "metadata_type": RecordMetadata,
+    }
+    slots = _c().LANE_SLOTS  # type: ignore[attr-defined]
+    assert set(slots) == set(classes)
+    for keyword, cls in classes.items():
+        for name in slots[keyword]:
+            member = inspect.getattr_static(cls, name, None)
+            assert isinstance(member, types.MemberDescriptorType), (
+                f"the C send lane uses {cls.__qualname__}.{name} ({keyword}) as a __slots__ member, "
+                f"but the class has {member!r}: rename it in _speedups.c too"
+            )

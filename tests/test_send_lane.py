@@ -10,6 +10,7 @@ lane exists.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import defaultdict
@@ -48,6 +49,21 @@ def _lane(p: Producer) -> Any:
     assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
     assert p._lane is not None, "the default config must get the C send lane"
     return p._lane
+
+
+def test_a_default_producer_gets_the_lane_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Natively the lane must build: a class that lost a slot it uses would only log a WARNING."""
+    caplog.set_level(logging.WARNING, logger="kproducer")
+    # Nothing listens on port 1: the lane is built in the constructor, before any broker is asked.
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 200})
+    try:
+        if PURE:
+            assert p._lane is None
+        else:
+            assert type(p._lane).__name__ == "SendLane" and p._lane.enabled
+        assert not [r for r in caplog.records if "fast lane" in r.getMessage()], caplog.text
+    finally:
+        p.close(0)
 
 
 def test_pure_python_pass_has_no_lane(tansu: TansuBroker) -> None:

@@ -10,8 +10,17 @@
  * - partition_seq / partition_arrow: murmur2 partition of every key, grouped into
  *   per-partition index arrays (int64), keeping record order within a partition.
  *
- * The pure-Python implementations in kproducer.record.builder and
- * kproducer.partitioner define the semantics; tests check both agree.
+ * Each function mirrors a pure-Python reference, which is what runs when the
+ * extension is not built (or KPRODUCER_PURE_PYTHON=1):
+ * - append_record / append_one / record_size / has_room mirror
+ *   kproducer.record.default_record.append_record (encode_record, record_size,
+ *   has_room);
+ * - murmur2_raw and the partition formula in partition_many mirror
+ *   kproducer.murmur2.murmur2 and partition_for_key;
+ * - column_from_arrow / column_get mirror kproducer.record.arrow_column.column_reader;
+ * - append_seq / append_arrow / partition_* / sizes_* mirror the functions of the
+ *   same names on kproducer.record.native.py, built on those references.
+ * tests/test_native.py compares each pair, and whole batches built both ways.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,7 +52,7 @@ static inline uint8_t *put_uvarint(uint8_t *p, uint64_t u) {
 
 static inline uint8_t *put_varint(uint8_t *p, int64_t n) { return put_uvarint(p, zigzag64(n)); }
 
-/* ------------------------------------------------------------------ murmur2 */
+/* ------------------------------------------------------------------ murmur2 (mirrors kproducer.murmur2.murmur2) */
 static int32_t murmur2_raw(const uint8_t *data, Py_ssize_t length) {
     const uint32_t m = 0x5bd1e995u;
     const int r = 24;
@@ -116,7 +125,8 @@ static int column_from_seq(column_t *c, PyObject *obj, const char *name) {
     return 0;
 }
 
-/* An Arrow column is (offsets, data, validity_or_None, array_offset, length, offset_width). */
+/* An Arrow column is (offsets, data, validity_or_None, array_offset, length, offset_width); this and
+   column_get mirror kproducer.record.arrow_column.column_reader. */
 static int column_from_arrow(column_t *c, PyObject *obj, const char *name) {
     memset(c, 0, sizeof(*c));
     c->name = name;
@@ -224,7 +234,9 @@ static inline int column_get(column_t *c, Py_ssize_t i, const uint8_t **ptr, Py_
     return 0;
 }
 
-/* ------------------------------------------------------------------ record encoding */
+/* ------------------------------------------------------------------ record encoding
+ * Mirrors kproducer.record.default_record: record_size, has_room and append_one do in place what
+ * record_size, has_room and encode_record (joined by append_record) do there. */
 typedef struct {
     PyObject *buf;           /* bytearray */
     Py_ssize_t pos;
@@ -439,7 +451,8 @@ done:
 static PyObject *py_append_seq(PyObject *self, PyObject *args) { return append_many(args, 0); }
 static PyObject *py_append_arrow(PyObject *self, PyObject *args) { return append_many(args, 1); }
 
-/* Group record indices start..end by the murmur2 partition of their key; null keys go to the last group. */
+/* Group record indices start..end by the murmur2 partition of their key (the formula of
+   kproducer.murmur2.partition_for_key); null keys go to the last group. */
 static PyObject *partition_many(PyObject *args, int arrow) {
     PyObject *keys_obj;
     Py_ssize_t start, end, num_partitions;
@@ -1393,6 +1406,18 @@ fail:
     return NULL;
 }
 
+/* A tuple of the C strings names[0..n): NULL (with an exception set) on failure, as "N" in Py_BuildValue takes. */
+static PyObject *names_tuple(const char **names, int n) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (s == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
 static PyMethodDef methods[] = {
     {"murmur2", py_murmur2, METH_O, "Kafka's murmur2 of a bytes-like object (signed 32-bit)."},
     {"append_record", (PyCFunction)(void (*)(void))py_append_record, METH_FASTCALL,
@@ -1434,6 +1459,23 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (!s_acquire || !s_release || !s_locked || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    /* The __slots__ the lane and settle_group read and write by offset, by the SendLane keyword (or
+       settle_group's argument) naming the class: tests check every class still has each of them, so
+       that a renamed slot fails a test instead of silently sending every record down the Python path. */
+    PyObject *slots = Py_BuildValue(
+        "{sNsNsNsNsNsNsN}",
+        "builder_type", names_tuple(builder_slots, B_NSLOTS),
+        "batch_type", names_tuple(batch_slots, PB_NSLOTS),
+        "future_type", names_tuple(future_slots, RF_NSLOTS),
+        "deque_type", names_tuple(deque_slots, DQ_NSLOTS),
+        "sticky_type", names_tuple(sticky_slots, SP_NSLOTS),
+        "partitioner_type", names_tuple(partitioner_slots, BP_NSLOTS),
+        "metadata_type", names_tuple(metadata_slots, 6));
+    if (slots == NULL || PyModule_AddObject(m, "LANE_SLOTS", slots) < 0) {
+        Py_XDECREF(slots);
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&SendLaneType);
     if (PyModule_AddObject(m, "SendLane", (PyObject *)&SendLaneType) < 0) {
         Py_DECREF(&SendLaneType);

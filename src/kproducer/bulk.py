@@ -6,7 +6,8 @@ with the circuit breaker, append), BufferPool and Sender: batches of ``batch.siz
 sticky partitioner for keyless records (one partition per batch) and murmur2
 for keyed ones. What differs is that the records are encoded straight from the
 caller's buffers (a list of bytes, or an Arrow column's offsets and data
-buffers) by :mod:`kproducer.record.native`, and a batch holds one
+buffers, read as :mod:`kproducer.record.arrow_column` describes) by
+:mod:`kproducer.record.native`, and a batch holds one
 :class:`~kproducer.accumulator.batch.BulkRange` per call instead of a future per
 record. Each call returns one :class:`BulkFuture` resolving to per-record
 metadata, in the caller's row order.
@@ -22,14 +23,12 @@ from typing import Any, NamedTuple
 from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import KafkaTimeoutError
-from kproducer.record import native
-from kproducer.record.builder import _encode_headers
+from kproducer.record.default_record import encode_headers
 from kproducer.structs import RecordMetadata, TopicPartition
 
 __all__ = ["BulkFuture", "DeliveredRange"]
 
 log = logging.getLogger(__name__)
-
 
 
 class DeliveredRange(NamedTuple):
@@ -296,7 +295,7 @@ def _encoded_headers(headers: Any) -> bytes | None:
     """A bulk call's headers (checked by kproducer.validation.check_headers), encoded once for every record."""
     if not headers:
         return None
-    return _encode_headers(headers)[0]
+    return encode_headers(headers)[0]
 
 
 class _OffsetSink:
@@ -320,19 +319,3 @@ class _OffsetSink:
             shifted_rows = [r + off for r in rows]
         shifted = BulkRange(rng.first, rng.count, self.fut, shifted_rows, rng.callback, rng.timestamp)  # type: ignore[arg-type]
         self.fut._range_done(shifted, result, futures)
-
-
-_BINARY_WIDTH = {"binary": 4, "string": 4, "utf8": 4, "large_binary": 8, "large_string": 8, "large_utf8": 8}
-
-
-def _arrow_column(array: Any, name: str) -> native.ArrowColumn:
-    """The (offsets, data, validity, offset, length, width) of a binary/string Arrow array."""
-    width = _BINARY_WIDTH.get(str(array.type))
-    if width is None:
-        raise TypeError(
-            f"column {name!r} has Arrow type {array.type}; it must be binary, string, large_binary or large_string"
-        )
-    validity, offsets, data = array.buffers()[:3]
-    if array.null_count == 0:
-        validity = None
-    return (offsets, data, validity, array.offset, len(array), width)

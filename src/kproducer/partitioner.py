@@ -1,9 +1,9 @@
-"""Partition choice: Kafka's murmur2 key hash, custom partitioners, and the KIP-794 built-in.
+"""Partition choice: custom partitioners, round-robin, and the KIP-794 built-in.
 
-``murmur2`` must agree bit for bit with Java's ``Utils.murmur2`` (and librdkafka's
-``murmur2_random``), or keyed records land on different partitions than other
-clients put them. The built-in sticky partitioner keeps keyless records on one
-partition until ``batch.size`` bytes went there, then moves on, preferring
+Keyed records go where Kafka's murmur2 key hash puts them
+(:func:`kproducer.murmur2.partition_for_key`, re-exported here with ``murmur2``
+and ``to_positive``). The built-in sticky partitioner keeps keyless records on
+one partition until ``batch.size`` bytes went there, then moves on, preferring
 partitions whose leaders have shorter queues (adaptive partitioning).
 """
 
@@ -13,15 +13,14 @@ import bisect
 import itertools
 import logging
 import random
-import struct
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError, KafkaError
 from kproducer.metadata import Cluster
-from kproducer.record import native as _native
+from kproducer.murmur2 import murmur2, partition_for_key, to_positive
 
 logger = logging.getLogger(__name__)
 
@@ -36,55 +35,6 @@ __all__ = [
     "PARTITIONER_NAMES",
     "resolve_partitioner",
 ]
-
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
-_SEED = 0x9747B28C
-_structs: dict[int, struct.Struct] = {}
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 (``Utils.murmur2``): signed 32-bit hash of ``data``, seed 0x9747b28c."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    n4 = length >> 2
-    if n4:
-        st = _structs.get(n4)
-        if st is None:
-            st = _structs.setdefault(n4, struct.Struct(f"<{n4}I"))
-        m = _M
-        mask = _MASK
-        for k in st.unpack_from(data):
-            k = (k * m) & mask
-            h = ((h * m) ^ ((k ^ (k >> 24)) * m)) & mask
-    rest = length & 3
-    if rest:
-        tail = length & ~3
-        if rest == 3:
-            h ^= data[tail + 2] << 16
-        if rest >= 2:
-            h ^= data[tail + 1] << 8
-        h = ((h ^ data[tail]) * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-# The C murmur2 when built (same results; kproducer.record.native), else the one above.
-_murmur2_hot: Callable[[bytes], int] = _native.c.murmur2 if _native.AVAILABLE else murmur2
-
-
-def to_positive(n: int) -> int:
-    """Java ``Utils.toPositive``: clears the sign bit (not abs(), which overflows on MIN_VALUE)."""
-    return n & 0x7FFFFFFF
-
-
-def partition_for_key(key_bytes: bytes, num_partitions: int) -> int:
-    """The partition Java's producer (and librdkafka's murmur2_random) choose for a keyed record."""
-    if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    return (_murmur2_hot(key_bytes) & 0x7FFFFFFF) % num_partitions
 
 
 @runtime_checkable
@@ -228,7 +178,7 @@ def resolve_partitioner(spec: Any) -> Partitioner | None:
         except Exception as e:
             raise ConfigError(f"partitioner.class: cannot instantiate {spec.__name__} with no arguments: {e}")
     if callable(getattr(spec, "partition", None)):
-        return spec
+        return cast(Partitioner, spec)
     if callable(spec):
         return CallablePartitioner(spec)
     raise ConfigError(f"partitioner.class: {spec!r} (type {type(spec).__name__}) is not usable; {_ALLOWED}")

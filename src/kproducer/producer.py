@@ -30,7 +30,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
-from kproducer.bulk import BulkFuture, _arrow_column, _encoded_headers, _fail_bulk, _OffsetSink
+from kproducer.bulk import BulkFuture, _encoded_headers, _fail_bulk, _OffsetSink
 from kproducer.common import load_object, monotonic_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
@@ -58,6 +58,7 @@ from kproducer.metrics import (
     register_transaction_metrics,
 )
 from kproducer.partitioner import resolve_partitioner
+from kproducer.record.arrow_column import arrow_column as _arrow_column
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter

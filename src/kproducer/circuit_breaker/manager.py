@@ -24,7 +24,7 @@ from kproducer.circuit_breaker.state import (
     logger,
 )
 from kproducer.metadata import Cluster
-from kproducer.partitioner import murmur2
+from kproducer.murmur2 import partition_for_key
 from kproducer.structs import PartitionInfo, TopicPartition
 
 _NEVER: Final = 2**63 - 1
@@ -138,7 +138,7 @@ class CircuitBreakManager:
         available = self.cluster_view(cluster).available_partitions_for_topic(topic)
         if not available:
             return partition
-        return available[(murmur2(key_bytes) & 0x7FFFFFFF) % len(available)].partition
+        return available[partition_for_key(key_bytes, len(available))].partition
 
     def probe_in_flight(self, tp: TopicPartition) -> bool:
         """Whether a probe batch was granted for the partition and has not completed."""

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, ApiKey
-from kproducer.record.native import encode_unsigned_varint
+from kproducer.record.default_record import encode_unsigned_varint
 from kproducer.structs import TopicPartition
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from kproducer.errors import IllegalStateError
 from kproducer.record import native
+from kproducer.record.arrow_column import column_rows
 from kproducer.record.codecs import (
     CompressionType,
     compress,
@@ -29,13 +30,24 @@ from kproducer.record.codecs import (
     validate_compression_level,
 )
 from kproducer.record.crc import crc32c as _crc32c
+from kproducer.record.default_record import (
+    _VARINT_LEN,
+    COMPRESSION_RATE_ESTIMATION_FACTOR,
+    NO_HEADERS,
+    encode_record,
+    has_room,
+    record_size,
+    varint_size,
+)
+from kproducer.record.default_record import byte_len as _byte_len
+from kproducer.record.default_record import coerce_bytes as _coerce_bytes
+from kproducer.record.default_record import encode_headers as _encode_headers
 from kproducer.record.legacy import (
     LOG_OVERHEAD,
     encode_legacy_record,
     legacy_record_size,
     record_overhead,
 )
-from kproducer.record.native import encode_unsigned_varint
 
 __all__ = [
     "MemoryRecordsBuilder",
@@ -56,7 +68,6 @@ BytesLike = bytes | bytearray | memoryview
 NO_TIMESTAMP = -1
 RECORD_BATCH_OVERHEAD = 61
 MAX_RECORD_OVERHEAD = 21  # Java DefaultRecord.MAX_RECORD_OVERHEAD
-COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 #: Most uncompressed bytes a compressed batch stages beyond ``batch.size`` (see ``staging_ratio_floor``).
 MAX_STAGING_BYTES = 256 * 1024
 TRANSACTIONAL_FLAG = 0x10
@@ -72,116 +83,16 @@ PRODUCER_STATE = struct.Struct(">qhi")  # producer id, epoch, base sequence at o
 PRODUCER_ID_OFFSET = 43
 
 
-# ---------------------------------------------------------------- varints
-def zigzag(n: int) -> int:
-    """Map a signed int onto an unsigned one so that small magnitudes stay short."""
-    return n << 1 if n >= 0 else ((-n) << 1) - 1
-
-
-def encode_varint(n: int) -> bytes:
-    """Zigzag varint/varlong as used by v2 records."""
-    if 0 <= n < _TABLE_SIZE:
-        return _VARINT[n]
-    return encode_unsigned_varint(zigzag(n))
-
-
-def varint_size(n: int) -> int:
-    """Encoded size of a zigzag varint/varlong."""
-    u = zigzag(n)
-    size = 1
-    while u >= 0x80:
-        u >>= 7
-        size += 1
-    return size
-
-
-_TABLE_SIZE = 16384
-# Precomputed zigzag varints for 0..16383: offset deltas, lengths and small deltas.
-_VARINT: tuple[bytes, ...] = tuple(encode_unsigned_varint(i << 1) for i in range(_TABLE_SIZE))
-_VARINT_LEN: tuple[int, ...] = tuple(len(b) for b in _VARINT)
-_NULL_LEN = b"\x01"  # zigzag(-1)
-_ZERO = b"\x00"
-# The fused C room-check + append (kproducer._speedups) when built; None on the pure-Python path.
-_native_append = native.c.append_record if native.AVAILABLE else None
-
-
-def _coerce_bytes(field: str, data: object) -> bytes | bytearray | memoryview | None:
-    """Accept bytes-like or None; a multi-byte-format memoryview is viewed as raw bytes."""
-    if data is None or isinstance(data, (bytes, bytearray)):
-        return data
-    if isinstance(data, memoryview):
-        if data.itemsize != 1 or data.ndim != 1 or not data.c_contiguous:
-            return data.tobytes()
-        return data
-    raise TypeError(f"{field} must be bytes, bytearray, memoryview or None, got {type(data).__name__}")
-
-
-def _byte_len(data: bytes | bytearray | memoryview | None) -> int:
-    if data is None:
-        return -1
-    if isinstance(data, memoryview):
-        return data.nbytes
-    return len(data)
-
-
-def _encode_headers(headers: Sequence[Header]) -> tuple[bytes, int]:
-    """Encode the v2 headers block (count + entries); returns (bytes, size)."""
-    if isinstance(headers, (str, bytes, bytearray, memoryview)) or not isinstance(headers, Sequence):
-        raise TypeError(
-            f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
-        )
-    parts = [encode_varint(len(headers))]
-    for i, header in enumerate(headers):
-        if not isinstance(header, tuple) or len(header) != 2:
-            raise TypeError(f"header {i} must be a (str, bytes | None) tuple, got {header!r:.80}")
-        hkey, hval = header
-        if not isinstance(hkey, str):
-            raise TypeError(f"header {i} key must be a str, got {type(hkey).__name__}")
-        kb = hkey.encode("utf-8")
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
-        try:
-            hv = _coerce_bytes(f"header {hkey!r} value", hval)
-        except TypeError:
-            raise TypeError(
-                f"header {hkey!r} value must be bytes, bytearray, memoryview or None, got {type(hval).__name__}"
-            ) from None
-        if hv is None:
-            parts.append(_NULL_LEN)
-        else:
-            parts.append(encode_varint(_byte_len(hv)))
-            parts.append(bytes(hv))
-    out = b"".join(parts)
-    return out, len(out)
+_ZERO = NO_HEADERS  # a headers block with no headers: a count of 0
+# The v2 record encoder with its room check fused in: the C one (kproducer._speedups) when built,
+# else its reference, kproducer.record.default_record.append_record.
+_append_record = native.append_record
 
 
 def _headers_size(headers: Sequence[Header] | None) -> int:
     if not headers:
         return 1
     return _encode_headers(headers)[1]
-
-
-def _arrow_rows(column: native.ArrowColumn) -> list[bytes | None]:
-    """Materialize an Arrow column descriptor as Python bytes (legacy magic only)."""
-    length = column[4]
-    reader = native.py._arrow_reader(column, "value")
-    return [reader(i) for i in range(length)]
-
-
-def _record_body_size(
-    offset_delta: int, timestamp_delta: int, key_size: int, value_size: int, headers_size: int
-) -> int:
-    size = 1 + varint_size(timestamp_delta) + varint_size(offset_delta)
-    size += varint_size(key_size) + max(key_size, 0)
-    size += varint_size(value_size) + max(value_size, 0)
-    return size + headers_size
-
-
-def _record_size(
-    offset_delta: int, timestamp_delta: int, key_size: int, value_size: int, headers_size: int
-) -> int:
-    body = _record_body_size(offset_delta, timestamp_delta, key_size, value_size, headers_size)
-    return varint_size(body) + body
 
 
 def estimate_size_upper_bound(
@@ -484,64 +395,25 @@ class MemoryRecordsBuilder:
         if self._magic != 2:
             self._append_legacy(timestamp, key, value, headers)
             return
-        V = _VARINT
-        if key.__class__ is bytes:
-            klen = len(key)
-        elif key is None:
-            klen = -1
-        else:
+        if key is not None and key.__class__ is not bytes:
             key = _coerce_bytes("key", key)
-            klen = _byte_len(key)
-        if value.__class__ is bytes:
-            vlen = len(value)
-        elif value is None:
-            vlen = -1
-        else:
+        if value is not None and value.__class__ is not bytes:
             value = _coerce_bytes("value", value)
-            vlen = _byte_len(value)
         n = self._num_records
         if n == 0:
             self._base_timestamp = timestamp
-            tde = _ZERO
+            td = 0
         else:
             td = timestamp - self._base_timestamp
-            tde = V[td] if 0 <= td < 16384 else encode_unsigned_varint(zigzag(td))
-        ode = V[n] if n < 16384 else encode_unsigned_varint(n << 1)
-        if klen < 0:
-            ke = _NULL_LEN
-            key = b""
-            klen = 0
-        else:
-            ke = V[klen] if klen < 16384 else encode_unsigned_varint(klen << 1)
-        if vlen < 0:
-            ve = _NULL_LEN
-            value = b""
-            vlen = 0
-        else:
-            ve = V[vlen] if vlen < 16384 else encode_unsigned_varint(vlen << 1)
         if headers:
-            he, hlen = _encode_headers(headers)
+            he = _encode_headers(headers)[0]
         elif headers is None or isinstance(headers, Sequence):
             he = _ZERO
-            hlen = 1
         else:
             raise TypeError(
                 f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
             )
-        body = 1 + len(tde) + len(ode) + len(ke) + klen + len(ve) + vlen + hlen
-        rec = b"".join(
-            (
-                V[body] if body < 16384 else encode_unsigned_varint(body << 1),
-                _ZERO,
-                tde,
-                ode,
-                ke,
-                key,
-                ve,
-                value,
-                he,
-            )  # type: ignore[arg-type]
-        )
+        rec = encode_record(n, td, key, value, he)
         pos = self._pos
         end = pos + len(rec)
         self._buf[pos:end] = rec
@@ -559,14 +431,15 @@ class MemoryRecordsBuilder:
     ) -> bool:
         """``has_room_for`` and ``append`` in one step: False (nothing written) when the record does not fit.
 
-        With the C speedups, a v2 record with bytes (or None) key and value is
-        sized, checked and encoded in one native call; anything else takes the
-        pure-Python path, which defines the semantics.
+        A v2 record with bytes (or None) key and value is sized, checked and
+        encoded in one call of ``append_record``: the C one when the speedups
+        are built, else its reference,
+        :func:`kproducer.record.default_record.append_record`. Anything else
+        (other key or value types, magic 0/1) takes :meth:`has_room_for` and
+        :meth:`append`, which encode with the same reference.
         """
-        fast = _native_append
         if (
-            fast is not None
-            and self._magic == 2
+            self._magic == 2
             and not self._closed
             and not self._sealed
             and timestamp.__class__ is int
@@ -583,7 +456,7 @@ class MemoryRecordsBuilder:
                         f"headers must be a sequence of (str, bytes | None) tuples, got {type(headers).__name__}"
                     )
             n = self._num_records
-            pos = fast(
+            pos = _append_record(
                 self._buf,
                 self._pos,
                 self._write_limit,
@@ -677,8 +550,8 @@ class MemoryRecordsBuilder:
             raise ValueError(f"headers are not supported with magic {self._magic}; they need magic 2")
         rows = memoryview(indices).cast("B").cast("q") if indices is not None else None
         if arrow:
-            values = _arrow_rows(values)
-            keys = _arrow_rows(keys) if keys is not None else None
+            values = column_rows(values)
+            keys = column_rows(keys) if keys is not None else None
         count = 0
         for j in range(start, end):
             i = rows[j] if rows is not None else j
@@ -745,14 +618,10 @@ class MemoryRecordsBuilder:
         n = self._num_records
         if n == 0:
             return True
-        compressed = self._compression is not CompressionType.NONE
-        if compressed:
-            written = self._estimated_bytes_written()
-        else:
-            written = self._pos
-        limit = self._write_limit
-        if limit <= written:
-            return False
+        ratio = 0.0 if self._compression is CompressionType.NONE else self._estimated_ratio
+        pos, limit, start = self._pos, self._write_limit, self._records_start
+        if not has_room(pos, limit, start, ratio, n, 0):
+            return False  # full already, whatever the record (which is then not sized, nor type-checked)
         if key.__class__ is bytes:
             k = len(key)
         else:
@@ -764,19 +633,8 @@ class MemoryRecordsBuilder:
         if self._magic < 2:
             size = LOG_OVERHEAD + legacy_record_size(self._magic, k, v)
         else:
-            td = timestamp - self._base_timestamp
-            L = _VARINT_LEN
-            body = (
-                (L[td] if 0 <= td < 16384 else varint_size(td))
-                + (L[n] if n < 16384 else varint_size(n))
-                + (L[k] + k if 0 <= k < 16384 else varint_size(k) + (k if k > 0 else 0))
-                + (L[v] + v if 0 <= v < 16384 else varint_size(v) + (v if v > 0 else 0))
-                + (2 if headers is None else 1 + _headers_size(headers))
-            )
-            size = (L[body] if body < 16384 else varint_size(body)) + body
-        if compressed:
-            size = int(size * self._estimated_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
-        return limit >= written + size
+            size = record_size(n, timestamp - self._base_timestamp, k, v, _headers_size(headers))
+        return has_room(pos, limit, start, ratio, n, size)
 
     def is_full(self) -> bool:
         """Closed, or at least one record and the estimated size reached ``write_limit``."""

@@ -227,7 +227,8 @@ _LZ4_FRAME_HEADER_V0 = _lz4_frame_header(0)
 def _lz4_hc() -> Callable[..., bytes]:
     import lz4.block
 
-    return lz4.block.compress
+    compress: Callable[..., bytes] = lz4.block.compress
+    return compress
 
 
 @functools.cache

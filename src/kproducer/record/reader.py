@@ -121,6 +121,12 @@ class RecordBatch(ABC):
 class DefaultRecordBatch(RecordBatch):
     """A magic-2 record batch (61-byte header, CRC-32C from attributes to the end)."""
 
+    _base_offset: int
+    _last_offset_delta: int
+    _base_timestamp: int
+    _max_timestamp: int
+    _record_count: int
+
     def __init__(self, data: memoryview) -> None:
         self._data = data
         (
@@ -239,6 +245,8 @@ class LegacyRecordBatch(RecordBatch):
     producer_id = -1
     producer_epoch = -1
     base_sequence = -1
+    offset: int
+    timestamp: int
 
     def __init__(self, data: memoryview) -> None:
         self._data = data

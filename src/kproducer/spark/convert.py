@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kproducer.record.arrow_column import arrow_column, column_nbytes
 from kproducer.spark.contract import SinkSchema
 
 __all__ = [
@@ -76,24 +77,16 @@ class BinaryBuffers:
 def binary_buffers(arr: Any) -> BinaryBuffers:
     """The offsets/data/validity buffers of a pyarrow binary, string or large variant."""
     import numpy as np
-    import pyarrow as pa
 
-    t = arr.type
-    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
-        off_dtype: Any = np.int64
-    elif pa.types.is_binary(t) or pa.types.is_string(t):
-        off_dtype = np.int32
-    else:
-        raise TypeError(f"expected a binary or string Arrow array, got {t}")
-    n = len(arr)
-    bufs = arr.buffers()
-    if n == 0 or bufs[1] is None:
+    offsets_buf, data_buf, _validity, array_offset, n, width = arrow_column(arr, "value")
+    off_dtype: Any = np.int32 if width == 4 else np.int64
+    if n == 0 or offsets_buf is None:
         return BinaryBuffers(offsets=np.zeros(1, dtype=off_dtype), data=b"", valid=None, nbytes=0)
-    offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=arr.offset + n + 1)[arr.offset :]
+    offsets = np.frombuffer(offsets_buf, dtype=off_dtype, count=array_offset + n + 1)[array_offset:]
     start = int(offsets[0])
     end = int(offsets[-1])
     # One copy of just this slice's bytes; cells are then sliced out of it.
-    data = bufs[2].slice(start, end - start).to_pybytes() if bufs[2] is not None and end > start else b""
+    data = data_buf.slice(start, end - start).to_pybytes() if data_buf is not None and end > start else b""
     if start:
         offsets = offsets - start
     valid = None
@@ -197,16 +190,7 @@ def arrow_to_columns(
 
 def binary_nbytes(arr: Any) -> int:
     """The bytes a binary or string Arrow array spans in its data buffer, read from two offsets."""
-    import pyarrow as pa
-
-    n = len(arr)
-    bufs = arr.buffers()
-    if n == 0 or bufs[1] is None:
-        return 0
-    t = arr.type
-    width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
-    offsets = memoryview(bufs[1]).cast("B").cast("q" if width == 8 else "i")
-    return int(offsets[arr.offset + n] - offsets[arr.offset])
+    return column_nbytes(arrow_column(arr, "value"))
 
 
 @dataclass(slots=True, frozen=True)
