@@ -55,8 +55,8 @@ from kproducer.record.builder import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     estimate_size_upper_bound,
-    varint_size,
 )
+from kproducer.record.default_record import varint_size
 from kproducer.structs import TopicPartition
 from kproducer.validation import invalid_topic_error
 
