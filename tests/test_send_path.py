@@ -34,6 +34,23 @@ from tests.support.readback import create_topic, read_topic, read_topics
 from tests.support.tansu import TansuBroker, free_port, start_tansu
 
 
+def _record_parking(p: Producer) -> set[str]:
+    """The topics whose records ``p``'s router queues to wait (filled as they park).
+
+    Checked instead of "the future is not done yet", which a fast Sender can beat: the
+    metadata may arrive and release the record before the test looks.
+    """
+    parked_topics: set[str] = set()
+    enqueue = p._router._enqueue
+
+    def counting_enqueue(topic: str, *args: Any) -> bool:
+        parked_topics.add(topic)
+        return enqueue(topic, *args)
+
+    p._router._enqueue = counting_enqueue  # type: ignore[method-assign]
+    return parked_topics
+
+
 @pytest.fixture(scope="module")
 def proxied() -> Iterator[tuple[TansuBroker, CountingProxy]]:
     """A Tansu that advertises a counting proxy's port: every producer connection is counted."""
@@ -125,16 +142,7 @@ def test_order_per_partition_across_the_metadata_wait(tansu: TansuBroker, topic_
     sent: list[tuple[str, bytes | None, bytes, Any]] = []
     with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 2}) as p:
         p.partitions_for(known)
-        # Which topics' records the router queued to wait for metadata (counted as they park, so
-        # the check does not depend on how long the burst takes against the metadata fetch).
-        parked_topics: set[str] = set()
-        enqueue = p._router._enqueue
-
-        def counting_enqueue(topic: str, *args: Any) -> bool:
-            parked_topics.add(topic)
-            return enqueue(topic, *args)
-
-        p._router._enqueue = counting_enqueue  # type: ignore[method-assign]
+        parked_topics = _record_parking(p)
 
         def burst(first: int, count: int) -> None:
             for i in range(first, first + count):
@@ -341,9 +349,10 @@ def test_parked_record_for_a_muted_partition_fails_when_its_metadata_arrives(tan
         manager = p.circuit_break_manager
         assert manager is not None
         manager.mute(TopicPartition(topic_name, 0))
+        parked_topics = _record_parking(p)
         muted = p.send(topic_name, b"m", partition=0)  # parked: the topic has no metadata yet
         fine = p.send(topic_name, b"f", partition=1)
-        assert not muted.done()
+        assert parked_topics == {topic_name}, "the records were expected to wait for the topic's metadata"
         err = muted.exception(10)
         assert fine.result(10).partition == 1
         assert p.flush(10) == 0
