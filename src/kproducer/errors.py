@@ -6,6 +6,11 @@ caller can write one ``except``. The split follows the Java client:
 ``InvalidMetadataError`` (retriable, and the topic's metadata is refreshed
 first), and ``FatalError`` (the producer cannot continue). Errors carry the
 topic, partition and the broker's code and name when they apply.
+
+Why one file of ~800 lines: most of it is the protocol guide's error-code table,
+one small class per code (code, name, retriable flag), in code order. It is data
+read from top to bottom; split across files it would only be harder to check
+against the protocol guide's table.
 """
 
 from __future__ import annotations
