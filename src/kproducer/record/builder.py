@@ -620,20 +620,18 @@ class MemoryRecordsBuilder:
             return True
         ratio = 0.0 if self._compression is CompressionType.NONE else self._estimated_ratio
         pos, limit, start = self._pos, self._write_limit, self._records_start
-        if not has_room(pos, limit, start, ratio, n, 0):
-            return False  # full already, whatever the record (which is then not sized, nor type-checked)
-        if key.__class__ is bytes:
-            k = len(key)
-        else:
-            k = _byte_len(_coerce_bytes("key", key))
-        if value.__class__ is bytes:
-            v = len(value)
-        else:
-            v = _byte_len(_coerce_bytes("value", value))
-        if self._magic < 2:
-            size = LOG_OVERHEAD + legacy_record_size(self._magic, k, v)
-        else:
-            size = record_size(n, timestamp - self._base_timestamp, k, v, _headers_size(headers))
+        try:
+            k = len(key) if key.__class__ is bytes else _byte_len(_coerce_bytes("key", key))
+            v = len(value) if value.__class__ is bytes else _byte_len(_coerce_bytes("value", value))
+            if self._magic < 2:
+                size = LOG_OVERHEAD + legacy_record_size(self._magic, k, v)
+            else:
+                hsize = 1 if headers is None else _headers_size(headers)
+                size = record_size(n, timestamp - self._base_timestamp, k, v, hsize)
+        except (TypeError, ValueError):
+            if not has_room(pos, limit, start, ratio, n, 0):
+                return False  # full already: whatever the record is, it does not fit
+            raise
         return has_room(pos, limit, start, ratio, n, size)
 
     def is_full(self) -> bool:

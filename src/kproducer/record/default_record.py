@@ -16,6 +16,7 @@ compares whole batches built both ways byte for byte.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
@@ -213,8 +214,8 @@ def append_record(
     ratio: float,
     num_records: int,
     timestamp_delta: int,
-    key: object,
-    value: object,
+    key: Any,
+    value: Any,
     headers: bytes | None,
 ) -> int:
     """Append one record at ``pos`` if it has room; the new position, or -1 (nothing written).
@@ -225,13 +226,11 @@ def append_record(
     """
     if not isinstance(buf, bytearray):
         raise TypeError(f"buffer must be a bytearray, got {type(buf).__name__}")
-    rec = encode_record(
-        num_records,
-        timestamp_delta,
-        coerce_bytes("key", key),
-        coerce_bytes("value", value),
-        headers if headers is not None else NO_HEADERS,
-    )
+    if key is not None and key.__class__ is not bytes:
+        key = coerce_bytes("key", key)
+    if value is not None and value.__class__ is not bytes:
+        value = coerce_bytes("value", value)
+    rec = encode_record(num_records, timestamp_delta, key, value, headers if headers is not None else NO_HEADERS)
     if not has_room(pos, write_limit, records_start, ratio, num_records, len(rec)):
         return -1
     end = pos + len(rec)
