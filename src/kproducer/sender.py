@@ -11,6 +11,12 @@ metadata refresh falling due, or a wakeup from ``send()``.
 Delivery callbacks run on this thread, as in Java: they must be quick. An
 exception raised in one is caught and logged by the batch and never kills the
 thread; neither does any other error in a loop.
+
+The coordinator requests the loop sends before it drains (a transactional producer's queue,
+an idempotent producer's InitProducerId) are ``kproducer.coordinator_requests``. The rest stays
+one module (a little over 600 lines): the loop, the produce requests and the completion of
+their batches share the in-flight map and the retry, mute and expiry bookkeeping, as in Java's
+``Sender``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kproducer.coordinator_requests import MAX_POLL_MS, CoordinatorRequestSender
 from kproducer.errors import (
     PRODUCER_FENCED_CODES,
     DuplicateSequenceNumberError,
@@ -32,10 +39,8 @@ from kproducer.errors import (
     OutOfOrderSequenceNumberError,
     ProducerClosedError,
     RecordTooLargeError,
-    TransactionAbortedError,
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
-    UnsupportedVersionError,
     error_codes,
     error_for_code,
 )
@@ -44,11 +49,10 @@ from kproducer.network.client import ClientRequest, ClientResponse
 from kproducer.network.protocol import (
     ApiKey,
     ProduceRequestData,
-    build_init_producer_id_request,
     build_produce_request,
 )
 from kproducer.structs import TopicPartition
-from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager, TxnRequest
+from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager
 
 if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
@@ -69,9 +73,6 @@ _UNKNOWN_PRODUCER_ID = int(UnknownProducerIdError.code)
 _STALE_LEADER_CODES = error_codes(
     UnknownTopicOrPartitionError, LeaderNotAvailableError, NotLeaderOrFollowerError, FencedLeaderEpochError
 )
-_MAX_POLL_MS = 1000
-#: ``connection_delay`` at or above this: the node is connected or connecting (no backoff to wait out).
-_CONNECTED = 2**40
 
 #: The producer's clock: monotonic milliseconds (Java's ``Time``); tests pass a controllable one.
 Clock = Callable[[], int]
@@ -157,12 +158,21 @@ class Sender:
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._running = True
         self._force_close = False
-        self._init_pid_attempts = 0
-        self._init_pid_next_ms = 0
         self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
-        # The Sender's own flush while a transaction completes (EndTxn waits for every batch).
-        self._txn_flushing = False
-        self._txn_wait_ms = _MAX_POLL_MS
+        self._coordinator_requests = (
+            CoordinatorRequestSender(
+                client=client,
+                metadata=metadata,
+                accumulator=accumulator,
+                transaction_manager=transaction_manager,
+                clock_ms=clock_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms,
+                has_in_flight_batches=lambda: bool(self._in_flight_batches),
+            )
+            if transaction_manager is not None
+            else None
+        )
         self._moved_unlogged = [0, 0]
         self._moved_logged_ms = -(2**62)
 
@@ -241,30 +251,29 @@ class Sender:
         tm = self._tm
         now = self._clock()
         self._failure_log.maybe_emit(now)
-        parked_delay = _MAX_POLL_MS
+        parked_delay = MAX_POLL_MS
         router = self._router
         if router is not None and router.parked:
             # Records that waited for metadata go into batches before anything sent after them
             # (or fail at max.block.ms), whether or not a producer id is known yet.
             parked_delay = max(1, router.release(now))
             now = self._clock()
-        if tm is not None:
+        coordinator_requests = self._coordinator_requests
+        if tm is not None and coordinator_requests is not None:
             fatal = tm.fatal_error
             if fatal is not None:
                 self._accumulator.abort_undrained_batches(fatal)
-                if self._txn_flushing:
-                    self._accumulator.end_flush()
-                    self._txn_flushing = False
+                coordinator_requests.end_txn_flush()
             elif tm.transactional:
-                self._maybe_send_transactional_request(now)
+                coordinator_requests.maybe_send_transactional_request(now)
             elif tm.needs_producer_id():
-                wait = self._maybe_init_producer_id(now)
+                wait = coordinator_requests.maybe_init_producer_id(now)
                 if tm.needs_producer_id():
                     # Nothing is drained until a producer id is known; still poll for responses.
                     expired = self._accumulator.expired_batches(now)
                     for batch in expired:
                         self._fail_expired(batch, now)
-                    self._client.poll(min(wait, _MAX_POLL_MS, parked_delay), now)
+                    self._client.poll(min(wait, MAX_POLL_MS, parked_delay), now)
                     return
         if self._client.metadata_request_due(now):
             # Records parked for a new topic wait for this request: send it before the
@@ -277,13 +286,13 @@ class Sender:
                 # not after the next poll's timeout.
                 parked_delay = max(1, router.release(now))
         timeout = min(self._send_producer_data(now), parked_delay)
-        if tm is not None and tm.transactional:
+        if tm is not None and coordinator_requests is not None and tm.transactional:
             # Partitions the drain just found outside the transaction: AddPartitionsToTxn goes next loop.
             # (While a coordinator request is in flight its response wakes the poll instead.)
             if tm.has_pending_partitions() and not tm.has_in_flight_request():
                 timeout = 0
             else:
-                timeout = min(timeout, self._txn_wait_ms)
+                timeout = min(timeout, coordinator_requests.txn_wait_ms)
         # Full compressed batches that wait behind the in-flight window: compress them now, here
         # rather than on the caller's thread, so that they hold compressed bytes while they wait.
         self._accumulator.seal_full_batches()
@@ -300,7 +309,7 @@ class Sender:
 
         client = self._client
         ready_nodes: set[int] = set()
-        not_ready_timeout = _MAX_POLL_MS
+        not_ready_timeout = MAX_POLL_MS
         for node_id in result.ready_nodes:
             if client.ready(node_id, now):
                 ready_nodes.add(node_id)
@@ -330,7 +339,7 @@ class Sender:
         for batch in self._expired_in_flight(now):
             self._fail_expired(batch, now, in_flight=True)
 
-        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, _MAX_POLL_MS)
+        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, MAX_POLL_MS)
         if self._breaker_manager is not None:
             # Wake up when a muted partition's probe falls due, not a long poll later.
             probe_delay = self._breaker_manager.next_probe_delay_ms(now)
@@ -342,152 +351,6 @@ class Sender:
             if batches:
                 self._send_produce_request(node_id, batches, now)
         return max(poll_timeout, 0)
-
-    # ------------------------------------------------------------------ transactions
-    def _maybe_send_transactional_request(self, now: int) -> None:
-        """Send the next coordinator request, one at a time (Java's maybeSendAndPollTransactionalRequest).
-
-        Produce requests keep flowing meanwhile: partitions not yet in the transaction
-        are held back by the drain, and EndTxn waits until no batch is incomplete.
-        """
-        tm = self._tm
-        assert tm is not None
-        acc = self._accumulator
-        self._txn_wait_ms = _MAX_POLL_MS
-        if (tm.has_abortable_error() or tm.is_aborting()) and acc.has_undrained():
-            cause = tm.last_error
-            acc.abort_undrained_batches(
-                TransactionAbortedError(
-                    f"the transaction of transactional id {self._transactional_id!r} was aborted before "
-                    "this record was sent" + (f" (after {cause})" if cause is not None else "")
-                )
-            )
-        if tm.is_completing():
-            if not self._txn_flushing and acc.has_incomplete():
-                # Committing or aborting sends every batch now, without waiting for linger.ms.
-                acc.begin_flush()
-                self._txn_flushing = True
-        elif self._txn_flushing:
-            acc.end_flush()
-            self._txn_flushing = False
-        if tm.is_in_transaction():
-            # Add every partition that has a batch, ready or still lingering, so that
-            # AddPartitionsToTxn overlaps the linger instead of following it.
-            for tp in acc.partitions_with_batches():
-                tm.may_drain_partition(tp)
-        if tm.has_in_flight_request():
-            return
-        req, wait = tm.next_request(acc.has_incomplete(), now)
-        if req is None:
-            self._txn_wait_ms = min(wait, _MAX_POLL_MS)
-            return
-        client = self._client
-        node: int | None
-        if req.coordinator is not None:
-            node = tm.coordinator(req.coordinator, req.coordinator_key)
-            if node is None:
-                tm.lookup_coordinator(req.coordinator, req.coordinator_key)
-                tm.requeue(req, now, 0)
-                self._txn_wait_ms = 0
-                return
-            if self._metadata.cluster.node(node) is None:
-                # The coordinator is a broker this client has not seen in metadata yet.
-                self._metadata.request_update()
-                tm.requeue(req, now, self._retry_backoff_ms)
-                self._txn_wait_ms = self._retry_backoff_ms
-                return
-        else:
-            node = client.least_loaded_node(now)
-            if node is None:
-                tm.requeue(req, now)
-                self._txn_wait_ms = self._retry_backoff_ms
-                return
-        if not client.ready(node, now):
-            delay = client.connection_delay(node, now)
-            if delay <= 0 or delay >= _CONNECTED:
-                # Connected with its in-flight window full (produce requests to the same broker),
-                # or connecting: the request goes in the first loop after the network makes
-                # progress (a response frees a slot, the connection completes), which wakes the
-                # poll. A fixed delay here would hold AddPartitionsToTxn or EndTxn for that long
-                # after the slot is free (Java's Sender polls until the node is ready).
-                tm.requeue(req, now, 0)
-                return
-            # Disconnected, in the reconnect backoff: wait it out.
-            delay = min(delay, self._retry_backoff_ms)
-            tm.requeue(req, now, delay)
-            self._txn_wait_ms = delay
-            return
-
-        def on_response(response: ClientResponse, req: TxnRequest = req) -> None:
-            error: BaseException | None = response.error
-            if error is None and (response.disconnected or response.response is None):
-                error = NetworkError(f"{req.name} to node {response.node_id}: disconnected")
-            tm.handle_response(req, response.response, error)
-
-        request = ClientRequest(node, req.api_key, req.build, callback=on_response, created_ms=now)
-        try:
-            client.send(request, now)
-        except UnsupportedVersionError as e:
-            tm.transition_to_fatal(e)
-            return
-        tm.set_in_flight(req)
-        if req.api_key is ApiKey.INIT_PRODUCER_ID:
-            tm.note_init_producer_id_version(request.api_version)
-        log.debug("sent %s to node %s", req.name, node)
-
-    # ------------------------------------------------------------------ producer id
-    def _maybe_init_producer_id(self, now: int) -> int:
-        """Send InitProducerId when none is known, or when a reset is due and nothing is in flight."""
-        tm = self._tm
-        assert tm is not None
-        if tm.init_in_progress:
-            return _MAX_POLL_MS
-        if tm.reset_pending() and (self._client.in_flight_request_count() > 0 or self._in_flight_batches):
-            return _MAX_POLL_MS
-        if now < self._init_pid_next_ms:
-            return self._init_pid_next_ms - now
-        node = self._client.least_loaded_node(now)
-        if node is None or not self._client.ready(node, now):
-            return self._retry_backoff_ms if node is None else max(self._client.connection_delay(node, now), 1)
-        tm.begin_init()
-        self._client.send(
-            ClientRequest(
-                node,
-                ApiKey.INIT_PRODUCER_ID,
-                _idempotent_init_producer_id_request,
-                callback=self._on_init_producer_id_response,
-                created_ms=now,
-            ),
-            now,
-        )
-        return _MAX_POLL_MS
-
-    def _on_init_producer_id_response(self, response: ClientResponse) -> None:
-        if response.error is not None or response.disconnected or response.response is None:
-            self._handle_init_producer_id(-1, -1, -1, response.error or NetworkError("disconnected during InitProducerId"))
-            return
-        body = response.response
-        self._handle_init_producer_id(int(body.error_code), int(body.producer_id), int(body.producer_epoch), None)
-
-    def _handle_init_producer_id(self, error_code: int, producer_id: int, epoch: int, error: BaseException | None) -> None:
-        tm = self._tm
-        assert tm is not None
-        now = self._clock()
-        if error is None and error_code == 0:
-            self._init_pid_attempts = 0
-            if tm.reset_pending():
-                self._accumulator.reset_producer_state_of_queued_batches()
-            tm.set_producer_id_and_epoch(producer_id, epoch)
-            return
-        tm.init_failed()
-        exc = error if isinstance(error, KafkaError) else error_for_code(error_code) if error_code else NetworkError(str(error))
-        if isinstance(exc, FatalError):
-            tm.transition_to_fatal(exc)
-            return
-        self._init_pid_attempts += 1
-        backoff = min(self._retry_backoff_ms * (2 ** min(self._init_pid_attempts - 1, 20)), self._retry_backoff_max_ms)
-        self._init_pid_next_ms = now + backoff
-        log.warning("InitProducerId failed (%s); retrying in %d ms", exc, backoff)
 
     # ------------------------------------------------------------------ produce
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now: int) -> None:
@@ -772,11 +635,6 @@ class Sender:
                     self._log_moved(moved_batches, moved_records, now)
         except Exception:
             log.exception("circuit breaker on_complete raised")
-
-
-def _idempotent_init_producer_id_request(version: int) -> Any:
-    """InitProducerId for an idempotent (non-transactional) producer: no transactional id."""
-    return build_init_producer_id_request(version, None, 60_000)
 
 
 __all__ = ["Sender", "KafkaClient", "Clock"]
