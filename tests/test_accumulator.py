@@ -32,6 +32,7 @@ from tests.support.accumulator import (
     queued_batches,
 )
 from tests.support.clock import FakeClock
+from tests.support.sensors import RecordingMetrics
 
 
 # ---------------------------------------------------------------------- append
@@ -686,21 +687,7 @@ def test_many_threads_append_while_the_sender_drains_nothing_lost_order_kept() -
 
 
 def test_metrics_are_recorded_at_drain() -> None:
-    class Sensor:
-        def __init__(self) -> None:
-            self.values: list[float] = []
-
-        def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
-            self.values.append(value)
-
-    class Metrics:
-        def __init__(self) -> None:
-            self.sensors: dict[str, Sensor] = {}
-
-        def sensor(self, name: str) -> Sensor:
-            return self.sensors.setdefault(name, Sensor())
-
-    metrics = Metrics()
+    metrics = RecordingMetrics()
     clock = FakeClock(START_MS)
     acc = make_acc(clock, metrics=metrics)
     cluster = make_cluster()

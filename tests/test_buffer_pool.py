@@ -13,24 +13,9 @@ from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.errors import BufferExhaustedError, ProducerClosedError
 from tests.support.clock import FakeClock
 from tests.support.latch import LATCH_S, wait_until
+from tests.support.sensors import RecordingMetrics
 
 POOLABLE = 256
-
-
-class FakeSensor:
-    def __init__(self) -> None:
-        self.values: list[float] = []
-
-    def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
-        self.values.append(value)
-
-
-class FakeMetrics:
-    def __init__(self) -> None:
-        self.sensors: dict[str, FakeSensor] = {}
-
-    def sensor(self, name: str) -> FakeSensor:
-        return self.sensors.setdefault(name, FakeSensor())
 
 
 class Allocator(threading.Thread):
@@ -118,7 +103,7 @@ def test_size_above_buffer_memory_is_rejected_naming_the_config() -> None:
 
 
 def test_timeout_message_says_what_was_waited_for_and_returns_partial_memory() -> None:
-    metrics = FakeMetrics()
+    metrics = RecordingMetrics()
     pool = BufferPool(4 * POOLABLE, POOLABLE, metrics=metrics)
     held = [pool.allocate(POOLABLE, 0) for _ in range(3)]
     t0 = time.monotonic()
@@ -254,7 +239,7 @@ def test_close_wakes_every_waiter_who_raises_and_nothing_leaks() -> None:
 
 def test_injected_clock_measures_the_wait() -> None:
     clock = FakeClock(1000)
-    metrics = FakeMetrics()
+    metrics = RecordingMetrics()
     pool = BufferPool(POOLABLE, POOLABLE, clock_ms=clock, metrics=metrics)
     held = pool.allocate(POOLABLE, 0)
     waiter = Allocator(pool, POOLABLE, 5000)

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
+from tests.support.cli import run_cli
 from tests.support.readback import create_topic
 from tests.support.tansu import TansuBroker
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kproducer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_cli_metadata_table(tansu: TansuBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 3)
-    r = _run("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name)
+    r = run_cli("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert any(line.split()[:3] == ["ID", "HOST", "PORT"] for line in lines)
@@ -39,8 +27,8 @@ def test_cli_metadata_table(tansu: TansuBroker, topic_name: str) -> None:
 
 def test_cli_metadata_all_topics_and_bad_bootstrap(tansu: TansuBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
-    r = _run("metadata", "--bootstrap-servers", tansu.bootstrap)
+    r = run_cli("metadata", "--bootstrap-servers", tansu.bootstrap)
     assert r.returncode == 0, r.stderr
     assert topic_name in r.stdout
-    bad = _run("metadata", "--bootstrap-servers", "nohostport")
+    bad = run_cli("metadata", "--bootstrap-servers", "nohostport")
     assert bad.returncode == 2 and "'nohostport'" in bad.stderr  # a usage mistake: exit code 2

@@ -16,14 +16,9 @@ import kproducer
 from kproducer import cli, perf
 from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import NotEnoughReplicasError
+from tests.support.cli import run_cli
 from tests.support.clock import FakeClock
 from tests.support.readback import create_topic
-
-
-def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kproducer.cli", *args], capture_output=True, text=True, timeout=120, input=stdin
-    )
 
 
 def _dead_bootstrap() -> str:
@@ -44,7 +39,7 @@ def _one_line_error(r: subprocess.CompletedProcess[str], code: int, *expected: s
 
 
 def test_version() -> None:
-    r = _run("--version")
+    r = run_cli("--version")
     assert r.returncode == 0
     assert r.stdout.startswith(f"kproducer {kproducer.__version__} (Python ")
 
@@ -59,9 +54,9 @@ def test_every_subcommand_and_option_has_help() -> None:
         assert sub.description, name
         for action in sub._actions:
             assert action.help and action.help != argparse.SUPPRESS, (name, action.option_strings)
-        r = _run(name, "--help")
+        r = run_cli(name, "--help")
         assert r.returncode == 0 and "usage: kproducer " + name in r.stdout
-    listed = _run("--help").stdout
+    listed = run_cli("--help").stdout
     for name in cli.SUBCOMMANDS:
         assert name in listed
 
@@ -69,17 +64,17 @@ def test_every_subcommand_and_option_has_help() -> None:
 def test_produce_mistakes_are_one_line(tmp_path: Any) -> None:
     missing = str(tmp_path / "nope.txt")
     _one_line_error(
-        _run("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--file", missing),
+        run_cli("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--file", missing),
         2,
         f"kproducer produce: {missing}: No such file or directory",
     )
     _one_line_error(
-        _run("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--header", "novalue", stdin=""),
+        run_cli("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--header", "novalue", stdin=""),
         2,
         "--header entries must be KEY=VALUE, got 'novalue'",
     )
     _one_line_error(
-        _run(
+        run_cli(
             "produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--producer-property", "linger.ms=soon",
             stdin="",
         ),
@@ -87,12 +82,12 @@ def test_produce_mistakes_are_one_line(tmp_path: Any) -> None:
         "linger.ms",
     )
     _one_line_error(
-        _run("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--producer-property", "lingr.ms=5",
+        run_cli("produce", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--producer-property", "lingr.ms=5",
              stdin=""),
         2,
         "linger.ms",  # the close-match suggestion
     )
-    _one_line_error(_run("perf-test", "--topic", "t", "--num-records", "0", "--bootstrap-servers", "x:1"), 2, "positive")
+    _one_line_error(run_cli("perf-test", "--topic", "t", "--num-records", "0", "--bootstrap-servers", "x:1"), 2, "positive")
 
 
 def test_produce_warns_as_soon_as_the_bootstrap_servers_cannot_be_reached() -> None:
@@ -119,7 +114,7 @@ def test_produce_warns_as_soon_as_the_bootstrap_servers_cannot_be_reached() -> N
 
 
 def test_perf_test_against_a_dead_endpoint_prints_the_reasons() -> None:
-    r = _run(
+    r = run_cli(
         "perf-test", "--topic", "t", "--num-records", "2", "--bootstrap-servers", _dead_bootstrap(),
         "--producer-props", "max.block.ms=300",
     )
@@ -135,7 +130,7 @@ def test_perf_test_against_a_dead_endpoint_prints_the_reasons() -> None:
 
 def test_perf_test_json_and_delivered_run(tansu: EmbeddedBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
-    r = _run("perf-test", "--topic", topic_name, "--num-records", "500", "--bootstrap-servers", tansu.bootstrap, "--json")
+    r = run_cli("perf-test", "--topic", topic_name, "--num-records", "500", "--bootstrap-servers", tansu.bootstrap, "--json")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["records"] == result["delivered"] == 500 and result["failed"] == 0 and result["errors"] == {}
@@ -223,17 +218,17 @@ def test_perf_progress_is_a_bar_on_a_terminal(
 
 def test_metadata_names_a_missing_topic_and_exits_1(tansu: EmbeddedBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
-    r = _run("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name, "--topic", "no-such-topic")
+    r = run_cli("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name, "--topic", "no-such-topic")
     assert r.returncode == 1, r.stderr
     row = next(line for line in r.stdout.splitlines() if line.strip().startswith("no-such-topic"))
     assert row.split()[-1] == "(3)" and "UNKNOWN_TOPIC_OR_PARTITION" in row
     assert r.stderr.strip() == "kproducer metadata: topic 'no-such-topic' not found: UNKNOWN_TOPIC_OR_PARTITION (3)"
-    ok = _run("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name)
+    ok = run_cli("metadata", "--bootstrap-servers", tansu.bootstrap, "--topic", topic_name)
     assert ok.returncode == 0 and ok.stderr == ""
 
 
 def test_metadata_dead_endpoint_is_one_line() -> None:
-    r = _run("metadata", "--bootstrap-servers", _dead_bootstrap(), "--timeout", "0.5")
+    r = run_cli("metadata", "--bootstrap-servers", _dead_bootstrap(), "--timeout", "0.5")
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("kproducer metadata: metadata not received within 500 ms")

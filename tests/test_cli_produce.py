@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from tests.support.paths import REPO_ROOT
+from tests.support.cli import run_cli
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
 
-_ROOT = REPO_ROOT
-
 
 def _run(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "kproducer.cli", "produce", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        cwd=_ROOT,
-    )
+    return run_cli("produce", *args, stdin=stdin, timeout=60)
 
 
 def test_produce_lines_from_stdin_with_keys(tansu: TansuBroker, topic_name: str) -> None:
