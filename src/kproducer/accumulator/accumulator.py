@@ -7,20 +7,33 @@ none starves. Each deque has its own lock, held only for the append itself:
 the buffer for a new batch is allocated from the BufferPool *outside* the lock
 (it may block up to ``max.block.ms``), then the append is retried under the lock
 before a new batch is created (the double-lock pattern of Java's ``RecordAccumulator.append``).
-"""
 
+This module holds the accumulator's state, ``append`` and the helpers it calls
+for each record (the C send lane appends into the same deques and batches).
+The other jobs live next to it as functions taking the accumulator, bound here
+as its methods: ``ready`` (the ready check), ``drain``, ``growth`` (KIP-782
+expandable batches and the in-flight growth budget), ``requeue`` (retries and
+splits), ``expiry_and_abort``, ``muted_partitions`` (the circuit breaker's
+moves and memory bound), ``sealing`` (compression before the drain) and
+``bulk_append`` (``append_many``); ``incomplete``, ``deques`` and
+``collaborators`` hold the types. It stays one file at about 600 lines because
+the per-record path is not split across modules: each call level or lookup
+added there is paid on every ``send()``.
+"""
 from __future__ import annotations
 
 import logging
 import random
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
+from kproducer.accumulator import bulk_append, expiry_and_abort, growth, muted_partitions, requeue, sealing
+from kproducer.accumulator import drain as _drain
+from kproducer.accumulator import ready as _ready
+from kproducer.accumulator.batch import DeliveryCallback, ProducerBatch
+from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
 from kproducer.accumulator.collaborators import (
     CircuitBreakManagerLike,
     CircuitBreakRoutingLike,
@@ -28,31 +41,21 @@ from kproducer.accumulator.collaborators import (
     StickyPartitioner,
     TransactionManagerLike,
 )
-from kproducer.accumulator.deques import PartitionDeque, TopicInfo
-from kproducer.accumulator.drain import drain, in_flight_growth_by_node, release_growth, release_growth_locked
+from kproducer.accumulator.deques import UNKNOWN_PARTITION, PartitionDeque, TopicInfo
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.accumulator.ready import (
-    NodeLatencyStats,
-    ReadyCheckResult,
-    ready,
-    topic_ready,
-    update_node_latency_stats,
-)
+from kproducer.accumulator.growth import release_growth_locked
+from kproducer.accumulator.incomplete import IncompleteBatches
+from kproducer.accumulator.ready import NodeLatencyStats, ReadyCheckResult
 from kproducer.common import ExponentialBackoff, monotonic_ms
-from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
+from kproducer.errors import IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
-    COMPRESSION_RATE_ESTIMATION_FACTOR,
-    MAX_STAGING_BYTES,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
 )
 from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
 from kproducer.structs import TopicPartition
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 __all__ = [
     "CircuitBreakManagerLike",
@@ -65,8 +68,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_PARTITION = -1
 
 Headers = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
 BytesLike = bytes | bytearray | memoryview
@@ -169,8 +170,7 @@ class RecordAccumulator:
 
         self._topic_info: dict[str, TopicInfo] = {}
         self._topic_lock = threading.Lock()
-        self._incomplete: dict[ProducerBatch, None] = {}
-        self._incomplete_lock = threading.Lock()
+        self._incomplete = IncompleteBatches()
         self._muted: set[TopicPartition] = set()
         self._node_stats: dict[int, NodeLatencyStats] = {}
         self._drain_index: dict[int, int] = {}
@@ -310,18 +310,6 @@ class RecordAccumulator:
         batch.ready_size = max(self.batch_size, len(buffer))
         return batch
 
-    def _add_incomplete(self, batch: ProducerBatch) -> None:
-        with self._incomplete_lock:
-            self._incomplete[batch] = None
-
-    def _incomplete_snapshot(self) -> list[ProducerBatch]:
-        with self._incomplete_lock:
-            return list(self._incomplete)
-
-    def incomplete_batches(self) -> list[ProducerBatch]:
-        """The batches not completed yet (queued or in flight), for reporting."""
-        return self._incomplete_snapshot()
-
     # ------------------------------------------------------------------ append (caller threads)
     def append(
         self,
@@ -444,269 +432,6 @@ class RecordAccumulator:
         dq = self._deque(tp)
         return dq is not None and bool(dq.batches)
 
-    def append_many(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        values: Any,
-        keys: Any,
-        indices: bytes | None,
-        start: int,
-        end: int,
-        encoded_headers: bytes | None,
-        arrow: bool,
-        sink: BulkSink,
-        callback: DeliveryCallback | None,
-        max_record_size: int,
-        max_time_to_block_ms: int,
-        cluster: Cluster | None,
-        *,
-        memory: MemorySource | None = None,
-    ) -> bool:
-        """Append records ``start..end`` of a bulk call, filling batches of ``batch.size`` in order.
-
-        The same deques, BufferPool and sticky partitioner as :meth:`append`
-        (``partition == -1``: the sticky partition, which moves on as batches fill).
-        Each batch gets one :class:`BulkRange` per call. ``max_record_size`` bounds
-        the buffer a new batch needs. Returns whether the Sender should be woken.
-        """
-        topic_info = self._topic(topic)
-        pool: MemorySource = self.free if memory is None else memory
-        sticky = partition == UNKNOWN_PARTITION
-        if sticky and cluster is None:
-            raise ValueError("append_many with partition -1 needs the cluster for the built-in partitioner")
-        breaker = self._routing
-        if breaker is not None and sticky and cluster is not None:
-            # As in append(): the sticky partition is chosen among partitions the breaker has not muted.
-            cluster = breaker.cluster_view(cluster)
-        self._appends_in_progress.append(None)
-        buffer: bytearray | None = None
-        wake = False
-        forced_switches = 0
-        try:
-            while start < end:
-                effective = topic_info.partitioner.peek_current_partition(cluster) if sticky else partition  # type: ignore[arg-type]
-                if (
-                    sticky
-                    and breaker is not None
-                    and forced_switches < 3
-                    and self._closed_to_records(breaker, TopicPartition(topic, effective))
-                    and cluster.available_partitions_for_topic(topic)  # type: ignore[union-attr]
-                ):
-                    forced_switches += 1
-                    topic_info.partitioner.update_partition_info(effective, 0, cluster, True)  # type: ignore[arg-type]
-                    continue
-                dq = topic_info.deque_for(effective)
-                with dq.lock:
-                    if sticky and self._partition_changed(topic_info, effective, cluster):
-                        continue
-                    if self.closed:
-                        raise ProducerClosedError("Producer closed while send in progress")
-                    now = self._clock()
-                    batches = dq.batches
-                    last = batches[-1] if batches else None
-                    appended = 0
-                    crossed = False  # a batch became sendable (or closed) in this round
-                    if last is not None and last.is_writable:
-                        builder = last.builder
-                        before = builder.estimated_size_in_bytes()
-                        was_full = last.is_full()
-                        while True:
-                            count = last.try_append_many(
-                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                            )
-                            if count and not sticky:
-                                last.pinned = True
-                            start += count
-                            if start >= end or not self._grow(last, 0):
-                                break
-                        appended = builder.estimated_size_in_bytes() - before
-                        crossed = start < end or (not was_full and last.is_full())
-                        if start < end:
-                            self._closed_for_appends(last)
-                        if crossed or len(batches) > 1:
-                            wake = True
-                    if start < end and buffer is not None:
-                        magic = self._magic()
-                        batch = self._new_batch(TopicPartition(topic, effective), buffer, magic, now)
-                        buffer = None
-                        batch.pinned = not sticky
-                        before = batch.builder.estimated_size_in_bytes()
-                        count = batch.try_append_many(
-                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                        )
-                        if count == 0:  # pragma: no cover - an empty batch takes its first record
-                            raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
-                        start += count
-                        while start < end and self._grow(batch, 0):
-                            start += batch.try_append_many(
-                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                            )
-                        appended += batch.builder.estimated_size_in_bytes() - before
-                        batches.append(batch)
-                        self._active[topic] = topic_info
-                        self._add_incomplete(batch)
-                        wake = True
-                        crossed = crossed or batch.is_full() or start < end
-                        if start < end:
-                            self._closed_for_appends(batch)
-                    if sticky and appended:
-                        topic_info.partitioner.update_partition_info(
-                            effective, appended, cluster, crossed and self._all_batches_full(dq)  # type: ignore[arg-type]
-                        )
-                if start < end and buffer is None:
-                    if not sticky and self._routing is not None:
-                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
-                    size = max(self.batch_initial_size, max_record_size)
-                    # Outside the deque lock: this may block for up to max.block.ms.
-                    buffer = pool.allocate(size, max_time_to_block_ms)
-            return wake
-        finally:
-            if buffer is not None:
-                pool.deallocate(buffer, len(buffer))
-            self._appends_in_progress.pop()
-
-    # ------------------------------------------------------------------ moving off muted partitions (Sender)
-    def move_unsent_off_muted(self, cluster: Cluster) -> tuple[int, int]:
-        """Move never-sent keyless batches off partitions the circuit breaker muted; (batches, records) moved.
-
-        A muted partition is not drained (only its probe is), so the batches
-        queued for it would hold their share of ``buffer.memory`` until
-        ``delivery.timeout.ms``, and a caller of any partition blocks once the pool
-        is empty. A batch that was never drained and holds only keyless records the
-        built-in partitioner placed (see ``ProducerBatch.movable``) has no claim to
-        its partition: it moves, whole and with its buffer, to the open partition of
-        the same topic with the shortest queue (KIP-794's measure of load), in
-        queue order. A batch that was sent keeps its partition (and, idempotent,
-        its sequence); keyed and explicitly partitioned records never move.
-        """
-        routing = self._routing
-        if routing is None:
-            return 0, 0
-        vacate = routing.partitions_to_vacate()
-        if not vacate:
-            return 0, 0
-        view = routing.cluster_view(cluster)
-        moved_batches = moved_records = 0
-        for tp in sorted(vacate, key=lambda t: (t.topic, t.partition)):
-            dq = self._deque(tp)
-            if dq is None or not dq.batches:
-                continue
-            targets = [p.partition for p in view.available_partitions_for_topic(tp.topic) if p.partition != tp.partition]
-            if not targets:
-                continue  # every partition of the topic is muted: nowhere better to go
-            with dq.lock:
-                movable = [b for b in dq.batches if b.movable]
-                if not movable:
-                    continue
-                for batch in movable:
-                    dq.batches.remove(batch)
-                    self._closed_for_appends(batch)
-            info = self._topic(tp.topic)
-            for batch in movable:
-                # The open partition with the fewest queued batches (a peek; exactness is not needed).
-                target = min(targets, key=lambda p: len(info.batches[p].batches) if p in info.batches else 0)
-                tdq = info.deque_for(target)
-                batch.move_to(TopicPartition(tp.topic, target))
-                with tdq.lock:
-                    queued = tdq.batches
-                    if queued and queued[-1].is_writable:
-                        queued.insert(len(queued) - 1, batch)  # the open batch stays last, for appends
-                    else:
-                        queued.append(batch)
-                self._active[tp.topic] = info
-                moved_batches += 1
-                moved_records += batch.record_count
-        if moved_records and self._moved_sensor is not None:
-            self._moved_sensor.record(float(moved_records))
-        return moved_batches, moved_records
-
-    def _await_room_while_muted(self, tp: TopicPartition, max_time_to_block_ms: int) -> int:
-        """Before a new batch of keyed or explicit records for a muted partition: wait for room.
-
-        Such records keep their partition, and a muted partition is not drained, so
-        without a bound they would take the whole pool and block every caller. The
-        partitions muted on their own may hold half of ``buffer.memory`` between them
-        (keyless batches have moved off them, so this is what their pinned records
-        hold); beyond that the caller adding to them waits, up to ``max.block.ms``,
-        for the partition to reopen or for room, then gets BufferExhaustedError. The
-        other half stays for the partitions that drain, so only the callers sending
-        to muted partitions ever wait here. Returns what is left of the block time.
-        """
-        routing = self._routing
-        if routing is None or tp not in routing.partitions_to_vacate():
-            return max_time_to_block_ms
-        limit = self.free.total_memory // 2
-        deadline = time.monotonic() + max(0, max_time_to_block_ms) / 1000.0
-        while True:
-            if self.closed:
-                raise ProducerClosedError("Producer closed while send in progress")
-            vacate = routing.partitions_to_vacate()
-            if tp not in vacate:
-                break
-            held = sum(b.capacity for t in vacate for b in tuple(self._queued(t)))
-            if held + self.batch_size <= limit:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BufferExhaustedError(
-                    f"{tp.topic}-{tp.partition} is muted by the circuit breaker and the muted partitions hold "
-                    f"{held} bytes, half of buffer.memory ({self.free.total_memory}); no room for a new batch "
-                    f"within {max_time_to_block_ms} ms (max.block.ms)",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                )
-            pool = self.free
-            if isinstance(pool, BufferPool) and pool.must_not_wait():
-                raise MemoryWouldBlock(self.batch_size, poll_s=0.02)  # an event loop awaits instead
-            # Polled: nothing on the send or drain path pays for waking these rare waiters.
-            time.sleep(min(remaining, 0.02))
-        return max(0, int((deadline - time.monotonic()) * 1000))
-
-    def _queued(self, tp: TopicPartition) -> deque[ProducerBatch]:
-        dq = self._deque(tp)
-        return deque() if dq is None else dq.batches
-
-    def queued_bytes_by_node(self, cluster: Cluster) -> dict[int, int]:
-        """Buffer bytes held by the batches queued here, per leader node (-1: leader unknown)."""
-        out: dict[int, int] = {}
-        for topic, info in list(self._topic_info.items()):
-            for partition, dq in list(info.batches.items()):
-                held = sum(b.capacity for b in tuple(dq.batches))
-                if held:
-                    leader = cluster.leader_for(TopicPartition(topic, partition))
-                    node = -1 if leader is None else leader.id
-                    out[node] = out.get(node, 0) + held
-        return out
-
-    def _closed_for_appends(self, batch: ProducerBatch) -> None:
-        was_writable = batch.is_writable
-        batch.close_for_record_appends()
-        if not was_writable or self.compression is CompressionType.NONE:
-            return  # (append's second try meets the same full batch again)
-        with self._seal_lock:
-            self._to_seal.append(batch)
-            self._unsealed_bytes += batch.builder.uncompressed_size
-            behind = self._unsealed_bytes > self._seal_backlog_bytes
-        if behind:
-            # The Sender is not keeping up: this caller compresses the backlog (backpressure, as
-            # Java's callers compress their own records).
-            self.seal_full_batches()
-
-    def seal_full_batches(self) -> None:
-        """Compress the full batches closed for appends and not yet compressed (see ProducerBatch.seal)."""
-        if not self._to_seal:  # every Sender loop: no lock when there is nothing (always, uncompressed)
-            return
-        while True:
-            with self._seal_lock:
-                if not self._to_seal:
-                    return
-                batch = self._to_seal.popleft()
-                self._unsealed_bytes -= batch.builder.uncompressed_size
-            if not batch.is_done:
-                batch.seal()
-
     def sticky_partition(self, topic: str, cluster: Cluster) -> int:
         """The topic's current sticky partition (KIP-794), choosing one when there is none yet.
 
@@ -765,50 +490,6 @@ class RecordAccumulator:
         full = not was_full and last.is_full()
         return RecordAppendResult(future, len(batches) > 1 or full, False, False, partition, appended)
 
-    def _grow(self, batch: ProducerBatch, needed: int) -> bool:
-        """Let an open batch that ran out of room take more records (KIP-782 expandable batches).
-
-        The limit doubles (at least by ``needed`` bytes), up to ``batch.size`` freely and past
-        it up to ``batch.max.size`` (bounded by ``max.request.size``; ``batch.size`` again for a
-        topic whose broker refused a batch as too large). Each step is charged to
-        ``buffer.memory`` first and never waits: past ``batch.size`` it must leave room for four
-        ``batch.size`` batches still free and nobody queued for memory, so many partitions' open
-        batches keep Java's footprint and a caller never blocks because a batch grew. A
-        partition the circuit breaker muted on its own does not grow past ``batch.size``. The
-        batch is the last of its deque, not yet drained (its partition is hot), and the deque
-        lock is held. False: it stays as it is, and the caller closes it.
-        """
-        builder = batch.builder
-        if batch.buffer is None or batch.is_split_batch or builder.magic != 2:
-            return False
-        limit = builder.write_limit
-        tp = batch.topic_partition
-        routing = self._routing
-        if tp.topic in self._growth_capped or (routing is not None and tp in routing.partitions_to_vacate()):
-            # A topic whose broker refused a grown batch, or a partition the circuit breaker muted:
-            # its batches wait for a leader that is not answering, so they stay at batch.size.
-            bound = self.batch_size
-        else:
-            bound = self.batch_max_size
-        if self.compression is not CompressionType.NONE:
-            # Records are staged uncompressed until the batch closes: keep them within
-            # MAX_STAGING_BYTES, the bound a compressed batch of batch.size already has.
-            ratio = builder.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
-            bound = min(bound, max(self.batch_size, int(MAX_STAGING_BYTES * ratio)))
-        if limit >= bound:
-            return False
-        target = max(limit * 2, limit + needed)
-        if target > bound:
-            if limit + needed > bound:
-                return False
-            target = bound
-        keep_free = self._growth_keep_free if target > self.batch_size else 0
-        if not self.free.try_grow(target - limit, keep_free):
-            return False
-        batch.grown += target - limit
-        builder.grow_write_limit(target)
-        return True
-
     def _append_new_batch(
         self,
         topic: str,
@@ -834,110 +515,41 @@ class RecordAccumulator:
             raise IllegalStateError(f"a new batch for {tp} refused its first record")
         dq.batches.append(batch)
         self._active[topic] = self._topic_info[topic]
-        self._add_incomplete(batch)
+        self._incomplete.add(batch)
         return RecordAppendResult(
             future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
         )
 
-    # ------------------------------------------------------------------ ready and drain (Sender thread)
-    def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
-        """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``; see ``ready.ready``)."""
-        return ready(self, cluster, now_ms)
-
-    # One topic's part of ready(), looked up on the instance on each call (tests count the calls).
-    _partition_ready = topic_ready
-
-    def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
-        """The Sender reports a ready node it could (or could not) drain (Java's updateNodeLatencyStats)."""
-        update_node_latency_stats(self, node_id, now_ms, can_drain)
+    # ------------------------------------------------------------------ jobs kept in modules of their own
+    # Each takes the accumulator as its first argument and is bound here as a method, so callers
+    # and the Sender see one RecordAccumulator (as in Java) at no extra call per use.
+    append_many = bulk_append.append_many  # the bulk path of send_batch/send_arrow
+    _grow = growth.grow  # KIP-782: an open batch grows (append's helper, once per full batch)
+    _closed_for_appends = sealing.close_for_appends  # and queued for compression before the drain
+    seal_full_batches = sealing.seal_full_batches
+    in_flight_growth_by_node = growth.in_flight_growth_by_node
+    ready = _ready.ready  # the Sender's ready check
+    _partition_ready = _ready.topic_ready  # one topic's part of it, looked up on the instance
+    update_node_latency_stats = _ready.update_node_latency_stats
+    drain = _drain.drain  # the Sender's drain
+    expired_batches = expiry_and_abort.expired_batches
+    abort_incomplete_batches = expiry_and_abort.abort_incomplete_batches
+    abort_undrained_batches = expiry_and_abort.abort_undrained_batches
+    reenqueue = requeue.reenqueue
+    split_and_reenqueue = requeue.split_and_reenqueue
+    reset_producer_state_of_queued_batches = requeue.reset_producer_state_of_queued_batches
+    move_unsent_off_muted = muted_partitions.move_unsent_off_muted  # circuit breaker
+    _await_room_while_muted = muted_partitions.await_room_while_muted
+    queued_bytes_by_node = muted_partitions.queued_bytes_by_node
 
     def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
         return self._node_stats.get(node_id)
 
-    def drain(
-        self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
-    ) -> dict[int, list[ProducerBatch]]:
-        """The batches to send, per node: at most ``max_request_size`` bytes each (Java's ``RecordAccumulator.drain``)."""
-        return drain(self, cluster, node_ids, max_request_size, now_ms)
-    # ------------------------------------------------------------------ expiry, retries, splits
-    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
-        """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
-        expired: list[ProducerBatch] = []
-        for info in list(self._active.values()):
-            for dq in list(info.batches.values()):
-                self._expire_deque(dq, now_ms, expired)
-        return expired
-
-    def _expire_deque(self, dq: PartitionDeque, now_ms: int, expired: list[ProducerBatch]) -> None:
-        with dq.lock:
-            batches = dq.batches
-            while batches:
-                batch = batches[0]
-                if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
-                    batches.popleft()
-                    batch.abort_record_appends()
-                    expired.append(batch)
-                else:
-                    break
-
-    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
-        """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""
-        batch.reenqueued(now_ms)
-        release_growth(self, batch)
-        batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
-        dq = self._deque_or_create(batch.topic_partition)
-        with dq.lock:
-            if self._tm is not None and batch.has_sequence():
-                self._insert_in_sequence_order(dq.batches, batch)
-            else:
-                dq.batches.appendleft(batch)
-            self._active[batch.topic_partition.topic] = self._topic(batch.topic_partition.topic)
-
-    @staticmethod
-    def _insert_in_sequence_order(batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
-        """Before the first queued batch with a higher (or no) sequence."""
-        position = 0
-        for queued in batches:
-            if queued.has_sequence() and queued.base_sequence < batch.base_sequence:
-                position += 1
-            else:
-                break
-        batches.insert(position, batch)
-
-    def split_and_reenqueue(self, big_batch: ProducerBatch) -> int:
-        """Split a batch rejected with MESSAGE_TOO_LARGE and queue the parts at the front; the number of parts.
-
-        The caller still deallocates ``big_batch`` (its buffer goes back to the pool).
-        """
-        topic = big_batch.topic_partition.topic
-        if self.compression is not CompressionType.NONE:
-            # The estimate was too optimistic: start again from the observed ratio.
-            self._ratio_estimator.update_estimation(topic, self.compression, big_batch.compression_rate())
-        magic = big_batch.magic
-        if big_batch.capacity > self.batch_size:
-            # The broker's message.max.bytes (or the topic's max.message.bytes) is below what the
-            # batch grew to: this topic's batches stay within batch.size from now on.
-            self._growth_capped.add(topic)
-
-        def factory(buf: bytearray) -> MemoryRecordsBuilder:
-            return self._builder(buf, magic, topic)
-
-        parts = big_batch.split(self.batch_size, factory)
-        dq = self._deque_or_create(big_batch.topic_partition)
-        for part in reversed(parts):
-            self._add_incomplete(part)
-            with dq.lock:
-                if self._tm is not None and part.has_sequence():
-                    self._insert_in_sequence_order(dq.batches, part)
-                else:
-                    dq.batches.appendleft(part)
-                self._active[topic] = self._topic(topic)
-        return len(parts)
-
+    # ------------------------------------------------------------------ completion
     def deallocate(self, batch: ProducerBatch) -> None:
         """Forget a completed batch and return its buffer to the pool: exactly once per batch."""
-        with self._incomplete_lock:
-            self._incomplete.pop(batch, None)
+        with self._incomplete.lock:
+            self._incomplete.remove_locked(batch)
             if batch.growth_node >= 0:
                 release_growth_locked(self, batch)
             if batch.deallocated:
@@ -946,17 +558,6 @@ class RecordAccumulator:
             batch.deallocated = True
         if not batch.is_split_batch and batch.buffer is not None:
             self.free.deallocate(batch.buffer, batch.capacity)
-
-    def in_flight_growth_by_node(self) -> dict[int, int]:
-        """Bytes past ``batch.size`` held by the batches in flight, per leader node (see ``drain.in_flight_growth_by_node``)."""
-        return in_flight_growth_by_node(self)
-    def reset_producer_state_of_queued_batches(self) -> None:
-        """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""
-        for _tp, dq in self._all_deques():
-            with dq.lock:
-                for batch in dq.batches:
-                    if batch.has_sequence():
-                        batch.reset_producer_state(-1, -1, NO_SEQUENCE)
 
     # ------------------------------------------------------------------ muting (max.in.flight=1, breaker)
     def mute_partition(self, tp: TopicPartition) -> None:
@@ -988,62 +589,11 @@ class RecordAccumulator:
         The flush counter is left to ``end_flush()``, so the caller pairs
         ``begin_flush()``/``end_flush()`` around this in a ``finally``.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        awaited: set[int] = set()
-        targets = self._incomplete_snapshot()
-        while targets:
-            for batch in targets:
-                awaited.add(id(batch))
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not batch.result.await_(remaining):
-                    return False
-            # Batches split for MESSAGE_TOO_LARGE carry the records on: wait for those too.
-            targets = [b for b in self._incomplete_snapshot() if b.is_split_batch and id(b) not in awaited]
-        return True
+        return self._incomplete.await_completion(timeout)
 
-    # ------------------------------------------------------------------ abort and close
+    # ------------------------------------------------------------------ state and close
     def appends_in_progress(self) -> bool:
         return len(self._appends_in_progress) > 0
-
-    def _abort_batches(self, reason: BaseException, undrained_only: bool = False) -> None:
-        for batch in self._incomplete_snapshot():
-            dq = self._deque(batch.topic_partition)
-            aborted = not undrained_only
-            if dq is not None:
-                with dq.lock:
-                    if undrained_only:
-                        if self._tm is not None:
-                            aborted = not batch.has_sequence()
-                        else:
-                            aborted = not batch.is_closed
-                    if aborted:
-                        batch.abort_record_appends()
-                        try:
-                            dq.batches.remove(batch)
-                        except ValueError:
-                            pass
-            if not aborted:
-                continue
-            if not batch.is_done:
-                try:
-                    batch.abort(reason)
-                except IllegalStateError:
-                    log.debug("batch %r completed while being aborted", batch)
-            self.deallocate(batch)
-
-    def abort_incomplete_batches(self, reason: BaseException | None = None) -> None:
-        """Fail and deallocate every incomplete batch (forced close), waiting out in-progress appends."""
-        exc = reason if reason is not None else ProducerClosedError("Producer is closed forcefully.")
-        for _ in range(10_000):
-            self._abort_batches(exc)
-            if not self.appends_in_progress():
-                break
-            time.sleep(0.001)
-        self._abort_batches(exc)
-
-    def abort_undrained_batches(self, reason: BaseException) -> None:
-        """Fail and deallocate the batches that were never drained (fatal idempotence error)."""
-        self._abort_batches(reason, undrained_only=True)
 
     def partitions_with_batches(self) -> list[TopicPartition]:
         """Partitions holding queued batches, ready or not (a peek: appends may add more meanwhile)."""
@@ -1058,12 +608,15 @@ class RecordAccumulator:
         return any(dq.batches for info in list(self._active.values()) for dq in list(info.batches.values()))
 
     def has_incomplete(self) -> bool:
-        with self._incomplete_lock:
-            return bool(self._incomplete)
+        return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        """The batches not completed yet (queued or in flight), for reporting."""
+        return self._incomplete.copy_all()
 
     def incomplete_record_count(self) -> int:
         """Records whose batch has not completed yet (the Producer's flush() reports it)."""
-        return sum(b.record_count for b in self._incomplete_snapshot() if not b.result.completed)
+        return self._incomplete.record_count()
 
     def close(self) -> None:
         """No more appends; wake anyone blocked in the pool."""

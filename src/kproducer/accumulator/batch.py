@@ -255,7 +255,7 @@ class ProducerBatch:
         # batch of keyless records the built-in partitioner placed may move to another partition.
         self.pinned = is_split_batch
         # The leader node whose in-flight growth budget this batch's bytes past batch.size are
-        # charged to while it is in flight (-1: not charged); see RecordAccumulator._drain_node.
+        # charged to while it is in flight (-1: not charged); see kproducer.accumulator.drain.
         self.growth_node = -1
 
     @property

@@ -13,7 +13,10 @@ from collections import deque
 from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.collaborators import StickyPartitioner
 
-__all__ = ["PartitionDeque", "TopicInfo"]
+__all__ = ["UNKNOWN_PARTITION", "PartitionDeque", "TopicInfo"]
+
+# The partition an append names when the topic's built-in partitioner is to choose (KIP-794's sticky partition).
+UNKNOWN_PARTITION = -1
 
 
 class PartitionDeque:

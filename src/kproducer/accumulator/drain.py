@@ -7,10 +7,9 @@ and sequence (idempotence), where a transactional producer's partitions wait
 for AddPartitionsToTxn, and where a circuit breaker's muted partitions send
 only their probe.
 
-It also keeps KIP-782's in-flight growth budget: with a circuit breaker, the
+With a circuit breaker it also charges KIP-782's in-flight growth budget: the
 bytes past ``batch.size`` that the batches in flight to one leader may hold
-(see :func:`in_flight_growth_by_node`). The budget shares the incomplete-batch
-lock, because ``deallocate`` gives a batch's growth back as it forgets the batch.
+(see ``growth.in_flight_growth_by_node``).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from kproducer.accumulator.collaborators import TransactionManagerLike
     from kproducer.metadata import Cluster
 
-__all__ = ["drain", "in_flight_growth_by_node", "release_growth", "release_growth_locked"]
+__all__ = ["drain"]
 
 log = logging.getLogger("kproducer.accumulator.accumulator")  # the accumulator's log lines keep its name
 
@@ -41,11 +40,11 @@ def drain(
     """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``)."""
     out: dict[int, list[ProducerBatch]] = {}
     for node_id in node_ids:
-        out[node_id] = drain_node(acc, cluster, node_id, max_request_size, now_ms)
+        out[node_id] = _drain_node(acc, cluster, node_id, max_request_size, now_ms)
     return out
 
 
-def partition_index(
+def _partition_index(
     acc: RecordAccumulator, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
 ) -> dict[tuple[str, int], int]:
     cached = acc._node_index.get(node_id)
@@ -56,11 +55,11 @@ def partition_index(
     return index
 
 
-def drain_candidates(
+def _drain_candidates(
     acc: RecordAccumulator, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
 ) -> list[int]:
     """Positions in ``parts`` of the node's partitions that hold batches, in order."""
-    index = partition_index(acc, cluster, node_id, parts)
+    index = _partition_index(acc, cluster, node_id, parts)
     found: list[int] = []
     for topic, info in list(acc._active.items()):
         for partition, dq in list(info.batches.items()):
@@ -72,7 +71,7 @@ def drain_candidates(
     return found
 
 
-def drain_node(
+def _drain_node(
     acc: RecordAccumulator, cluster: Cluster, node_id: int, max_size: int, now_ms: int
 ) -> list[ProducerBatch]:
     parts = cluster.partitions_for_node(node_id)
@@ -86,7 +85,7 @@ def drain_node(
     transactional = acc._transactional
     # The partitions holding batches, in the node's order, from the rotating drain index on:
     # the same visit order as walking every partition, without the empty ones.
-    candidates = drain_candidates(acc, cluster, node_id, parts)
+    candidates = _drain_candidates(acc, cluster, node_id, parts)
     k = bisect.bisect_left(candidates, start)
     for i in candidates[k:] + candidates[:k]:
         # Next time start after this partition, unless we stop at it below.
@@ -117,7 +116,7 @@ def drain_node(
                 # test_leader_move_mid_stream broke the order), so the producer keeps the
                 # order itself. Only this partition waits, and only while it recovers.
                 continue
-            if tm is not None and should_stop_draining(first, tp, tm):
+            if tm is not None and _should_stop_draining(first, tp, tm):
                 acc._drain_index[node_id] = i
                 break
             if transactional and tm is not None and not tm.may_drain_partition(tp):
@@ -134,7 +133,7 @@ def drain_node(
                 continue
             batch = dq.batches.popleft()
             if excess > 0 and acc._routing is not None:
-                with acc._incomplete_lock:
+                with acc._incomplete.lock:
                     acc._in_flight_growth[node_id] = acc._in_flight_growth.get(node_id, 0) + excess
                     batch.growth_node = node_id
             if tm is not None and not batch.has_sequence():
@@ -155,11 +154,11 @@ def drain_node(
         ready.append(batch)
         batch.drained(now_ms)
     if ready:
-        record_drained(acc, ready, now_ms)
+        _record_drained(acc, ready, now_ms)
     return ready
 
 
-def should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: TransactionManagerLike) -> bool:
+def _should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: TransactionManagerLike) -> bool:
     """Idempotence gates (Java's shouldStopDrainBatchesForPartition)."""
     if tm.should_stop_draining():
         return True
@@ -171,7 +170,7 @@ def should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: Transacti
     return False
 
 
-def record_drained(acc: RecordAccumulator, batches: list[ProducerBatch], now_ms: int) -> None:
+def _record_drained(acc: RecordAccumulator, batches: list[ProducerBatch], now_ms: int) -> None:
     """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
     for sensor, figure in (
         (acc._queue_time_sensor, lambda b: float(b.queue_time_ms())),
@@ -186,40 +185,3 @@ def record_drained(acc: RecordAccumulator, batches: list[ProducerBatch], now_ms:
         else:
             for b in batches:
                 sensor.record(figure(b), now_ms)
-
-
-def release_growth(acc: RecordAccumulator, batch: ProducerBatch) -> None:
-    """The batch is no longer in flight: its bytes past batch.size leave its leader's budget."""
-    if batch.growth_node >= 0:
-        with acc._incomplete_lock:
-            release_growth_locked(acc, batch)
-
-
-def release_growth_locked(acc: RecordAccumulator, batch: ProducerBatch) -> None:
-    node = batch.growth_node
-    if node < 0:
-        return
-    batch.growth_node = -1
-    left = acc._in_flight_growth.get(node, 0) - (batch.capacity - acc.batch_size)
-    if left > 0:
-        acc._in_flight_growth[node] = left
-    else:
-        acc._in_flight_growth.pop(node, None)
-
-
-def in_flight_growth_by_node(acc: RecordAccumulator) -> dict[int, int]:
-    """Bytes past ``batch.size`` held by the batches in flight, per leader node (with a circuit breaker).
-
-    KIP-782 lets a waiting batch grow to ``batch.max.size``; a batch that is sent
-    keeps its partition, so a leader that then stops answering keeps what its
-    in-flight window carried until the requests complete, whatever the breaker
-    decides. With a breaker, the drain sends a grown batch to a leader only while
-    that leader's in-flight growth stays within an eighth of ``buffer.memory`` (or
-    when it has none in flight, so that progress is never blocked); a grown batch
-    that waits stays in its queue, where a mute can still move it. A muted
-    leader therefore holds at most its in-flight window at ``batch.size`` per
-    batch plus that eighth, instead of
-    ``max.in.flight.requests.per.connection`` x partitions x ``batch.max.size``.
-    """
-    with acc._incomplete_lock:
-        return dict(acc._in_flight_growth)

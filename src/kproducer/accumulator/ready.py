@@ -59,7 +59,7 @@ def batch_backoff_ms(batch: ProducerBatch) -> int:
     return batch.retry_backoff_ms if batch.attempts > 0 else 0
 
 
-def muted_delay_ms(acc: RecordAccumulator, tp: TopicPartition, now_ms: int) -> int | None:
+def _muted_delay_ms(acc: RecordAccumulator, tp: TopicPartition, now_ms: int) -> int | None:
     """None when the partition may send; else how long until it might (``NO_DELAY``: unknown)."""
     if tp in acc._muted:
         return NO_DELAY
@@ -154,7 +154,7 @@ def topic_ready(
                     index -= 1
         if leader.id in ready_nodes:
             continue
-        muted_delay = muted_delay_ms(acc, tp, now_ms)
+        muted_delay = _muted_delay_ms(acc, tp, now_ms)
         if muted_delay is not None:
             next_delay = min(next_delay, muted_delay)
             continue
