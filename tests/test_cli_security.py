@@ -48,11 +48,8 @@ def test_missing_command_config_names_the_file(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def sasl_ssl_cluster(certificates: Certificates) -> Iterator[SaslBroker]:
-    b = SaslBroker(certificates)
-    try:
+    with SaslBroker(certificates) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _command_config(path: Path, certificates: Certificates) -> Path:

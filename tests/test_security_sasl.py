@@ -32,20 +32,14 @@ from tests.support.tls import Certificates
 
 @pytest.fixture(scope="module")
 def sasl_plaintext() -> Iterator[SaslBroker]:
-    b = SaslBroker()
-    try:
+    with SaslBroker() as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")
 def sasl_ssl(certificates: Certificates) -> Iterator[SaslBroker]:
-    b = SaslBroker(certificates)
-    try:
+    with SaslBroker(certificates) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(params=["SASL_PLAINTEXT", "SASL_SSL"])

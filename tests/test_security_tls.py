@@ -27,20 +27,14 @@ from tests.support.tls import KEY_PASSWORD, STORE_PASSWORD, Certificates, Stunne
 
 @pytest.fixture(scope="module")
 def tls_broker(certificates: Certificates) -> Iterator[TlsBroker]:
-    b = TlsBroker(certificates.server)
-    try:
+    with TlsBroker(certificates.server) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="module")
 def mtls_broker(certificates: Certificates) -> Iterator[TlsBroker]:
-    b = TlsBroker(certificates.server, client_ca=certificates.ca)
-    try:
+    with TlsBroker(certificates.server, client_ca=certificates.ca) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _ssl(bootstrap: str, **extra: Any) -> dict[str, Any]:

@@ -44,6 +44,12 @@ class TlsBroker:
         self.stunnel.stop()
         self.broker.stop()
 
+    def __enter__(self) -> TlsBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 class SaslBroker:
     """Tansu behind the SASL front (and stunnel when ``tls``), advertising the outermost port."""
@@ -113,6 +119,12 @@ class SaslBroker:
         if getattr(self, "front", None) is not None:
             self.front.close()
         self.broker.stop()
+
+    def __enter__(self) -> SaslBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class TokenEndpoint:
