@@ -22,8 +22,9 @@ unknown topics; Java's blocking ``send()`` is KAFKA-3539.
 A caller still blocks for memory: parking charges the record to the BufferPool
 first, which waits up to ``max.block.ms`` when the buffer is full.
 
-Why one module of about a thousand lines: the routing step and the parked records
-are one piece of state. Both keep one per-topic order (a record for a topic with
+The values of the parked-record queue are ``kproducer.parked_records``. Why the rest is
+one module of nearly 900 lines: the routing step and the parked records are one piece
+of state. Both keep one per-topic order (a record for a topic with
 parked records parks behind them, or the caller appends them first), under one
 lock, and ``route()`` reads the parked-topic map inline on every send, so that the
 common case (nothing parked) costs one dict truth test and no extra call.
@@ -41,7 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.buffer_pool import MemoryWouldBlock
-from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, RecordFuture
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
@@ -55,6 +56,17 @@ from kproducer.errors import (
 )
 from kproducer.failure_log import FailureLog
 from kproducer.metadata import FINAL_TOPIC_ERRORS
+from kproducer.parked_records import (
+    UNKNOWN_PARTITION,
+    ChargedMemory,
+    CountingSink,
+    DeliveryCallback,
+    ParkedBulk,
+    ParkedRecord,
+    TopicQueue,
+    parked_record_count,
+    placeholder_future,
+)
 from kproducer.partitioner import partition_for_key
 from kproducer.record import native
 from kproducer.record.builder import (
@@ -77,9 +89,6 @@ __all__ = ["RecordRouter", "invalid_topic_error"]
 
 log = logging.getLogger(__name__)
 
-DeliveryCallback = Callable[[Any, Any], Any]
-
-_UNKNOWN_PARTITION = -1
 _NEVER = 2**31 - 1
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
 _MEMORY_RETRY_MS = 5
@@ -88,150 +97,6 @@ _MEMORY_RETRY_MS = 5
 # parked records must never hold the whole buffer: then nothing could be appended and nothing
 # sent to free memory. Beyond this share a caller blocks, as it does when memory is full.
 _PARK_SHARE = 0.5
-
-
-class _Charged:
-    """Memory already charged to the BufferPool by parked records, spent first on the batches they need.
-
-    The Sender appends parked records and must never block: beyond the charge it
-    takes from the pool only what is free now (``BufferExhaustedError`` otherwise).
-    """
-
-    __slots__ = ("pool", "bytes")
-
-    def __init__(self, pool: BufferPool) -> None:
-        self.pool = pool
-        self.bytes = 0
-
-    def allocate(self, size: int, max_time_to_block_ms: int) -> bytearray:
-        if self.bytes >= size:
-            self.bytes -= size
-            return bytearray(size)
-        if self.bytes:
-            # The charge covers part of the buffer: only the rest comes from the pool, now or not at all.
-            self.pool.reserve(size - self.bytes, 0)
-            self.bytes = 0
-            return bytearray(size)
-        return self.pool.allocate(size, 0)
-
-    def deallocate(self, buffer: bytearray, size: int | None = None) -> None:
-        self.bytes += len(buffer) if size is None else size
-
-
-class _Parked:
-    """One record waiting for its topic's metadata (serialized; its bytes charged to buffer.memory)."""
-
-    __slots__ = (
-        "partition", "key", "value", "key_bytes", "value_bytes", "timestamp", "headers", "on_delivery",
-        "future", "charge", "deadline_ms", "held",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        partition: int | None,
-        key: Any,
-        value: Any,
-        key_bytes: Any,
-        value_bytes: Any,
-        timestamp: int,
-        headers: Any,
-        on_delivery: DeliveryCallback | None,
-        future: RecordFuture,
-        charge: int,
-        deadline_ms: int,
-    ) -> None:
-        self.partition = partition
-        self.key = key
-        self.value = value
-        self.key_bytes = key_bytes
-        self.value_bytes = value_bytes
-        self.timestamp = timestamp
-        self.headers = headers
-        self.on_delivery = on_delivery
-        self.future = future
-        self.charge = charge
-        self.deadline_ms = deadline_ms
-        self.held = charge
-
-
-class _ParkedBulk:
-    """The rows of one bulk call (or one Arrow chunk of it) waiting for their topic's metadata."""
-
-    __slots__ = (
-        "partition", "n", "values", "keys", "arrow", "timestamp", "headers", "on_delivery", "sink",
-        "record_bound", "charge", "deadline_ms", "future", "held",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        partition: int | None,
-        n: int,
-        values: Any,
-        keys: Any,
-        arrow: bool,
-        timestamp: int,
-        headers: bytes | None,
-        on_delivery: DeliveryCallback | None,
-        sink: Any,
-        record_bound: int,
-        charge: int,
-        deadline_ms: int,
-        future: Any,
-    ) -> None:
-        self.partition = partition
-        self.n = n
-        self.values = values
-        self.keys = keys
-        self.arrow = arrow
-        self.timestamp = timestamp
-        self.headers = headers
-        self.on_delivery = on_delivery
-        self.sink = sink
-        self.record_bound = record_bound
-        self.charge = charge
-        self.deadline_ms = deadline_ms
-        self.future = future
-        self.held = charge
-
-
-class _CountingSink:
-    """A parked bulk chunk's sink: forwards to the call's, and counts the rows appended so far."""
-
-    __slots__ = ("inner", "appended")
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.appended = 0
-
-    def _appended(self, count: int) -> None:
-        self.appended += count
-        self.inner._appended(count)
-
-    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
-        self.inner._range_done(rng, result, futures)
-
-
-class _TopicQueue:
-    """A topic's parked records in send order.
-
-    ``whole``: the topic had no metadata, so every record sent to it parks behind
-    these. Otherwise only explicit partitions beyond the known count are parked
-    (``highest`` is the largest); records for existing partitions go straight on.
-    """
-
-    __slots__ = ("fifo", "whole", "highest", "refreshes", "refresh_at_ms")
-
-    def __init__(self, whole: bool) -> None:
-        self.fifo: deque[_Parked | _ParkedBulk] = deque()
-        self.whole = whole
-        self.highest = -1
-        self.refreshes = 0
-        self.refresh_at_ms = 0
-
-
-def _placeholder(topic: str) -> RecordFuture:
-    """The future a parked record's caller gets; it follows the record into its batch once appended."""
-    return RecordFuture(ProduceRequestResult(TopicPartition(topic, _UNKNOWN_PARTITION)), 0, NO_TIMESTAMP, -1, -1)
 
 
 class RecordRouter:
@@ -280,7 +145,7 @@ class RecordRouter:
         self._partition_state = accumulator.partition_state
         # Topic -> its parked records. Read without the lock on the hot path (one dict lookup
         # when anything is parked); changed only under the lock.
-        self.parked: dict[str, _TopicQueue] = {}
+        self.parked: dict[str, TopicQueue] = {}
         self._lock = threading.Lock()
         self._unparked = threading.Condition(self._lock)
         self._parked_count = 0
@@ -338,7 +203,7 @@ class RecordRouter:
         order, before its own. Like :meth:`release` it never blocks for memory: with
         the pool empty the records stay parked and so does the caller's.
         """
-        failed: list[tuple[_Parked | _ParkedBulk, str, KafkaError]] = []
+        failed: list[tuple[ParkedRecord | ParkedBulk, str, KafkaError]] = []
         with self._lock:
             q = self.parked.get(topic)
             if q is None:
@@ -413,7 +278,7 @@ class RecordRouter:
             if manager is not None and self._keyed_reroute and manager.routing_muted:
                 chosen = manager.reroute_keyed(topic, chosen, key_bytes, cluster)
             return chosen
-        return _UNKNOWN_PARTITION
+        return UNKNOWN_PARTITION
 
     @staticmethod
     def _muted_error(topic: str, partition: int) -> PartitionMutedError:
@@ -438,7 +303,7 @@ class RecordRouter:
         count: int,
         max_block_ms: int,
         now: int,
-        memory: _Charged | None,
+        memory: ChargedMemory | None,
     ) -> RecordFuture:
         """Partition and append one record whose topic has metadata; raises the record's KafkaError."""
         chosen = self.choose_partition(topic, partition, key, key_bytes, value, value_bytes, cluster, count)
@@ -499,8 +364,8 @@ class RecordRouter:
         if value_bytes is not None and type(value_bytes) is not bytes:
             value_bytes = bytes(value_bytes)
         now = self._clock()
-        future = _placeholder(topic)
-        rec = _Parked(
+        future = placeholder_future(topic)
+        rec = ParkedRecord(
             partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, future, size,
             now + self.max_block_ms,
         )
@@ -515,7 +380,7 @@ class RecordRouter:
             )
         return future
 
-    def _enqueue(self, topic: str, partition: int | None, entry: _Parked | _ParkedBulk, now: int) -> bool:
+    def _enqueue(self, topic: str, partition: int | None, entry: ParkedRecord | ParkedBulk, now: int) -> bool:
         """Queue a parked entry behind the topic's others; False when it may go straight on instead."""
         new_topic = False
         with self._lock:
@@ -526,7 +391,7 @@ class RecordRouter:
             if q is None:
                 if fits:
                     return False  # the Sender released the topic meanwhile
-                q = self.parked[topic] = _TopicQueue(whole=count is None)
+                q = self.parked[topic] = TopicQueue(whole=count is None)
                 new_topic = True
             elif fits and not self._behind(topic, count):  # type: ignore[arg-type]
                 return False  # parked only for partitions that still do not exist: no order to keep
@@ -535,7 +400,7 @@ class RecordRouter:
             if partition is not None and partition > q.highest:
                 q.highest = partition
             q.fifo.append(entry)
-            self._parked_count += _records(entry)
+            self._parked_count += parked_record_count(entry)
             self._parked_bytes += entry.held
         lane = self.lane
         if lane is not None and (q.whole or q.highest < count):  # type: ignore[operator]
@@ -569,12 +434,12 @@ class RecordRouter:
                     f"the most they may hold of buffer.memory ({self._buffer_memory} bytes)"
                 )
 
-    def _unparked_entry(self, entry: _Parked | _ParkedBulk) -> None:
+    def _unparked_entry(self, entry: ParkedRecord | ParkedBulk) -> None:
         """Account for an entry leaving the queue (appended or failed); lock held."""
-        self._parked_count -= _records(entry)
+        self._parked_count -= parked_record_count(entry)
         self._parked_bytes -= entry.held
 
-    def _schedule_refresh(self, topic: str, q: _TopicQueue, now: int) -> None:
+    def _schedule_refresh(self, topic: str, q: TopicQueue, now: int) -> None:
         """Ask for the topic's metadata again, then not before the next backoff (retry.backoff.ms, doubling)."""
         self._md.mark_urgent(topic, now)
         q.refreshes += 1
@@ -645,8 +510,8 @@ class RecordRouter:
                 values = list(values)
                 keys = list(keys) if keys is not None else None
             now = self._clock()
-            entry = _ParkedBulk(
-                partition, n, values, keys, arrow, timestamp, encoded_headers, on_delivery, _CountingSink(sink),
+            entry = ParkedBulk(
+                partition, n, values, keys, arrow, timestamp, encoded_headers, on_delivery, CountingSink(sink),
                 record_bound, charge, now + self.max_block_ms, future,
             )
             future._park(n)
@@ -679,7 +544,7 @@ class RecordRouter:
         cluster: Cluster,
         count: int,
         max_block_ms: int,
-        memory: _Charged | None,
+        memory: ChargedMemory | None,
     ) -> bool:
         """The bulk partition choice (the same policy as :meth:`choose_partition`) and the appends."""
         acc = self._acc
@@ -703,7 +568,7 @@ class RecordRouter:
                 buckets[target] = array("q", sorted(merged)).tobytes()
             groups = [(part, idx, len(idx) // 8) for part, idx in enumerate(buckets) if idx]
         else:
-            groups = [(_UNKNOWN_PARTITION, None, n)]
+            groups = [(UNKNOWN_PARTITION, None, n)]
         wake = False
         for part, idx, rows in groups:
             wake |= acc.append_many(
@@ -785,7 +650,7 @@ class RecordRouter:
         if not self.parked:
             return _NEVER
         delay = _NEVER
-        failed: list[tuple[_Parked | _ParkedBulk, str, KafkaError]] = []
+        failed: list[tuple[ParkedRecord | ParkedBulk, str, KafkaError]] = []
         cluster = self._md.cluster
         released: list[str] = []
         with self._lock:
@@ -804,7 +669,7 @@ class RecordRouter:
         return max(delay, 0)
 
     def _release_locked(
-        self, topic: str, q: _TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+        self, topic: str, q: TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
     ) -> int:
         """:meth:`_release_topic`, then forget the topic once nothing of it is parked (holding ``_lock``)."""
         delay = self._release_topic(topic, q, cluster, now, failed)
@@ -820,7 +685,7 @@ class RecordRouter:
             self._fail_parked(entry, topic, error)
 
     def _release_topic(
-        self, topic: str, q: _TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+        self, topic: str, q: TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
     ) -> int:
         count = cluster.partition_count(topic)
         error_code = cluster.topic_errors.get(topic)
@@ -840,8 +705,8 @@ class RecordRouter:
             return _NEVER
         if count is None and self._md.topic_state(topic) is None:
             self._md.add_topic(topic, now)  # evicted meanwhile: ask again
-        kept: deque[_Parked | _ParkedBulk] = deque()
-        memory = _Charged(self._pool)
+        kept: deque[ParkedRecord | ParkedBulk] = deque()
+        memory = ChargedMemory(self._pool)
         exhausted = False
         delay = _NEVER
         fifo = q.fifo
@@ -901,12 +766,12 @@ class RecordRouter:
         return delay
 
     def _append_parked(
-        self, topic: str, entry: _Parked | _ParkedBulk, cluster: Cluster, count: int, now: int, memory: _Charged
+        self, topic: str, entry: ParkedRecord | ParkedBulk, cluster: Cluster, count: int, now: int, memory: ChargedMemory
     ) -> None:
         """Partition and append one parked entry (Sender thread, never blocking); its own errors fail it."""
         try:
-            if entry.__class__ is _Parked:
-                rec: _Parked = entry
+            if entry.__class__ is ParkedRecord:
+                rec: ParkedRecord = entry
                 real = self._append_one(
                     topic, rec.partition, rec.key, rec.value, rec.key_bytes, rec.value_bytes, rec.timestamp,
                     rec.headers, rec.on_delivery, cluster, count, 0, now, memory,
@@ -915,14 +780,14 @@ class RecordRouter:
                 fut._next = real
                 fut._batch_result.done()
             else:
-                bulk: _ParkedBulk = entry  # type: ignore[assignment]
+                bulk: ParkedBulk = entry  # type: ignore[assignment]
                 self._append_many(
                     topic, bulk.n, bulk.values, bulk.keys, bulk.arrow, bulk.partition, bulk.timestamp, bulk.headers,
                     bulk.on_delivery, bulk.sink, bulk.record_bound, cluster, count, 0, memory,
                 )
                 bulk.future._unpark(bulk.n)
         except (BufferExhaustedError, ProducerClosedError) as e:
-            if entry.__class__ is _ParkedBulk and entry.sink.appended:
+            if entry.__class__ is ParkedBulk and entry.sink.appended:
                 # Part of the rows are in batches: the rest cannot wait for a retry in order.
                 self._fail_parked(entry, topic, e)
                 return
@@ -931,7 +796,7 @@ class RecordRouter:
             error = e if isinstance(e, KafkaError) else KafkaError(f"routing failed: {e!r}", topic=topic)
             self._fail_parked(entry, topic, error)
 
-    def _memory_error(self, topic: str, entry: _Parked | _ParkedBulk) -> KafkaError:
+    def _memory_error(self, topic: str, entry: ParkedRecord | ParkedBulk) -> KafkaError:
         """The error of a parked record whose metadata arrived but that found no memory within max.block.ms."""
         return BufferExhaustedError(
             f"Failed to append a record for topic {topic!r} within {self.max_block_ms} ms (max.block.ms): its "
@@ -961,14 +826,14 @@ class RecordRouter:
             topic=topic,
         )
 
-    def _fail_parked(self, entry: _Parked | _ParkedBulk, topic: str, error: KafkaError) -> None:
+    def _fail_parked(self, entry: ParkedRecord | ParkedBulk, topic: str, error: KafkaError) -> None:
         self._pool.release(entry.charge)
         entry.charge = 0
         if error.topic is None:
             error.topic = topic
             error.partition = entry.partition
-        if entry.__class__ is _Parked:
-            rec: _Parked = entry
+        if entry.__class__ is ParkedRecord:
+            rec: ParkedRecord = entry
             self._sensors.record_errors(topic, 1)
             self._failure_log.failed(topic, _partition_of(rec.partition), 1, error, 0, self._clock())
             result = rec.future._batch_result
@@ -976,7 +841,7 @@ class RecordRouter:
             result.done()
             _call(rec.on_delivery, error)
         else:
-            bulk: _ParkedBulk = entry  # type: ignore[assignment]
+            bulk: ParkedBulk = entry  # type: ignore[assignment]
             missing = bulk.n - bulk.sink.appended
             bulk.future._fail_parked(bulk.n, missing, error)
             self._sensors.record_errors(topic, missing)
@@ -995,10 +860,6 @@ class RecordRouter:
             self._room.notify_all()
         for entry, topic in entries:
             self._fail_parked(entry, topic, error)
-
-
-def _records(entry: _Parked | _ParkedBulk) -> int:
-    return 1 if entry.__class__ is _Parked else entry.n  # type: ignore[union-attr]
 
 
 def _partition_of(partition: int | None) -> int:
