@@ -168,23 +168,17 @@ def encode_record(
     tde = V[td] if 0 <= td < _TABLE_SIZE else encode_unsigned_varint(zigzag(td))
     od = offset_delta
     ode = V[od] if 0 <= od < _TABLE_SIZE else encode_unsigned_varint(zigzag(od))
-    if key is None:
-        ke = _NULL_LEN
-        key = b""
-        klen = 0
-    else:
-        klen = len(key)
-        ke = V[klen] if klen < _TABLE_SIZE else encode_unsigned_varint(klen << 1)
-    if value is None:
-        ve = _NULL_LEN
-        value = b""
-        vlen = 0
-    else:
-        vlen = len(value)
-        ve = V[vlen] if vlen < _TABLE_SIZE else encode_unsigned_varint(vlen << 1)
-    body = 1 + len(tde) + len(ode) + len(ke) + klen + len(ve) + vlen + len(headers)
+    klen = -1 if key is None else len(key)
+    vlen = -1 if value is None else len(value)
+    ke = _NULL_LEN if klen < 0 else V[klen] if klen < _TABLE_SIZE else encode_unsigned_varint(klen << 1)
+    ve = _NULL_LEN if vlen < 0 else V[vlen] if vlen < _TABLE_SIZE else encode_unsigned_varint(vlen << 1)
+    body = len(tde) + len(ode) + len(ke) + len(ve) + len(headers) + 1
+    if klen > 0:
+        body += klen
+    if vlen > 0:
+        body += vlen
     length = V[body] if body < _TABLE_SIZE else encode_unsigned_varint(body << 1)
-    return b"".join((length, _ATTRIBUTES, tde, ode, ke, key, ve, value, headers))
+    return b"".join((length, _ATTRIBUTES, tde, ode, ke, key or b"", ve, value or b"", headers))
 
 
 def has_room(pos: int, write_limit: int, records_start: int, ratio: float, num_records: int, size: int) -> bool:
