@@ -10,13 +10,19 @@ compression ratio (Java's ``CompressionRatioEstimator``), so that a batch fills
 to about ``write_limit`` compressed bytes.
 
 Magic 0 and 1 build legacy message sets (see :mod:`kproducer.record.legacy`).
+
+The record encoding itself is :mod:`kproducer.record.default_record`, the ratio
+estimate :mod:`kproducer.record.compression_ratio`. This module stays one class
+of ~800 lines because appending (v2 and legacy), sizing, producer state and
+closing all work on the same ``__slots__``, some of which the C send lane
+writes by offset (``_speedups.LANE_SLOTS``); splitting the class would spread
+that contract over several files.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +34,12 @@ from kproducer.record.codecs import (
     compress,
     compression_type_for_name,
     validate_compression_level,
+)
+from kproducer.record.compression_ratio import (
+    MAX_STAGING_BYTES,
+    CompressionRatioEstimator,
+    _initial_ratio,
+    staging_ratio_floor,
 )
 from kproducer.record.crc import crc32c as _crc32c
 from kproducer.record.default_record import (
@@ -53,6 +65,7 @@ __all__ = [
     "MemoryRecordsBuilder",
     "CompressionRatioEstimator",
     "MAX_STAGING_BYTES",
+    "staging_ratio_floor",
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
     "estimate_size_upper_bound",
     "RECORD_BATCH_OVERHEAD",
@@ -68,8 +81,6 @@ BytesLike = bytes | bytearray | memoryview
 NO_TIMESTAMP = -1
 RECORD_BATCH_OVERHEAD = 61
 MAX_RECORD_OVERHEAD = 21  # Java DefaultRecord.MAX_RECORD_OVERHEAD
-#: Most uncompressed bytes a compressed batch stages beyond ``batch.size`` (see ``staging_ratio_floor``).
-MAX_STAGING_BYTES = 256 * 1024
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 # Timestamps are int64 milliseconds on the wire.
@@ -127,78 +138,6 @@ def estimate_size_upper_bound(
     if CompressionType(compression) is not CompressionType.NONE:
         size += LOG_OVERHEAD + record_overhead(magic)
     return size
-
-
-class CompressionRatioEstimator:
-    """Per-topic, per-codec estimate of compressed/uncompressed size (after Java's CompressionRatioEstimator).
-
-    Starts at 1.0 and, as in Java, moves quickly towards a worse observed ratio
-    (at least +0.05), so that batches rarely overflow ``batch.size`` after
-    compression. Two differences, because kproducer compresses a whole batch at
-    once and knows its exact ratio (Java streams into a compressor and guesses):
-
-    * towards a better ratio it moves half the gap (at least Java's 0.005): Java's
-      fixed 0.005 takes ~190 batches to go from 1.0 to 0.05, and in the meantime
-      batches hold a fraction of ``batch.size``;
-    * only a batch that filled at least half its limit can make the estimate
-      worse. A batch drained early (linger, or the sticky partition's open batch
-      drained with the others) compresses worse because it is small, not because
-      the data changed: measured on 1 KB records with lz4, such 1–3 record batches
-      pushed the estimate back to 0.35–1.0 every few hundred batches, and batches
-      averaged 2.2 KB against a ``batch.size`` of 16 KB.
-    """
-
-    IMPROVING_STEP = 0.005
-    DETERIORATE_STEP = 0.05
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ratios: dict[tuple[str, int], float] = {}
-
-    def estimation(self, topic: str, compression: CompressionType | int) -> float:
-        return self._ratios.get((topic, int(compression)), 1.0)
-
-    def update_estimation(
-        self, topic: str, compression: CompressionType | int, observed_ratio: float, full: bool = True
-    ) -> float:
-        """Fold in one closed batch's ratio; ``full``: it filled at least half its limit."""
-        key = (topic, int(compression))
-        with self._lock:
-            current = self._ratios.get(key, 1.0)
-            if observed_ratio > current:
-                if full:
-                    current = max(current + self.DETERIORATE_STEP, observed_ratio)
-            elif observed_ratio < current:
-                step = max(self.IMPROVING_STEP, (current - observed_ratio) / 2)
-                current = max(current - step, observed_ratio)
-            self._ratios[key] = current
-            return current
-
-    def reset_estimation(self, topic: str) -> None:
-        with self._lock:
-            for key in [k for k in self._ratios if k[0] == topic]:
-                del self._ratios[key]
-
-
-def staging_ratio_floor(write_limit: int) -> float:
-    """The lowest compression-ratio estimate a batch of ``write_limit`` bytes is built with.
-
-    Records are staged uncompressed and compressed when the batch closes, so a
-    low estimate lets a batch hold ``write_limit / ratio`` bytes of records, which
-    ``buffer.memory`` does not count (Java compresses as it appends and holds
-    compressed bytes only). The floor keeps an open batch's records within
-    ``max(write_limit, MAX_STAGING_BYTES)``: 16 KB batches may stage up to 256 KiB
-    (like a compressor's own block buffers), batches of 256 KiB or more hold at
-    most their size of records, as librdkafka's and kafka-python's batches do.
-    """
-    return min(1.0, write_limit / MAX_STAGING_BYTES) if write_limit > 0 else 1.0
-
-
-def _initial_ratio(
-    estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int, write_limit: int
-) -> float:
-    """The estimate a new batch is built with: the topic's, never below the staging floor."""
-    return max(float(estimator.estimation(topic, compression)), staging_ratio_floor(write_limit))
 
 
 class MemoryRecordsBuilder:
