@@ -10,11 +10,18 @@ Sender thread.
 The hot path is kept lean: bytes skip the serializers, the partition count is
 read from the immutable Cluster snapshot without a lock, and attribute look-ups
 are bound once in ``__init__``.
+
+This module keeps the construction (config to components), ``send()`` and the
+C send lane's set-up. The facade's other jobs live next to it as functions
+taking the producer, bound here as its methods: :mod:`kproducer.producer_bulk`
+(``send_batch``, ``send_arrow``), :mod:`kproducer.producer_transactions` (the
+transactional API), :mod:`kproducer.producer_interceptors` and
+:mod:`kproducer.producer_lifecycle` (``flush``, ``close``, the exit flush and
+the fork guard).
 """
 
 from __future__ import annotations
 
-import atexit
 import copy
 import itertools
 import logging
@@ -22,34 +29,27 @@ import math
 import os
 import sys
 import threading
-import time
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from functools import partial
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kproducer import producer_bulk, producer_interceptors, producer_lifecycle, producer_transactions
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
-from kproducer.bulk import BulkFuture, _encoded_headers, _fail_bulk, _OffsetSink
-from kproducer.common import load_object, monotonic_ms
+from kproducer.common import monotonic_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
     Callback,
     DeliveryReport,
     OnDelivery,
     check_callback,
-    resolve_bulk_callback,
     resolve_callback,
 )
 from kproducer.errors import (
     IllegalStateError,
-    KafkaError,
-    KafkaTimeoutError,
     ProducerClosedError,
     SerializationError,
     error_for_code,
 )
-from kproducer.failure_log import FailureLog, warn_data_loss
+from kproducer.failure_log import FailureLog
 from kproducer.metadata import FINAL_TOPIC_ERRORS, Cluster, Metadata
 from kproducer.metrics import (
     Metrics,
@@ -58,18 +58,16 @@ from kproducer.metrics import (
     register_transaction_metrics,
 )
 from kproducer.partitioner import resolve_partitioner
-from kproducer.record.arrow_column import arrow_column as _arrow_column
+from kproducer.producer_interceptors import resolve_interceptors
+from kproducer.producer_lifecycle import EXIT_FLUSH_TIMEOUT_S, live_producers  # noqa: F401 (its name here before)
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
-from kproducer.structs import Headers, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
+from kproducer.structs import Headers, PartitionInfo, ProducerRecord
 from kproducer.transaction_manager import (
-    GroupMetadata,
-    TransactionalRequestResult,
     TransactionManager,
     TransactionState,
-    group_metadata_from,
 )
 from kproducer.validation import check_headers, check_partition, check_timestamp
 
@@ -85,20 +83,6 @@ __all__ = ["Callback", "DeliveryCallback", "OnDelivery", "Producer"]
 DeliveryCallback = Callback  # the name this module exported before callback=/on_delivery= were split
 
 _client_ids = itertools.count(1)
-_live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
-_BYTES_LIKE = (bytes, bytearray, memoryview)
-_NO_TIMESTAMP = -1
-
-
-def _after_fork_in_child() -> None:
-    # The Sender thread does not exist in a forked child: any use must fail loudly, never hang.
-    for p in list(_live_producers):
-        p._forked = True
-        if p._lane is not None:
-            p._lane.enabled = False
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _metadata_coalescing(linger_ms: int) -> tuple[int, int]:
@@ -117,55 +101,6 @@ def _metadata_coalescing(linger_ms: int) -> tuple[int, int]:
     quiet = max(2, math.ceil(sys.getswitchinterval() * 1000))
     return 2 * quiet, quiet
 
-
-#: close() says what it waits for once it has waited this long, then this often.
-_CLOSE_REPORT_AFTER_S = 5.0
-_CLOSE_REPORT_EVERY_S = 30.0
-#: At interpreter exit a producer still holding records flushes them for at most this long.
-EXIT_FLUSH_TIMEOUT_S = 5.0
-
-
-def _at_exit() -> None:
-    """At interpreter exit, flush briefly what a producer still holds, and say so at WARNING.
-
-    The I/O thread is a daemon thread, so records left in a producer that was not
-    flushed or closed would vanish with the interpreter (as with the Java client,
-    whose network thread is a daemon too). Losing them silently is the worst outcome;
-    flushing without a bound could hang exit for ``delivery.timeout.ms`` when the
-    cluster is down. So: one WARNING naming the count and the fix, a flush bounded by
-    ``EXIT_FLUSH_TIMEOUT_S`` (enough for lingering records to a reachable cluster),
-    and a second WARNING with what was lost if that was not enough.
-    """
-    for p in list(_live_producers):
-        if p._closed or p._forked or p._pid != os.getpid():
-            continue
-        try:
-            pending = p._router.pending_count()
-            if not pending:
-                continue
-            warn_data_loss(
-                log,
-                f"producer {p.client_id}: the interpreter is exiting with {pending} undelivered records; "
-                f"flushing them for up to {EXIT_FLUSH_TIMEOUT_S:g} s. Call flush() or close() before exiting, "
-                "or use the producer as a context manager ('with Producer(...) as producer:')",
-            )
-            failed_before = p._failure_log.failed_total
-            left = p.flush(EXIT_FLUSH_TIMEOUT_S)
-            failed = p._failure_log.failed_total - failed_before
-            if left:
-                warn_data_loss(log, f"producer {p.client_id}: {left} records were not delivered before exit and are lost")
-            elif failed:
-                warn_data_loss(log, f"producer {p.client_id}: flushed at exit, but {failed} of the records failed")
-            else:
-                log.warning("producer %s: flushed at exit; all %d records were delivered", p.client_id, pending)
-        except Exception:  # never turn an exit into a traceback
-            log.debug("exit-time flush of %s failed", p.client_id, exc_info=True)
-    for p in list(_live_producers):
-        # Failure summaries still held back by the rate limit: the last chance to say them.
-        p._failure_log.emit_all(p._clock())
-
-
-atexit.register(_at_exit)
 
 
 class Producer:
@@ -218,7 +153,7 @@ class Producer:
         self._value_passthrough = is_passthrough(self._value_serializer)
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
-        self._interceptors = _resolve_interceptors(cfg.interceptor_classes)
+        self._interceptors = resolve_interceptors(cfg.interceptor_classes)
 
         self._max_block_ms = cfg.max_block_ms
         self._max_request_size = cfg.max_request_size
@@ -356,7 +291,7 @@ class Producer:
                 # A transactional producer sends only inside a transaction: the lane is on while
                 # one is open, and every other send takes the Python path, which says why not.
                 self._lane.enabled = False
-        _live_producers.add(self)
+        live_producers.add(self)
         for reporter in self._reporters:
             reporter.init(self._metrics, self.client_id)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
@@ -520,236 +455,6 @@ class Producer:
             return self._router.fail_now(topic, partition, error, callback)
         return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
 
-    def send_batch(
-        self,
-        topic: str,
-        values: Sequence[bytes | bytearray | memoryview | None],
-        keys: Sequence[bytes | bytearray | memoryview | None] | None = None,
-        *,
-        partition: int | None = None,
-        timestamp: int | None = None,
-        headers: Iterable[tuple[str, bytes | None]] | None = None,
-        callback: Callback | None = None,
-        on_delivery: OnDelivery | None = None,
-    ) -> BulkFuture:
-        """Queue many records of one topic at once, without a Python object per record (see :mod:`kproducer.bulk`).
-
-        ``values``: a list or tuple of ``bytes``, ``bytearray``, ``memoryview`` or
-        ``None`` (serializers are applied when configured; without them other types
-        are refused). ``keys``: ``None``, or a sequence of the same types and the
-        same length as ``values``. ``partition``, ``timestamp``: as for :meth:`send`,
-        applied to every record. ``headers``: one list of ``(str, bytes | str | None)``
-        pairs (or a dict) put on every record.
-        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
-        :meth:`send`, called once per record on the I/O thread.
-
-        Returns one BulkFuture resolving to the records' RecordMetadata, in order. The
-        rows take the same routing step as :meth:`send`.
-        """
-        self._check_usable()
-        if type(topic) is not str:
-            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-        if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Sequence):
-            raise TypeError(f"values must be a sequence (list or tuple) of bytes, got {type(values).__name__}")
-        if keys is not None:
-            if isinstance(keys, (str, bytes, bytearray, memoryview)) or not isinstance(keys, Sequence):
-                raise TypeError(f"keys must be a sequence of bytes (or None), got {type(keys).__name__}")
-            if len(keys) != len(values):
-                raise ValueError(
-                    f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
-                )
-        headers, partition, timestamp = _check_common(headers, partition, timestamp)
-        n = len(values)
-        cb = None
-        if callback is not None or on_delivery is not None:
-            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
-        if self._needs_per_record():
-            rows = list(zip(keys or [None] * n, values, strict=True))
-            return self._send_each(topic, rows, partition, timestamp, headers, cb)
-        fut = BulkFuture(topic, n)
-        if not isinstance(values, (list, tuple)):
-            values = list(values)
-        if keys is not None and not isinstance(keys, (list, tuple)):
-            keys = list(keys)
-        try:
-            encoded = _encoded_headers(headers)
-            wake = self._router.route_many(topic, n, values, keys, False, partition, timestamp, encoded, cb, fut, fut)
-        except ProducerClosedError:
-            raise
-        except KafkaError as e:
-            return _fail_bulk(fut, e, cb)
-        if wake:
-            self._wakeup()
-        return fut
-
-    def send_arrow(
-        self,
-        table_or_batch: Any,
-        topic: str | None = None,
-        *,
-        value_column: str = "value",
-        key_column: str | None = "key",
-        topic_column: str = "topic",
-        partition: int | None = None,
-        timestamp: int | None = None,
-        headers: Iterable[tuple[str, bytes | None]] | None = None,
-        callback: Callback | None = None,
-        on_delivery: OnDelivery | None = None,
-    ) -> BulkFuture:
-        """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
-
-        ``value_column`` (and ``key_column`` when the table has it; ``None``: no keys)
-        must be ``binary``, ``string``, ``large_binary`` or ``large_string`` columns;
-        a null is a ``None`` value or key. ``topic``: every row's topic, or ``None`` to
-        read each row's topic from the string column ``topic_column``.
-        ``partition``, ``timestamp``, ``headers``: as for :meth:`send_batch`.
-        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
-        :meth:`send`, called once per row on the I/O thread.
-
-        Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
-        """
-        self._check_usable()
-
-        headers, partition, timestamp = _check_common(headers, partition, timestamp)
-        data = table_or_batch
-        cb = None
-        if callback is not None or on_delivery is not None:
-            cb = resolve_bulk_callback(
-                callback, on_delivery, topic or "", _arrow_column_or_none(data, key_column),
-                _arrow_column_or_none(data, value_column),
-            )
-        return self._send_arrow(data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb)
-
-    def _send_arrow(
-        self,
-        data: Any,
-        topic: str | None,
-        value_column: str,
-        key_column: str | None,
-        topic_column: str,
-        partition: int | None,
-        timestamp: int | None,
-        headers: Any,
-        on_delivery: Callback | None,
-    ) -> BulkFuture:
-        """send_arrow() with its per-row callback resolved."""
-        import pyarrow as pa
-
-        if isinstance(data, pa.RecordBatch):
-            batches = [data]
-            schema = data.schema
-        elif isinstance(data, pa.Table):
-            batches = data.to_batches()
-            schema = data.schema
-        else:
-            raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
-        names = schema.names
-        if value_column not in names:
-            raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
-        has_keys = key_column is not None and key_column in names
-        n = data.num_rows
-        if topic is None:
-            if topic_column not in names:
-                raise ValueError(
-                    f"send_arrow needs topic=... or a {topic_column!r} string column (columns: {', '.join(names)})"
-                )
-            return self._send_arrow_by_topic(
-                data, value_column, key_column if has_keys else None, topic_column, partition, timestamp,
-                headers, on_delivery,
-            )
-        if type(topic) is not str:
-            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-        for batch in batches:
-            _arrow_column(batch.column(value_column), value_column)
-            if has_keys:
-                _arrow_column(batch.column(key_column), key_column)  # type: ignore[arg-type]
-        if self._needs_per_record():
-            vals = data.column(value_column).to_pylist()
-            ks = data.column(key_column).to_pylist() if has_keys else [None] * n
-            return self._send_each(topic, list(zip(ks, vals, strict=True)), partition, timestamp, headers, on_delivery)
-        fut = BulkFuture(topic, n)
-        wake = False
-        row = 0
-        route_many = self._router.route_many
-        try:
-            encoded = _encoded_headers(headers)
-            for batch in batches:
-                m = batch.num_rows
-                values = _arrow_column(batch.column(value_column), value_column)
-                keys = _arrow_column(batch.column(key_column), key_column) if has_keys else None  # type: ignore[arg-type]
-                sink = fut if not row else _OffsetSink(fut, row)
-                # Rows of a chunk are numbered from 0: per-row delivery reports look them up from the call's row.
-                at_offset = getattr(on_delivery, "at_offset", None)
-                chunk_cb = on_delivery if at_offset is None or not row else at_offset(row)
-                wake |= route_many(topic, m, values, keys, True, partition, timestamp, encoded, chunk_cb, sink, fut)
-                row += m
-        except ProducerClosedError:
-            raise
-        except KafkaError as e:
-            return _fail_bulk(fut, e, on_delivery)
-        finally:
-            if wake:
-                self._wakeup()
-        return fut
-
-    def _send_arrow_by_topic(
-        self,
-        data: Any,
-        value_column: str,
-        key_column: str | None,
-        topic_column: str,
-        partition: int | None,
-        timestamp: int | None,
-        headers: Any,
-        on_delivery: DeliveryCallback | None,
-    ) -> BulkFuture:
-        """One bulk call per distinct topic (rows keep their order within a topic); one future over all rows."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
-        topics_col = table.column(topic_column)
-        if not (pa.types.is_string(topics_col.type) or pa.types.is_large_string(topics_col.type)):
-            raise TypeError(f"topic column {topic_column!r} must be a string column, got {topics_col.type}")
-        if topics_col.null_count:
-            raise ValueError(f"topic column {topic_column!r} has {topics_col.null_count} null rows; every row needs a topic")
-        outer = BulkFuture("<several>", table.num_rows)
-        for t in pc.unique(topics_col).to_pylist():
-            rows = pc.indices_nonzero(pc.equal(topics_col, t))
-            sub = table.take(rows)
-            for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
-            inner = self._send_arrow(
-                sub, t, value_column, key_column, topic_column, partition, timestamp, headers,
-                on_delivery if for_columns is None else for_columns(
-                    t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
-                ),
-            )
-            outer._appended(len(rows))
-            inner.add_done_callback(partial(outer._forward_from, rows.to_pylist(), t))
-        return outer
-
-    def _needs_per_record(self) -> bool:
-        """Interceptors and custom partitioners see each record: bulk calls then go through send()."""
-        return bool(self._interceptors) or self._partitioner is not None
-
-    def _send_each(
-        self,
-        topic: str,
-        rows: list[tuple[Any, Any]],
-        partition: int | None,
-        timestamp: int | None,
-        headers: Any,
-        on_delivery: DeliveryCallback | None,
-    ) -> BulkFuture:
-        fut = BulkFuture(topic, len(rows))
-        hdrs = list(headers) if headers else None
-        for_row = getattr(on_delivery, "for_row", None)  # per-row delivery reports (kproducer.delivery)
-        for row, (key, value) in enumerate(rows):
-            cb = on_delivery if for_row is None else for_row(row)
-            rf = self.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
-            fut._follow(row, rf)
-        return fut
-
     def _check_usable(self) -> None:
         if self._closed or self._forked:
             self._raise_unusable()
@@ -821,323 +526,24 @@ class Producer:
         """The transactional producer's state (None for a non-transactional producer)."""
         return self._txn.state if self._txn is not None else None
 
-    def _require_transactional(self, operation: str) -> TransactionManager:
-        if self._closed or self._forked:
-            self._raise_unusable()
-        if self._txn is None:
-            raise IllegalStateError(
-                f"{operation}() needs a transactional producer: set transactional.id in the producer's config"
-            )
-        return self._txn
-
-    def _check_send_in_transaction(self) -> None:
-        """A transactional producer sends only inside a transaction (Java's maybeAddPartition checks)."""
-        tm = self._txn
-        assert tm is not None
-        state = tm.state
-        if state is TransactionState.IN_TRANSACTION:
-            return
-        if tm.fatal_error is not None:
-            raise tm.fatal_error
-        if state is TransactionState.ABORTABLE_ERROR:
-            raise IllegalStateError(
-                f"send() is not allowed: the transaction hit an abortable error ({tm.last_error}); "
-                "call abort_transaction(), then begin a new transaction"
-            ) from tm.last_error
-        from kproducer.transaction_manager import ALLOWED_NEXT_CALLS
-
-        raise IllegalStateError(
-            f"send() on the transactional producer {self._transactional_id!r} is only allowed inside a "
-            f"transaction; it is in state {state.value}: {ALLOWED_NEXT_CALLS[state]}"
-        )
-
-    def _txn_wait(self, result: TransactionalRequestResult, timeout: float | None, metric: str, start_ns: int) -> None:
-        self._wakeup()
-        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
-        try:
-            result.wait(wait)
-        finally:
-            if result.is_completed and self._txn_sensors is not None:
-                self._txn_sensors[metric].record(float(time.perf_counter_ns() - start_ns))
-
-    def init_transactions(self, timeout: float | None = None) -> None:
-        """Register ``transactional.id`` with its coordinator: fences older producers with the same id
-        and completes their open transaction. Call once, before the first transaction.
-
-        ``timeout`` (seconds, default ``max.block.ms``): on KafkaTimeoutError call it again to keep
-        waiting for the same initialization.
-        """
-        tm = self._require_transactional("init_transactions")
-        start = time.perf_counter_ns()
-        result = tm.initialize_transactions()
-        self._txn_wait(result, timeout, "init", start)
-
-    def begin_transaction(self) -> None:
-        """Open a transaction: records sent until commit or abort belong to it."""
-        tm = self._require_transactional("begin_transaction")
-        start = time.perf_counter_ns()
-        tm.begin_transaction()
-        if self._lane is not None:
-            self._lane.enabled = True
-        if self._txn_sensors is not None:
-            self._txn_sensors["begin"].record(float(time.perf_counter_ns() - start))
-
-    def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[TopicPartition, int] | Iterable[Any],
-        group_metadata: str | GroupMetadata | Any,
-        timeout: float | None = None,
-    ) -> None:
-        """Commit a consumer group's offsets as part of the open transaction (consume-transform-produce).
-
-        ``offsets``: ``{TopicPartition: next offset to consume}``, or confluent-kafka /
-        kafka-python TopicPartition objects carrying ``offset`` (the next offset to
-        consume, as ``consumer.position()`` gives). ``group_metadata``: a group id, or the
-        consumer's group metadata, which also fences zombie members (KIP-447).
-        """
-        tm = self._require_transactional("send_offsets_to_transaction")
-        group = group_metadata_from(group_metadata)
-        normalized = _normalize_offsets(offsets)
-        start = time.perf_counter_ns()
-        if not normalized:
-            return
-        result = tm.send_offsets_to_transaction(normalized, group)
-        self._txn_wait(result, timeout, "send_offsets", start)
-
-    def commit_transaction(self, timeout: float | None = None) -> None:
-        """Send every record of the transaction, wait for acknowledgement, then commit it.
-
-        On KafkaTimeoutError the commit goes on: call commit_transaction() again to wait for it.
-        An abortable error (a record failed) raises here: call abort_transaction() next.
-        """
-        self._end_transaction("commit_transaction", timeout, commit=True)
-
-    def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the transaction: records not yet sent fail with TransactionAbortedError; those
-        already written are hidden from read_committed consumers by the abort marker."""
-        self._end_transaction("abort_transaction", timeout, commit=False)
-
-    def _end_transaction(self, operation: str, timeout: float | None, *, commit: bool) -> None:
-        """commit_transaction() / abort_transaction(): the transaction's parked records first, then EndTxn."""
-        tm = self._require_transactional(operation)
-        start = time.perf_counter_ns()
-        self._await_parked_for_transaction(operation, timeout)
-        result = tm.begin_commit() if commit else tm.begin_abort()
-        if self._lane is not None:
-            self._lane.enabled = False
-        self._txn_wait(result, timeout, "commit" if commit else "abort", start)
-
-    def _await_parked_for_transaction(self, operation: str, timeout: float | None) -> None:
-        """Records sent in the transaction that still wait for their topic's metadata belong to it.
-
-        send() does not block on metadata, so such a record is not in a batch yet; the
-        transaction may end only once it is (or once it failed at ``max.block.ms``), as
-        Java's blocking send() guarantees. Until then the state is unchanged, so a
-        KafkaTimeoutError here can be retried by calling the same method again.
-        """
-        router = self._router
-        if not router.has_parked():
-            return
-        self._wakeup()
-        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
-        if not router.await_unparked(wait):
-            raise KafkaTimeoutError(
-                f"{operation}(): {router.parked_count} record(s) of this transaction still wait for their "
-                f"topic's metadata after {wait:g} s; call {operation}() again to keep waiting"
-            )
-
-    @contextmanager
-    def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
-        """``with producer.transaction():`` begins, commits on success and aborts on an exception.
-
-        The exception is re-raised after the abort; a failed commit raises its error.
-        """
-        self.begin_transaction()
-        try:
-            yield self
-        except BaseException:
-            if self._may_abort_after_error():
-                try:
-                    self.abort_transaction(timeout)
-                except KafkaError:
-                    log.warning("aborting the transaction after an error failed", exc_info=True)
-            raise
-        self.commit_transaction(timeout)
-
-    def _may_abort_after_error(self) -> bool:
-        """Whether a transaction whose block raised can (and so should) be aborted now."""
-        tm = self._txn
-        return tm is not None and tm.fatal_error is None and tm.state in (
-            TransactionState.IN_TRANSACTION,
-            TransactionState.ABORTABLE_ERROR,
-            TransactionState.ABORTING_TRANSACTION,
-        )
-
-    def _on_transaction_state_change(self, source: TransactionState, target: TransactionState) -> None:
-        if target is not TransactionState.IN_TRANSACTION and self._lane is not None:
-            self._lane.enabled = False
-
-    # ------------------------------------------------------------------ interceptors
-    def _intercept_send(
-        self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None, headers: Any
-    ) -> tuple[str, Any, Any, int | None, int | None, Any]:
-        record = ProducerRecord(topic, value, key, partition, timestamp, headers)
-        for ic in self._interceptors:
-            try:
-                out = ic.on_send(record)
-                if out is not None:
-                    record = out
-            except Exception:
-                log.exception("interceptor %r on_send raised; record passed on unchanged", ic)
-        return record.topic, record.value, record.key, record.partition, record.timestamp, record.headers
-
-    def _intercept_callback(self, on_delivery: Callback | None) -> Callback:
-        interceptors = self._interceptors
-
-        def callback(md: RecordMetadata | None, exc: KafkaError | None) -> None:
-            for ic in interceptors:
-                try:
-                    ic.on_acknowledgement(md, exc)
-                except Exception:
-                    log.exception("interceptor %r on_acknowledgement raised", ic)
-            if on_delivery is not None:
-                on_delivery(md, exc)
-
-        return callback
-
-    # ------------------------------------------------------------------ flush / close
-    def flush(self, timeout: float | None = None) -> int:
-        """Send everything buffered now and wait until it completes; returns how many records have not completed.
-
-        A record completes when it is delivered *or* fails, so the result is ``0``
-        whenever the wait finished, including when records failed; it is non-zero
-        only when ``timeout`` (seconds) ran out first. This is confluent-kafka's
-        convention (the length of the queue); Java's ``flush()`` returns nothing.
-        A failed record's exception is on its future and its delivery callback, and
-        it is logged at WARNING; :meth:`take_failed_count` gives the number of
-        records that failed since its previous call::
-
-            producer.flush()
-            if producer.take_failed_count():
-                ...  # some records were not delivered
-
-        Calling it from a delivery callback would wait on the thread that runs
-        callbacks, so that raises instead of deadlocking.
-        """
-        if self._forked:
-            self._raise_unusable()
-        if threading.current_thread() is self._io_thread:
-            raise IllegalStateError("flush() called from a delivery callback would deadlock; callbacks run on the I/O thread")
-        self._accumulator.begin_flush()
-        self._wakeup()
-        try:
-            # Records waiting for metadata first reach a batch (or fail at max.block.ms).
-            deadline = None if timeout is None else time.monotonic() + timeout
-            if not self._router.await_unparked(timeout):
-                return self._router.pending_count()
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self._accumulator.await_flush_completion(remaining)
-        finally:
-            self._accumulator.end_flush()
-        return self._router.pending_count()
-
-    def take_failed_count(self) -> int:
-        """The number of records that failed since the previous call (or since the producer started).
-
-        Every failure counts once: records whose future or callback received an
-        exception, whether at ``send()`` (an illegal topic name, a record too large)
-        or later (no metadata within ``max.block.ms``, retries exhausted,
-        ``delivery.timeout.ms``, a forced close).
-        """
-        return self._failure_log.take_failed_count()
-
-    def close(self, timeout: float | None = None) -> None:
-        """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
-
-        Called from a delivery callback it cannot wait for the I/O thread it runs
-        on, so it closes forcefully without waiting, as Java does.
-        """
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._lane is not None:
-                self._lane.enabled = False  # later sends take the Python path, which raises
-        _live_producers.discard(self)
-        if self._forked:
-            return
-        if threading.current_thread() is self._io_thread:
-            log.warning("close() called from a delivery callback: closing without waiting for pending records")
-            self._sender.force_close()
-            return
-        if self._breaker_manager is not None:
-            # Closing drains everything: muted partitions get their records tried too.
-            self._breaker_manager.close()
-        if self._router.parked:
-            # Records still waiting for metadata get it (or fail at max.block.ms) before the drain.
-            start = time.monotonic()
-            self._router.await_unparked(timeout)
-            if timeout is not None:
-                timeout = max(0.0, timeout - (time.monotonic() - start))
-        self._sender.initiate_close()
-        if not self._io_thread_started:
-            # No I/O thread (a test drives the Sender): its closing work runs here.
-            self._sender.run()
-        self._join_io_thread(timeout)
-        if self._io_thread.is_alive():
-            log.warning("producer %s did not drain within %.1fs: failing the remaining records", self.client_id, timeout or 0)
-            self._sender.force_close()
-            self._io_thread.join(5.0)
-        self._pool.close()
-        for obj in (self._key_serializer, self._value_serializer, self._partitioner, *self._interceptors):
-            close = getattr(obj, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception:
-                    log.exception("error closing %r", obj)
-        if self._breaker is not None:
-            self._breaker.close()
-        for reporter in self._reporters:
-            try:
-                reporter.close()
-            except Exception:
-                log.exception("error closing metrics reporter %r", reporter)
-
-    def _join_io_thread(self, timeout: float | None) -> None:
-        """Wait for the I/O thread to drain; past a few seconds, say at WARNING what it is waiting for."""
-        start = time.monotonic()
-        deadline = None if timeout is None else start + timeout
-        report_at = start + _CLOSE_REPORT_AFTER_S
-        while self._io_thread.is_alive():
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return
-            wait = report_at - now if deadline is None else min(report_at, deadline) - now
-            self._io_thread.join(max(wait, 0.0))
-            now = time.monotonic()
-            if self._io_thread.is_alive() and now >= report_at:
-                log.warning("close() has waited %.0f s: %s", now - start, self._describe_pending(timeout))
-                report_at = now + _CLOSE_REPORT_EVERY_S
-
-    def _describe_pending(self, timeout: float | None) -> str:
-        """What is still undelivered and until when close() waits for it, for the close() WARNING."""
-        batches = [b for b in self._accumulator.incomplete_batches() if not b.result.completed]
-        records = sum(b.record_count for b in batches)
-        tps = sorted({str(b.topic_partition) for b in batches})
-        shown = ", ".join(tps[:5]) + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
-        oldest_s = (self._clock() - min(b.created_ms for b in batches)) / 1000.0 if batches else 0.0
-        bound = (
-            f"close(timeout={timeout:g}) fails them after that"
-            if timeout is not None
-            else f"they fail after delivery.timeout.ms={self.config.delivery_timeout_ms} ms; "
-            "pass close(timeout=seconds) to bound the wait"
-        )
-        return (
-            f"{records} {'record' if records == 1 else 'records'} in {len(batches)} "
-            f"{'batch' if len(batches) == 1 else 'batches'} to {shown or 'no partition'} are undelivered "
-            f"(oldest {oldest_s:.1f} s); {bound}; {self._metadata.describe_reachability()}"
-        )
+    # ------------------------------------------------------------------ jobs kept in modules of their own
+    # Functions taking the producer, bound here as its methods (no extra call per use).
+    send_batch = producer_bulk.send_batch
+    send_arrow = producer_bulk.send_arrow
+    init_transactions = producer_transactions.init_transactions
+    begin_transaction = producer_transactions.begin_transaction
+    send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
+    commit_transaction = producer_transactions.commit_transaction
+    abort_transaction = producer_transactions.abort_transaction
+    transaction = producer_transactions.transaction
+    _check_send_in_transaction = producer_transactions._check_send_in_transaction
+    _may_abort_after_error = producer_transactions._may_abort_after_error
+    _on_transaction_state_change = producer_transactions._on_transaction_state_change
+    _intercept_send = producer_interceptors.intercept_send
+    _intercept_callback = producer_interceptors.intercept_callback
+    flush = producer_lifecycle.flush
+    take_failed_count = producer_lifecycle.take_failed_count
+    close = producer_lifecycle.close
 
     # ------------------------------------------------------------------ info
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
@@ -1161,73 +567,10 @@ class Producer:
 
 
 # ---------------------------------------------------------------------- helpers
-def _arrow_column_or_none(data: Any, name: str | None) -> Any:
-    """A pyarrow Table/RecordBatch column by name (None when absent): rows for on_delivery's reports."""
-    if name is None or name not in data.schema.names:
-        return None
-    return data.column(name)
-
-
-def _check_common(headers: Any, partition: Any, timestamp: Any) -> tuple[Any, int | None, int | None]:
-    """The bulk calls' per-call arguments, checked as send() checks them."""
-    if headers is not None:
-        headers = check_headers(headers)
-    if partition is not None:
-        check_partition(partition)
-    if timestamp is not None:
-        check_timestamp(timestamp, MAX_TIMESTAMP)
-    return headers, partition, timestamp
-
-
 def _compression_code(name: str | int) -> int:
     from kproducer.record.codecs import compression_type_for_name
 
     return int(name) if isinstance(name, int) else int(compression_type_for_name(name))
-
-
-def _normalize_offsets(offsets: Mapping[TopicPartition, int] | Iterable[Any]) -> dict[TopicPartition, tuple[int, str | None]]:
-    """``{TopicPartition: offset}`` or objects with topic/partition/offset (and metadata) attributes or methods."""
-    out: dict[TopicPartition, tuple[int, str | None]] = {}
-    items: Iterable[Any] = offsets.items() if isinstance(offsets, Mapping) else offsets
-    for item in items:
-        if isinstance(item, tuple) and len(item) == 2:
-            tp_like, offset = item
-            meta = getattr(offset, "metadata", None)
-            offset = getattr(offset, "offset", offset)
-        else:
-            tp_like, offset, meta = item, getattr(item, "offset", None), getattr(item, "metadata", None)
-        topic = getattr(tp_like, "topic", None)
-        partition = getattr(tp_like, "partition", None)
-        topic = topic() if callable(topic) else topic
-        partition = partition() if callable(partition) else partition
-        offset = offset() if callable(offset) else offset
-        meta = meta() if callable(meta) else meta
-        if not isinstance(topic, str) or not isinstance(partition, int) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(
-                f"send_offsets_to_transaction: {item!r} is not a (topic, partition) with a next offset >= 0 to commit"
-            )
-        out[TopicPartition(topic, partition)] = (offset, meta if isinstance(meta, str) else None)
-    return out
-
-
-def _resolve_interceptors(specs: Iterable[Any] | None) -> list[Any]:
-    """``interceptor.classes``: dotted paths, classes or instances with on_send/on_acknowledgement."""
-    from kproducer.errors import ConfigError
-
-    out = []
-    for spec in specs or ():
-        try:
-            obj = load_object(spec) if isinstance(spec, str) else spec
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ConfigError(f"interceptor.classes: cannot load {spec!r} ({e})") from e
-        if isinstance(obj, type):
-            obj = obj()
-        if not (hasattr(obj, "on_send") and hasattr(obj, "on_acknowledgement")):
-            raise ConfigError(
-                f"interceptor.classes entry {spec!r} must provide on_send(record) and on_acknowledgement(metadata, exception)"
-            )
-        out.append(obj)
-    return out
 
 
 def _resolve_breaker(

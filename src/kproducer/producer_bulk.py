@@ -1,0 +1,281 @@
+"""The Producer's bulk calls: ``send_batch`` (sequences of bytes) and ``send_arrow`` (pyarrow columns).
+
+Checked on the caller's thread, then handed to the same routing step as
+``send()`` (``RecordRouter.route_many``) a range of rows at a time, without a
+Python object per record; the column readers and the bulk future are in
+:mod:`kproducer.bulk`. Interceptors and a custom partitioner must see each
+record, so then the rows go through ``send()`` one by one. Each function takes
+the producer and is bound as a :class:`~kproducer.producer.Producer` method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from kproducer.bulk import BulkFuture, _encoded_headers, _fail_bulk, _OffsetSink
+from kproducer.delivery import Callback, OnDelivery, resolve_bulk_callback
+from kproducer.errors import KafkaError, ProducerClosedError
+from kproducer.record.arrow_column import arrow_column as _arrow_column
+from kproducer.record.builder import MAX_TIMESTAMP
+from kproducer.validation import check_headers, check_partition, check_timestamp
+
+if TYPE_CHECKING:
+    from kproducer.producer import Producer
+
+__all__ = ["send_arrow", "send_batch"]
+
+
+def send_batch(
+    producer: Producer,
+    topic: str,
+    values: Sequence[bytes | bytearray | memoryview | None],
+    keys: Sequence[bytes | bytearray | memoryview | None] | None = None,
+    *,
+    partition: int | None = None,
+    timestamp: int | None = None,
+    headers: Iterable[tuple[str, bytes | None]] | None = None,
+    callback: Callback | None = None,
+    on_delivery: OnDelivery | None = None,
+) -> BulkFuture:
+    """Queue many records of one topic at once, without a Python object per record (see :mod:`kproducer.bulk`).
+
+    ``values``: a list or tuple of ``bytes``, ``bytearray``, ``memoryview`` or
+    ``None`` (serializers are applied when configured; without them other types
+    are refused). ``keys``: ``None``, or a sequence of the same types and the
+    same length as ``values``. ``partition``, ``timestamp``: as for :meth:`send`,
+    applied to every record. ``headers``: one list of ``(str, bytes | str | None)``
+    pairs (or a dict) put on every record.
+    ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+    :meth:`send`, called once per record on the I/O thread.
+
+    Returns one BulkFuture resolving to the records' RecordMetadata, in order. The
+    rows take the same routing step as :meth:`send`.
+    """
+    producer._check_usable()
+    if type(topic) is not str:
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Sequence):
+        raise TypeError(f"values must be a sequence (list or tuple) of bytes, got {type(values).__name__}")
+    if keys is not None:
+        if isinstance(keys, (str, bytes, bytearray, memoryview)) or not isinstance(keys, Sequence):
+            raise TypeError(f"keys must be a sequence of bytes (or None), got {type(keys).__name__}")
+        if len(keys) != len(values):
+            raise ValueError(
+                f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
+            )
+    headers, partition, timestamp = _check_common(headers, partition, timestamp)
+    n = len(values)
+    cb = None
+    if callback is not None or on_delivery is not None:
+        cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
+    if _needs_per_record(producer):
+        rows = list(zip(keys or [None] * n, values, strict=True))
+        return _send_each(producer, topic, rows, partition, timestamp, headers, cb)
+    fut = BulkFuture(topic, n)
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    if keys is not None and not isinstance(keys, (list, tuple)):
+        keys = list(keys)
+    try:
+        encoded = _encoded_headers(headers)
+        wake = producer._router.route_many(topic, n, values, keys, False, partition, timestamp, encoded, cb, fut, fut)
+    except ProducerClosedError:
+        raise
+    except KafkaError as e:
+        return _fail_bulk(fut, e, cb)
+    if wake:
+        producer._wakeup()
+    return fut
+
+
+def send_arrow(
+    producer: Producer,
+    table_or_batch: Any,
+    topic: str | None = None,
+    *,
+    value_column: str = "value",
+    key_column: str | None = "key",
+    topic_column: str = "topic",
+    partition: int | None = None,
+    timestamp: int | None = None,
+    headers: Iterable[tuple[str, bytes | None]] | None = None,
+    callback: Callback | None = None,
+    on_delivery: OnDelivery | None = None,
+) -> BulkFuture:
+    """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
+
+    ``value_column`` (and ``key_column`` when the table has it; ``None``: no keys)
+    must be ``binary``, ``string``, ``large_binary`` or ``large_string`` columns;
+    a null is a ``None`` value or key. ``topic``: every row's topic, or ``None`` to
+    read each row's topic from the string column ``topic_column``.
+    ``partition``, ``timestamp``, ``headers``: as for :meth:`send_batch`.
+    ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+    :meth:`send`, called once per row on the I/O thread.
+
+    Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
+    """
+    producer._check_usable()
+
+    headers, partition, timestamp = _check_common(headers, partition, timestamp)
+    data = table_or_batch
+    cb = None
+    if callback is not None or on_delivery is not None:
+        cb = resolve_bulk_callback(
+            callback, on_delivery, topic or "", _arrow_column_or_none(data, key_column),
+            _arrow_column_or_none(data, value_column),
+        )
+    return _send_arrow(producer, data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb)
+
+
+def _send_arrow(
+    producer: Producer,
+    data: Any,
+    topic: str | None,
+    value_column: str,
+    key_column: str | None,
+    topic_column: str,
+    partition: int | None,
+    timestamp: int | None,
+    headers: Any,
+    on_delivery: Callback | None,
+) -> BulkFuture:
+    """send_arrow() with its per-row callback resolved."""
+    import pyarrow as pa
+
+    if isinstance(data, pa.RecordBatch):
+        batches = [data]
+        schema = data.schema
+    elif isinstance(data, pa.Table):
+        batches = data.to_batches()
+        schema = data.schema
+    else:
+        raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
+    names = schema.names
+    if value_column not in names:
+        raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
+    has_keys = key_column is not None and key_column in names
+    n = data.num_rows
+    if topic is None:
+        if topic_column not in names:
+            raise ValueError(
+                f"send_arrow needs topic=... or a {topic_column!r} string column (columns: {', '.join(names)})"
+            )
+        return _send_arrow_by_topic(
+            producer, data, value_column, key_column if has_keys else None, topic_column, partition, timestamp,
+            headers, on_delivery,
+        )
+    if type(topic) is not str:
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    for batch in batches:
+        _arrow_column(batch.column(value_column), value_column)
+        if has_keys:
+            _arrow_column(batch.column(key_column), key_column)  # type: ignore[arg-type]
+    if _needs_per_record(producer):
+        vals = data.column(value_column).to_pylist()
+        ks = data.column(key_column).to_pylist() if has_keys else [None] * n
+        return _send_each(producer, topic, list(zip(ks, vals, strict=True)), partition, timestamp, headers, on_delivery)
+    fut = BulkFuture(topic, n)
+    wake = False
+    row = 0
+    route_many = producer._router.route_many
+    try:
+        encoded = _encoded_headers(headers)
+        for batch in batches:
+            m = batch.num_rows
+            values = _arrow_column(batch.column(value_column), value_column)
+            keys = _arrow_column(batch.column(key_column), key_column) if has_keys else None  # type: ignore[arg-type]
+            sink = fut if not row else _OffsetSink(fut, row)
+            # Rows of a chunk are numbered from 0: per-row delivery reports look them up from the call's row.
+            at_offset = getattr(on_delivery, "at_offset", None)
+            chunk_cb = on_delivery if at_offset is None or not row else at_offset(row)
+            wake |= route_many(topic, m, values, keys, True, partition, timestamp, encoded, chunk_cb, sink, fut)
+            row += m
+    except ProducerClosedError:
+        raise
+    except KafkaError as e:
+        return _fail_bulk(fut, e, on_delivery)
+    finally:
+        if wake:
+            producer._wakeup()
+    return fut
+
+
+def _send_arrow_by_topic(
+    producer: Producer,
+    data: Any,
+    value_column: str,
+    key_column: str | None,
+    topic_column: str,
+    partition: int | None,
+    timestamp: int | None,
+    headers: Any,
+    on_delivery: Callback | None,
+) -> BulkFuture:
+    """One bulk call per distinct topic (rows keep their order within a topic); one future over all rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+    topics_col = table.column(topic_column)
+    if not (pa.types.is_string(topics_col.type) or pa.types.is_large_string(topics_col.type)):
+        raise TypeError(f"topic column {topic_column!r} must be a string column, got {topics_col.type}")
+    if topics_col.null_count:
+        raise ValueError(f"topic column {topic_column!r} has {topics_col.null_count} null rows; every row needs a topic")
+    outer = BulkFuture("<several>", table.num_rows)
+    for t in pc.unique(topics_col).to_pylist():
+        rows = pc.indices_nonzero(pc.equal(topics_col, t))
+        sub = table.take(rows)
+        for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
+        inner = _send_arrow(
+            producer, sub, t, value_column, key_column, topic_column, partition, timestamp, headers,
+            on_delivery if for_columns is None else for_columns(
+                t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
+            ),
+        )
+        outer._appended(len(rows))
+        inner.add_done_callback(partial(outer._forward_from, rows.to_pylist(), t))
+    return outer
+
+
+def _needs_per_record(producer: Producer) -> bool:
+    """Interceptors and custom partitioners see each record: bulk calls then go through send()."""
+    return bool(producer._interceptors) or producer._partitioner is not None
+
+
+def _send_each(
+    producer: Producer,
+    topic: str,
+    rows: list[tuple[Any, Any]],
+    partition: int | None,
+    timestamp: int | None,
+    headers: Any,
+    on_delivery: Callback | None,
+) -> BulkFuture:
+    fut = BulkFuture(topic, len(rows))
+    hdrs = list(headers) if headers else None
+    for_row = getattr(on_delivery, "for_row", None)  # per-row delivery reports (kproducer.delivery)
+    for row, (key, value) in enumerate(rows):
+        cb = on_delivery if for_row is None else for_row(row)
+        rf = producer.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
+        fut._follow(row, rf)
+    return fut
+
+
+def _arrow_column_or_none(data: Any, name: str | None) -> Any:
+    """A pyarrow Table/RecordBatch column by name (None when absent): rows for on_delivery's reports."""
+    if name is None or name not in data.schema.names:
+        return None
+    return data.column(name)
+
+
+def _check_common(headers: Any, partition: Any, timestamp: Any) -> tuple[Any, int | None, int | None]:
+    """The bulk calls' per-call arguments, checked as send() checks them."""
+    if headers is not None:
+        headers = check_headers(headers)
+    if partition is not None:
+        check_partition(partition)
+    if timestamp is not None:
+        check_timestamp(timestamp, MAX_TIMESTAMP)
+    return headers, partition, timestamp
