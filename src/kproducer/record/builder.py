@@ -13,7 +13,7 @@ Magic 0 and 1 build legacy message sets (see :mod:`kproducer.record.legacy`).
 
 The record encoding itself is :mod:`kproducer.record.default_record`, the ratio
 estimate :mod:`kproducer.record.compression_ratio`. This module stays one class
-of ~800 lines because appending (v2 and legacy), sizing, producer state and
+of ~870 lines because appending (v2 and legacy), sizing, producer state and
 closing all work on the same ``__slots__``, some of which the C send lane
 writes by offset (``_speedups.LANE_SLOTS``); splitting the class would spread
 that contract over several files.
