@@ -30,6 +30,7 @@ from kproducer.errors import (
 )
 from kproducer.structs import TopicPartition
 from tests.support.counting_proxy import METADATA, CountingProxy
+from tests.support.latch import wait_until
 from tests.support.readback import create_topic, read_topic, read_topics
 from tests.support.tansu import TansuBroker, free_port, start_tansu
 
@@ -76,11 +77,12 @@ def _metadata_requests(proxy: CountingProxy) -> int:
 def _assert_memory_returns(p: Producer) -> None:
     """Every byte parked records were charged comes back to buffer.memory (the Sender frees batches last)."""
     total = p.config.buffer_memory
-    for _ in range(200):  # bounded: the last batches are freed just after their futures complete
-        if p._pool.available_memory() == total:
-            return
-        time.sleep(0.01)
-    assert p._pool.available_memory() == total
+    # The last batches are freed just after their futures complete: wait for it (a latch; a
+    # loaded machine may take seconds), fail naming what is missing if it never happens.
+    wait_until(
+        lambda: p._pool.available_memory() == total,
+        f"every byte of buffer.memory ({total}) is free again",
+    )
 
 
 def test_one_thread_500_new_topics_shares_metadata_requests(proxied: tuple[TansuBroker, CountingProxy]) -> None:
