@@ -33,15 +33,15 @@ stunnel:
 	  (apt-get update -qq && apt-get install -y -qq stunnel4) >/dev/null; }
 
 # The whole suite twice: with the C speedups, then on the pure-Python fallback they must agree with.
-# The pure pass skips tests/test_spark_deploy.py and tests/test_spark_exactly_once.py (said so
+# The pure pass skips tests/integration/spark/test_spark_deploy.py and tests/integration/spark/test_spark_exactly_once.py (said so
 # below): their jobs run Spark in other processes to check deployment (local-cluster, Spark
 # Connect) and the two-phase commit under killed drivers and retried tasks, not the C speedups'
 # twin (the transactional send path is tested in both passes by the transactions tests), and
 # they are the suite's slowest tests.
 test: install java stunnel
 	$(PY) -m pytest -q
-	@echo "pure-Python pass: deselecting tests/test_spark_deploy.py and tests/test_spark_exactly_once.py (Spark deployment and Spark failure scenarios, covered by the native pass)"
-	KPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -q --deselect tests/test_spark_deploy.py --deselect tests/test_spark_exactly_once.py
+	@echo "pure-Python pass: deselecting tests/integration/spark/test_spark_deploy.py and tests/integration/spark/test_spark_exactly_once.py (Spark deployment and Spark failure scenarios, covered by the native pass)"
+	KPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -q --deselect tests/integration/spark/test_spark_deploy.py --deselect tests/integration/spark/test_spark_exactly_once.py
 
 run: install java
 	$(PY) examples/flights_pipeline.py

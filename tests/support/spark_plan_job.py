@@ -1,6 +1,6 @@
 """Write through the kproducer sink with secrets among the options, with Spark's event log on.
 
-Run in its own process (one SparkContext per process) by tests/test_spark_secrets.py, which then
+Run in its own process (one SparkContext per process) by tests/integration/spark/test_spark_secrets.py, which then
 searches the event log (plans, properties, task metrics) and this process's output for the secrets.
 
     python -m tests.support.spark_plan_job BOOTSTRAP EVENT_LOG_DIR SECRET_PREFIX

@@ -225,7 +225,7 @@ def test_resolve_instances_and_callables() -> None:
     assert getattr(user, "passthrough") is False  # noqa: B009
     user.close()  # type: ignore[attr-defined]
     assert Upper.closed
-    from_path = resolve_serializer("tests.test_serialization:Upper", is_key=True)
+    from_path = resolve_serializer("tests.unit.serialization.test_serialization:Upper", is_key=True)
     assert from_path.serialize(T, "x", None) == b"X"
     fn = resolve_serializer(lambda d: str(d).encode(), is_key=True)
     assert isinstance(fn, CallableSerializer) and fn.serialize(T, 7, None) == b"7"
@@ -249,7 +249,7 @@ def test_passthrough_flags() -> None:
             r"key\.serializer: module 'kproducer.serialization' has no attribute 'Nope'",
         ),
         (
-            "tests.test_serialization:NeedsArgs",
+            "tests.unit.serialization.test_serialization:NeedsArgs",
             r"key\.serializer: cannot instantiate NeedsArgs with no arguments",
         ),
         (42, r"key\.serializer: 42 \(type int\) is not usable; .*'long'"),

@@ -17,7 +17,6 @@ from kproducer.metrics.reporters import (
     prometheus_name,
 )
 from kproducer.producer import Producer
-from kproducer.spark import write_to_kafka
 from kproducer.spark.contract import parse_options
 from tests.support.readback import create_topic
 
@@ -206,38 +205,3 @@ def test_prometheus_port_in_use_warns_and_keeps_the_producer(caplog: pytest.LogC
     assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0] and "busy-port" in lines[0]
 
 
-def test_spark_sink_serves_prometheus_from_its_python_worker(
-    spark: Any, tansu: EmbeddedBroker, topic_name: str
-) -> None:
-    """kafka.metric.reporters=prometheus on a real local Spark job: the worker's producer is scraped."""
-    import socket
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    create_topic(tansu.bootstrap, topic_name, 1)
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    df = spark.range(0, 1000, 1, 1).selectExpr("cast(id as string) as value")  # one task: one worker
-    summary = write_to_kafka(
-        df,
-        topic_name,
-        config={
-            "bootstrap.servers": tansu.bootstrap,
-            "client.id": "spark-prom",
-            "metric.reporters": "prometheus",
-            "metrics.prometheus.port": str(port),
-        },
-    )
-    assert summary.records == 1000
-    # The Python worker keeps its cached producer (and the HTTP server) after the task.
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
-        text = resp.read().decode()
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for f in text_string_to_metric_families(text)
-        for s in f.samples
-    }
-    assert samples[("kafka_producer_record_send_total", (("client_id", "spark-prom"),))] == 1000
-    assert samples[("kafka_producer_topic_record_send_total", (("client_id", "spark-prom"), ("topic", topic_name)))] == 1000

@@ -11,11 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import InvalidTopicError
 from kproducer.producer import Producer
 from kproducer.record import native
-from tests.support.readback import create_topic, read_topic
 
 
 @pytest.fixture
@@ -112,18 +110,6 @@ def test_invalid_topic_names(producer: Producer, topic: str, message: str) -> No
     bulk = producer.send_batch(topic, [b"a", b"b"])
     assert [type(e) for e in bulk.exceptions(0)] == [InvalidTopicError, InvalidTopicError]
     assert message in str(bulk.exceptions(0)[0])
-
-
-def test_dict_headers_and_str_values_are_sent(tansu: EmbeddedBroker, topic_name: str) -> None:
-    create_topic(tansu.bootstrap, topic_name, 1)
-    with Producer(bootstrap_servers=tansu.bootstrap) as p:
-        p.send(topic_name, b"a", headers={"trace": "abc", "raw": b"\x00", "none": None}).result(20)
-        p.send(topic_name, b"b", headers=[("k", bytearray(b"x")), ("k", memoryview(b"y"))]).result(20)
-    recs = read_topic(tansu.bootstrap, topic_name, 2)
-    assert [r.headers for r in recs] == [
-        [("trace", b"abc"), ("raw", b"\x00"), ("none", None)],
-        [("k", b"x"), ("k", b"y")],
-    ]
 
 
 def test_partitions_for_timeout_bounds_that_call_only(producer: Producer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,1 @@
+"""Tests that start librdkafka's mock cluster."""

@@ -1,0 +1,1 @@
+"""Tests that start Spark (local[N], local-cluster or Spark Connect)."""

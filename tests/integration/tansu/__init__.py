@@ -1,0 +1,1 @@
+"""Tests that start the Tansu broker (the embedded broker)."""

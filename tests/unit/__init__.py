@@ -1,0 +1,1 @@
+"""Unit tests: no broker, no Spark; one directory per source module or package of kproducer."""

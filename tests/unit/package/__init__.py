@@ -1,0 +1,1 @@
+"""The package as a whole: what `import kproducer` loads."""
