@@ -1,5 +1,8 @@
 """asyncio facade: :class:`AsyncProducer`, on the same Sender thread and RecordAccumulator as :class:`Producer`.
 
+(One file of ~650 lines: the facade and the completion hand-off to the loop below are
+one mechanism; each method's wait is served by the same ``_Completions`` queue.)
+
 The protocol work stays on the producer's I/O thread; what this module adds is
 that a coroutine never blocks its event loop:
 

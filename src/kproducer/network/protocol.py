@@ -6,6 +6,11 @@ hand for every version: kio's writer copies a ``records`` field into its
 output buffer, whereas the producer wants the batches (memoryviews into the
 BufferPool) handed to ``socket.sendmsg`` untouched. v0–v2 carry legacy message
 sets (magic 0/1) but the framing around the records is the same.
+
+Why one file of ~700 lines: it is the one place that knows the wire framing, and the
+hand-written parts (request/response headers, the Produce framer and the parsers of the
+responses on the hot path) share the same primitive readers and writers; split apart,
+each piece would need the others' internals.
 """
 
 from __future__ import annotations

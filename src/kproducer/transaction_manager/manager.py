@@ -18,6 +18,9 @@ As in the Java client's ``TransactionManager``, one object holds both halves:
 The Sender thread owns the protocol state; the caller threads only start
 operations (``begin_transaction()``, ``commit_transaction()``...) under
 ``self._lock`` and wait on a :class:`TransactionalRequestResult`.
+
+(Just over 600 lines: the state machine's guards and the operations that use them are
+kept together; the handlers, sequences, state tables and error classes are apart.)
 """
 
 from __future__ import annotations
