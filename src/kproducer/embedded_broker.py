@@ -47,6 +47,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_process(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Stop a child process: SIGTERM, then SIGKILL if it has not exited within ``grace_s``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace_s)
+
+
 @dataclass
 class EmbeddedBroker:
     """A running Tansu process on loopback; ``advertised_port`` is the port its metadata names."""
@@ -65,13 +76,7 @@ class EmbeddedBroker:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
 
     def __enter__(self) -> EmbeddedBroker:
         return self

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kproducer.embedded_broker import free_port
+from kproducer.embedded_broker import free_port, stop_process
 
 __all__ = ["Certificates", "Stunnel", "make_certificates", "stunnel_binary"]
 
@@ -214,13 +214,7 @@ class Stunnel:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> Stunnel:
