@@ -411,56 +411,52 @@ class _SinkWriterBase:
             log.mark_committed(batch_id)
 
 
-class KafkaArrowWriter(_SinkWriterBase, DataSourceArrowWriter):
+class _BatchCommit(_SinkWriterBase):
+    """The commit and abort of a batch write (Spark's DataSourceWriter calls them once, on the driver)."""
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._finish(messages, None, aborted=True)
+
+
+class _StreamCommit(_SinkWriterBase):
+    """The commit and abort of one micro-batch (DataSourceStreamWriter passes its batch id)."""
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._finish(messages, batchId, aborted=True)
+
+
+class KafkaArrowWriter(_BatchCommit, DataSourceArrowWriter):
     """Batch writer on Arrow batches: the default path."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return self._write_arrow(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._finish(messages, None, aborted=False)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._finish(messages, None, aborted=True)
-
-
-class KafkaRowWriter(_SinkWriterBase, DataSourceWriter):
+class KafkaRowWriter(_BatchCommit, DataSourceWriter):
     """Batch writer on Rows (``writer=row``), kept for comparison."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return self._write_rows(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._finish(messages, None, aborted=False)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._finish(messages, None, aborted=True)
-
-
-class KafkaStreamArrowWriter(_SinkWriterBase, DataSourceStreamArrowWriter):
+class KafkaStreamArrowWriter(_StreamCommit, DataSourceStreamArrowWriter):
     """Streaming writer on Arrow batches: each micro-batch's tasks flush before the commit."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return self._write_arrow(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        self._finish(messages, batchId, aborted=False)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        self._finish(messages, batchId, aborted=True)
-
-
-class KafkaStreamRowWriter(_SinkWriterBase, DataSourceStreamWriter):
+class KafkaStreamRowWriter(_StreamCommit, DataSourceStreamWriter):
     """Streaming writer on Rows (``writer=row``)."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return self._write_rows(iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        self._finish(messages, batchId, aborted=False)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        self._finish(messages, batchId, aborted=True)
 
 
 def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
