@@ -99,14 +99,34 @@ class _Completions:
         its group of records sent without a callback.
         """
         self.pending.append((fut, metadata, exception))
+        if fut is None and metadata.topic_partition.partition < 0:
+            # A record that waited for its topic's metadata was just appended to its real batch
+            # (the router's placeholder result, partition -1, completes then). The loop follows it
+            # there only when its drain runs: if the loop closes first, nothing would be pushed for
+            # the real batch, so watch that batch here and report the dropped outcome then.
+            self._watch_followed(exception)
         if not self.scheduled:
             self.scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self.drain)
             except RuntimeError:  # the loop was closed with deliveries outstanding
-                if not self.warned_closed:
-                    self.warned_closed = True
-                    log.warning("kproducer AsyncProducer: event loop closed; delivery outcomes dropped")
+                self._warn_closed()
+
+    def _warn_closed(self) -> None:
+        if not self.warned_closed:
+            self.warned_closed = True
+            log.warning("kproducer AsyncProducer: event loop closed; delivery outcomes dropped")
+
+    def _watch_followed(self, group: list[Any]) -> None:
+        """On the I/O thread: when the batch a parked record went into completes, warn if the loop is gone."""
+        for i in range(1, len(group), 2):
+            nxt = group[i]._next
+            if nxt is not None and not nxt._batch_result._add_callback(self._check_closed):
+                self._check_closed()
+
+    def _check_closed(self) -> None:
+        if self.loop.is_closed():
+            self._warn_closed()
 
     def drain(self) -> None:
         """On the loop: settle queued futures (a cancelled one is skipped: its record was not unsent).

@@ -27,6 +27,7 @@ from kproducer.errors import (
 )
 from kproducer.partitioner import partition_for_key
 from kproducer.structs import RecordMetadata
+from tests.support.latch import wait_until
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
 
@@ -308,8 +309,8 @@ def test_loop_closed_before_delivery_does_not_break_the_producer(
     p = AsyncProducer(_config(tansu, linger_ms=300))
     loop.run_until_complete(p.start())
     # With the topic's metadata known the record goes straight into a batch (linger.ms=300), whose
-    # completion reaches the loop only after it closed. (A record parked for metadata and released
-    # before the close hands its outcome to a drain the closed loop never runs: no warning then.)
+    # completion reaches the loop only after it closed. (A record that waits for metadata first:
+    # test_loop_closed_after_a_parked_record_was_released.)
     p.producer.partitions_for(topic_name)
     fut = loop.run_until_complete(p.send(topic_name, b"orphan"))
     loop.close()  # nobody will ever drain this loop again
@@ -326,6 +327,31 @@ def test_loop_closed_before_delivery_does_not_break_the_producer(
     p.producer.send(topic_name, b"next").result(20)
     p.producer.close()
     assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 2)] == [b"orphan", b"next"]
+
+
+def test_loop_closed_after_a_parked_record_was_released(
+    tansu: TansuBroker, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record waits for its topic's metadata, is released into its batch, and the loop closes before
+    it ran the drain that would follow the record there: the dropped outcome is still reported."""
+    create_topic(tansu.bootstrap, topic_name, 1)
+    loop = asyncio.new_event_loop()
+    # linger.ms far above the test's steps: the batch completes only when flush() sends it, after the close.
+    p = AsyncProducer(_config(tansu, linger_ms=60_000))
+    loop.run_until_complete(p.start())
+    fut = loop.run_until_complete(p.send(topic_name, b"parked"))  # no metadata yet: the record waits
+    completions = p._completions
+    assert completions is not None
+    # The release completes the record's placeholder and queues it for a drain this loop never runs.
+    wait_until(lambda: len(completions.pending) > 0, "the parked record's release queued for the loop")
+    with caplog.at_level(logging.WARNING):
+        loop.close()
+        assert "event loop closed" not in caplog.text  # nothing was dropped yet: the batch is open
+        assert p.producer.flush(20) == 0
+        wait_until(lambda: "event loop closed" in caplog.text, "the WARNING for the dropped outcome")
+    assert not fut.done()
+    p.producer.close()
+    assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 1)] == [b"parked"]
 
 
 def test_send_batch_and_send_arrow(tansu: TansuBroker, topic_name: str) -> None:
