@@ -100,6 +100,8 @@ class KafkaClient(Protocol):
 
     def connection_delay(self, node_id: int, now: int) -> int: ...
 
+    def authentication_error(self, node_id: int) -> KafkaError | None: ...
+
     def in_flight_request_count(self, node_id: int | None = None) -> int: ...
 
     def in_flight_requests_by_node(self) -> dict[int, int]: ...
@@ -318,6 +320,13 @@ class Sender:
                 # KIP-794: a leader not drainable for partitioner.availability.timeout.ms leaves the choice.
                 acc.update_node_latency_stats(node_id, now, False)
                 not_ready_timeout = min(not_ready_timeout, max(client.connection_delay(node_id, now), 1))
+                refusal = client.authentication_error(node_id)
+                if refusal is not None:
+                    # The leader refuses this client (TLS or SASL): its batches end with that error
+                    # now, not with a timeout at delivery.timeout.ms (records waiting for metadata
+                    # end with it the same way).
+                    for batch in acc.queued_batches_led_by(cluster, node_id):
+                        self._fail_batch(batch, refusal)
 
         if self._breaker is not None:
             self._breaker.on_send(self._status_context(now))

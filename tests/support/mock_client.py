@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from kproducer.errors import KafkaError
 from kproducer.metadata import Cluster, Metadata
 from kproducer.network.client import ClientRequest, ClientResponse
 from kproducer.network.protocol import (
@@ -75,6 +76,8 @@ class MockClient:
         }
     )
     unready: set[int] = field(default_factory=set)
+    #: Nodes that refused the client's TLS handshake or SASL credentials, with the error (they are unready too).
+    refusals: dict[int, KafkaError] = field(default_factory=dict)
     sent: list[ClientRequest] = field(default_factory=list)
     sent_bodies: list[Any] = field(default_factory=list)
     _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
@@ -153,6 +156,9 @@ class MockClient:
 
     def connection_delay(self, node_id: int, now: int) -> int:
         return 0
+
+    def authentication_error(self, node_id: int) -> KafkaError | None:
+        return self.refusals.get(node_id)
 
     def in_flight_request_count(self, node_id: int | None = None) -> int:
         return sum(1 for r, _b in self._in_flight if node_id is None or r.node_id == node_id)

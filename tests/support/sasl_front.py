@@ -152,8 +152,13 @@ class SaslFront:
     def close(self) -> None:
         self._stop.set()
         self._sock.close()
+        self.drop_connections()
+
+    def drop_connections(self) -> None:
+        """Close every relayed connection (as a broker restart would); new ones are still accepted."""
         with self._lock:
             conns = list(self._conns)
+            self._conns.clear()
         for c in conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)

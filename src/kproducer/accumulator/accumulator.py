@@ -533,6 +533,7 @@ class RecordAccumulator:
     update_node_latency_stats = _ready.update_node_latency_stats
     drain = _drain.drain  # the Sender's drain
     expired_batches = expiry_and_abort.expired_batches
+    queued_batches_led_by = expiry_and_abort.queued_batches_led_by
     abort_incomplete_batches = expiry_and_abort.abort_incomplete_batches
     abort_undrained_batches = expiry_and_abort.abort_undrained_batches
     reenqueue = requeue.reenqueue

@@ -12,13 +12,15 @@ import time
 from typing import TYPE_CHECKING
 
 from kproducer.errors import IllegalStateError, ProducerClosedError
+from kproducer.structs import TopicPartition
 
 if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
     from kproducer.accumulator.batch import ProducerBatch
     from kproducer.accumulator.deques import PartitionDeque
+    from kproducer.metadata import Cluster
 
-__all__ = ["abort_incomplete_batches", "abort_undrained_batches", "expired_batches"]
+__all__ = ["abort_incomplete_batches", "abort_undrained_batches", "expired_batches", "queued_batches_led_by"]
 
 log = logging.getLogger("kproducer.accumulator.accumulator")  # the accumulator's log lines keep its name
 
@@ -30,6 +32,27 @@ def expired_batches(acc: RecordAccumulator, now_ms: int) -> list[ProducerBatch]:
         for dq in list(info.batches.values()):
             _expire_deque(acc, dq, now_ms, expired)
     return expired
+
+
+def queued_batches_led_by(acc: RecordAccumulator, cluster: Cluster, node_id: int) -> list[ProducerBatch]:
+    """Every queued batch of the partitions ``node_id`` leads, removed from their deques, in deque order.
+
+    For a leader that refuses this client's TLS handshake or SASL credentials: its batches can only
+    wait for ``delivery.timeout.ms``, so the Sender fails them with the refusal at once.
+    """
+    taken: list[ProducerBatch] = []
+    for topic, info in list(acc._active.items()):
+        for partition, dq in list(info.batches.items()):
+            leader = cluster.leader_for(TopicPartition(topic, partition))
+            if leader is None or leader.id != node_id:
+                continue
+            with dq.lock:
+                batches = dq.batches
+                while batches:
+                    batch = batches.popleft()
+                    batch.abort_record_appends()
+                    taken.append(batch)
+    return taken
 
 
 def _expire_deque(

@@ -292,7 +292,13 @@ class NetworkClient:
         AuthenticationException); it is logged at WARNING with the broker and the cause, once until
         the broker accepts the client (see ``_disconnected``)."""
         self.metadata.record_authentication_failure(error)
+        st.authentication_error = error
         self._disconnected(st, now, error.message, error=error)
+
+    def authentication_error(self, node_id: int) -> AuthenticationError | None:
+        """The TLS or SASL error of the node's last connection attempt; None once it accepted the client."""
+        st = self._nodes.get(node_id)
+        return None if st is None else st.authentication_error
 
     def _disconnected(
         self,

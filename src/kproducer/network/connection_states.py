@@ -92,6 +92,10 @@ class NodeState:
     # Since when every connection attempt has failed (-1: reachable, or not tried yet); an operator
     # gets one WARNING when this starts and one when it ends, not one per attempt.
     unreachable_since_ms: int = -1
+    # The TLS or SASL failure of the last attempt (None once the node accepted the client): the
+    # Sender fails this node's queued batches with it instead of letting them wait for
+    # delivery.timeout.ms, as records waiting for metadata already fail with it.
+    authentication_error: AuthenticationError | None = None
 
     def next_address(
         self, resolve: Callable[[], list[tuple[int, tuple[str, int]]]]
@@ -144,6 +148,7 @@ class ClusterConnectionStates:
     def ready(self, st: NodeState, now: int) -> None:
         """Connected and authenticated: the failed attempts (and the backoff they grew) are forgotten."""
         self.move(st, ConnectionState.READY)
+        st.authentication_error = None
         if st.unreachable_since_ms >= 0:
             logger.warning(
                 "%s is reachable again after %.1f s and %d failed connection attempts",

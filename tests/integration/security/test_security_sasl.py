@@ -203,6 +203,33 @@ def test_wrong_password_fails_the_record(
     assert all("not-the-password" not in r.getMessage() for r in caplog.records)
 
 
+def test_batched_records_end_with_the_refusal_when_a_broker_stops_accepting_the_client(
+    topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Credentials revoked while records sit in batches for a leader whose metadata is known: the
+    reconnect is refused, and those records end with SASL_AUTHENTICATION_FAILED, well before
+    delivery.timeout.ms (two minutes here), instead of waiting for it."""
+    from kproducer.errors import KafkaTimeoutError
+
+    caplog.set_level(logging.WARNING, logger="kproducer")
+    broker = SaslBroker(mechanisms=("PLAIN",))
+    try:
+        conf = broker.kproducer("PLAIN", **{"linger.ms": 50, "delivery.timeout.ms": 120_000, "request.timeout.ms": 30_000})
+        with Producer(conf) as p:
+            first = p.send(topic_name, b"before").result(30)
+            broker.front.users.clear()  # the broker no longer knows this user
+            broker.front.drop_connections()  # and the client must authenticate again
+            futures = [p.send(topic_name, b"after-%d" % i) for i in range(20)]
+            errors = [f.exception(60) for f in futures]
+            assert all(isinstance(e, SaslAuthenticationFailedError) for e in errors), [repr(e) for e in errors]
+            assert not any(isinstance(e, KafkaTimeoutError) for e in errors)
+            p.close(0)
+        _assert_warned(caplog, broker.bootstrap, "Invalid username or password")
+        assert first.offset >= 0
+    finally:
+        broker.stop()
+
+
 def test_mechanism_the_broker_does_not_enable(topic_name: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     broker = SaslBroker(mechanisms=("PLAIN", "OAUTHBEARER"))

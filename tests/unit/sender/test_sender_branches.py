@@ -16,6 +16,7 @@ from kproducer.errors import (
     InvalidRecordError,
     KafkaError,
     ProducerFencedError,
+    SaslAuthenticationFailedError,
 )
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
@@ -214,3 +215,30 @@ def test_a_disconnect_retries_and_refreshes_the_topic(rig: Rig) -> None:
     rig.clock.advance(100)
     rig.run()
     assert fut.result(0).offset == 1
+
+
+def test_a_leader_refusing_the_client_fails_its_queued_batches_with_the_refusal(rig: Rig) -> None:
+    """A leader whose TLS handshake or SASL exchange fails: its batches end with that error at the next
+    ready pass, not with a timeout at delivery.timeout.ms; the other leader's partitions are untouched,
+    and once the leader accepts the client again its new records go through."""
+    refusal = SaslAuthenticationFailedError("node 1 (127.0.0.1:9093): Authentication failed: invalid credentials")
+    rig.client.unready.add(1)
+    rig.client.refusals[1] = refusal
+    refused = [rig.send(b"a", partition=1), rig.send(b"b", partition=1)]
+    kept = rig.send(b"c", partition=0)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, base_offset=5))
+    rig.run()
+    for fut in refused:
+        assert fut.done() and fut.exception(0) is refusal
+    assert kept.result(0).offset == 5
+    assert [tp for body in rig.produce_bodies() for tp in body.partitions] == [TP0]  # type: ignore[attr-defined]
+    assert rig.acc.queued_batches_led_by(rig.metadata.cluster, 1) == []
+
+    # The leader accepts the client again: a new record for it is sent, with the partition's first sequence.
+    del rig.client.refusals[1]
+    rig.client.unready.discard(1)
+    later = rig.send(b"d", partition=1)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, base_offset=9))
+    rig.run()
+    assert later.result(0).offset == 9
+    assert _batch_state(rig) == (1000, 0, 0)
