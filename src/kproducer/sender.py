@@ -102,6 +102,8 @@ class KafkaClient(Protocol):
 
     def authentication_error(self, node_id: int) -> KafkaError | None: ...
 
+    def stalled_connections(self, now: int, after_ms: int) -> Mapping[int, int]: ...
+
     def in_flight_request_count(self, node_id: int | None = None) -> int: ...
 
     def in_flight_requests_by_node(self) -> dict[int, int]: ...
@@ -329,7 +331,21 @@ class Sender:
                         self._fail_batch(batch, refusal)
 
         if self._breaker is not None:
-            self._breaker.on_send(self._status_context(now))
+            # A leader whose connection has not come up within request.timeout.ms is a symptom too
+            # (it never gets a request to time out): the breaker sees since when.
+            stalled = client.stalled_connections(now, self._request_timeout_ms)
+            self._breaker.on_send(self._status_context(now, stalled_connections=stalled))
+            for node_id in stalled:
+                # Its partitions are muted, so no batch of theirs asks for a connection any more:
+                # keep reconnecting (within the reconnect backoff), or the stall would never be
+                # seen to end and every probe would be muted again.
+                if (
+                    node_id >= 0
+                    and node_id not in result.ready_nodes
+                    and cluster.partitions_for_node(node_id)
+                    and not client.ready(node_id, now)
+                ):
+                    not_ready_timeout = min(not_ready_timeout, max(client.connection_delay(node_id, now), 1))
             moved_batches, moved_records = acc.move_unsent_off_muted(cluster)
             if moved_records:
                 self._log_moved(moved_batches, moved_records, now)
@@ -612,7 +628,9 @@ class Sender:
         self._moved_unlogged = [0, 0]
         log.info("moved %d never-sent keyless records (%d batches) off partitions muted by the circuit breaker", r, b)
 
-    def _status_context(self, now: int, unanswered_since_ms: int | None = None) -> Any:
+    def _status_context(
+        self, now: int, unanswered_since_ms: int | None = None, stalled_connections: Mapping[int, int] | None = None
+    ) -> Any:
         from kproducer.circuit_breaker import ProducerStatusContext
 
         per_node = self._client.in_flight_requests_by_node()
@@ -623,6 +641,7 @@ class Sender:
             in_flight_batches=per_tp,
             max_in_flight_requests_per_connection=self._max_in_flight,
             unanswered_since_ms=unanswered_since_ms,
+            stalled_connections={} if stalled_connections is None else stalled_connections,
         )
 
     def _notify_breaker(

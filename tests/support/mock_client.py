@@ -78,6 +78,8 @@ class MockClient:
     unready: set[int] = field(default_factory=set)
     #: Nodes that refused the client's TLS handshake or SASL credentials, with the error (they are unready too).
     refusals: dict[int, KafkaError] = field(default_factory=dict)
+    #: Nodes whose connection has not come up, with since when (the test makes them unready too).
+    stalled: dict[int, int] = field(default_factory=dict)
     sent: list[ClientRequest] = field(default_factory=list)
     sent_bodies: list[Any] = field(default_factory=list)
     _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
@@ -159,6 +161,9 @@ class MockClient:
 
     def authentication_error(self, node_id: int) -> KafkaError | None:
         return self.refusals.get(node_id)
+
+    def stalled_connections(self, now: int, after_ms: int) -> dict[int, int]:
+        return {node: since for node, since in self.stalled.items() if now - since >= after_ms}
 
     def in_flight_request_count(self, node_id: int | None = None) -> int:
         return sum(1 for r, _b in self._in_flight if node_id is None or r.node_id == node_id)

@@ -74,6 +74,7 @@ from kproducer.circuit_breaker.policy import (
 from kproducer.circuit_breaker.sliding_window import SlidingWindow
 from kproducer.circuit_breaker.state import (
     REASON_CLOSED,
+    REASON_CONNECTION_STALLED,
     REASON_FAILURE_RATE,
     REASON_IN_FLIGHT_DRAINED,
     REASON_IN_FLIGHT_FULL,
@@ -120,6 +121,7 @@ __all__ = [
     "REASON_IN_FLIGHT_DRAINED",
     "REASON_IN_FLIGHT_FULL",
     "REASON_LEADER_SILENT",
+    "REASON_CONNECTION_STALLED",
     "REASON_MANUAL",
     "REASON_METADATA",
     "REASON_PROBE",

@@ -17,6 +17,7 @@ from kproducer.circuit_breaker.policy import (
 from kproducer.circuit_breaker.sliding_window import SlidingWindow
 from kproducer.circuit_breaker.state import (
     REASON_CLOSED,
+    REASON_CONNECTION_STALLED,
     REASON_FAILURE_RATE,
     REASON_IN_FLIGHT_DRAINED,
     REASON_IN_FLIGHT_FULL,
@@ -141,9 +142,45 @@ class FailureRateCircuitBreaker:
         self._manager = manager
 
     def on_send(self, context: ProducerStatusContext) -> bool:
-        """Refresh node mutes against the cluster, then mute/unmute congested nodes."""
+        """Refresh node mutes against the cluster, mute the partitions of leaders whose connection
+        stalled, then mute/unmute congested nodes."""
         manager = self._require_manager()
         manager.refresh(context.now_ms)
+        stalled_muted = self._mute_stalled(manager, context) if context.stalled_connections else False
+        return self._mute_congested(manager, context) or stalled_muted
+
+    def _mute_stalled(self, manager: CircuitBreakManager, context: ProducerStatusContext) -> bool:
+        """Mute every partition still open to records whose leader's connection stalled.
+
+        A leader that has not completed a connection for ``request.timeout.ms`` (slow or
+        refusing from the first contact, or gone since) never gets a request in flight, so
+        neither the failure rate nor the silence rule can see it; left open, its partitions
+        would take keyless records until the shared buffer filled. Its partitions are muted
+        like a silent leader's, with a probe after ``mute.retry.interval``. A probe that falls
+        due while the connection is still stalled cannot be sent: the partition is muted
+        again for another interval. Once a connection is ready the probe goes out, and its
+        success closes the breaker.
+        """
+        changed = False
+        routing_muted = manager.routing_muted
+        for node, since in context.stalled_connections.items():
+            for tp in manager.partitions_of_node(node):
+                if tp in routing_muted:
+                    continue
+                self._windows.pop(tp, None)
+                self._forgot_at.pop(tp, None)
+                self._first_symptom.pop(tp, None)
+                changed |= manager.mute(
+                    tp,
+                    retry_after_ms=self._config.mute_retry_interval_ms,
+                    failure_rate=None,
+                    reason=REASON_CONNECTION_STALLED,
+                    now_ms=context.now_ms,
+                    first_symptom_ms=since,
+                )
+        return changed
+
+    def _mute_congested(self, manager: CircuitBreakManager, context: ProducerStatusContext) -> bool:
         cfg = self._config
         limit = context.max_in_flight_requests_per_connection
         if cfg.enable_mute_inflight_full and limit == 1:

@@ -172,6 +172,12 @@ class CircuitBreakManager:
             if p.leader == node_id
         ]
 
+    def partitions_of_node(self, node_id: int) -> frozenset[TopicPartition]:
+        """Every partition ``node_id`` leads in the manager's cluster snapshot, of every topic."""
+        if node_id < 0:
+            return frozenset()
+        return self._node_tps(self._published.cluster, node_id)
+
     def silent_mute_of_node(self, node_id: int) -> int | None:
         """When the first unanswered request was sent, for a partition of ``node_id`` muted for it; else None."""
         if node_id < 0:

@@ -35,6 +35,11 @@ class ProducerStatusContext:
     never answered: its request timed out (``request.timeout.ms``) or its
     connection was lost while the request was in flight. It is when that request
     was sent, so the leader has been silent since then at the latest.
+
+    ``stalled_connections`` (on ``on_send`` only) holds the nodes whose connection has
+    not been ready for ``request.timeout.ms``: failing, or still in its setup (connect,
+    ApiVersions, SASL), with since when. Such a leader never gets a request in flight,
+    so it shows no other symptom.
     """
 
     now_ms: int
@@ -42,6 +47,7 @@ class ProducerStatusContext:
     in_flight_batches: Mapping[TopicPartition, int] = field(default_factory=dict)
     max_in_flight_requests_per_connection: int = 5
     unanswered_since_ms: int | None = None
+    stalled_connections: Mapping[int, int] = field(default_factory=dict)
 
 
 @runtime_checkable

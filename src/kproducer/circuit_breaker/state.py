@@ -18,6 +18,7 @@ logger = logging.getLogger("kproducer.circuit_breaker")
 REASON_MANUAL: Final = "manual"
 REASON_FAILURE_RATE: Final = "failure-rate"
 REASON_LEADER_SILENT: Final = "leader-silent"
+REASON_CONNECTION_STALLED: Final = "connection-stalled"
 REASON_PROBE: Final = "probe"
 REASON_PROBE_SUCCEEDED: Final = "probe-succeeded"
 REASON_PROBE_FAILED: Final = "probe-failed"
@@ -59,7 +60,8 @@ class CircuitStateChange:
 
     @property
     def time_to_mute_ms(self) -> int | None:
-        """On a mute that followed unanswered requests: from the first of them being sent to the mute."""
+        """On a mute that followed unanswered requests: from the first of them being sent to the mute
+        (for a stalled connection: from its first failed attempt, or the start of its setup)."""
         if self.first_symptom_ms is None or not self.is_mute:
             return None
         return max(0, self.now_ms - self.first_symptom_ms)
@@ -83,6 +85,11 @@ def log_change(change: CircuitStateChange) -> None:
     rate = "n/a" if change.failure_rate is None else f"{change.failure_rate:.1f}%"
     level = logging.DEBUG if change.reason in _QUIET_REASONS else logging.WARNING
     delay = change.time_to_mute_ms
+    symptom = (
+        "its connection stopped or never came up"
+        if change.reason == REASON_CONNECTION_STALLED
+        else "its first unanswered request was sent"
+    )
     logger.log(
         level,
         "circuit breaker: partition %s (leader %s) %s -> %s (%s, failure rate %s%s)",
@@ -92,5 +99,5 @@ def log_change(change: CircuitStateChange) -> None:
         change.current.value,
         change.reason,
         rate,
-        "" if delay is None else f", {delay} ms after its first unanswered request was sent",
+        "" if delay is None else f", {delay} ms after {symptom}",
     )

@@ -295,6 +295,10 @@ class NetworkClient:
         st.authentication_error = error
         self._disconnected(st, now, error.message, error=error)
 
+    def stalled_connections(self, now: int, after_ms: int) -> dict[int, int]:
+        """Nodes whose connection has not been ready for ``after_ms`` ms, with since when (see ConnectionStates)."""
+        return self._states.stalled_connections(now, after_ms)
+
     def authentication_error(self, node_id: int) -> AuthenticationError | None:
         """The TLS or SASL error of the node's last connection attempt; None once it accepted the client."""
         st = self._nodes.get(node_id)

@@ -183,7 +183,8 @@ class ClusterConnectionStates:
             return
         record_failure(st.current_address or f"{st.host}:{st.port}", reason)
         if st.unreachable_since_ms < 0:
-            st.unreachable_since_ms = now
+            # Since the failed attempt began: a setup that timed out was stalled from its start.
+            st.unreachable_since_ms = st.last_attempt_ms if 0 <= st.last_attempt_ms <= now else now
             logger.warning(
                 "%s %s: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
                 describe_node(st),
@@ -221,6 +222,25 @@ class ClusterConnectionStates:
     def is_connecting(self, node_id: int) -> bool:
         st = self.nodes.get(node_id)
         return st is not None and st.state in SETTING_UP
+
+    def stalled_connections(self, now: int, after_ms: int) -> dict[int, int]:
+        """Nodes whose connection has not been ready for ``after_ms``: node id -> since when.
+
+        A node counts from its first failed attempt (refused, setup timeout, TLS or SASL
+        failure) or from the start of a setup still in progress (TCP connect, ApiVersions,
+        SASL), until a connection becomes ready. A node that was ready and was closed since
+        (idle, or no longer needed) does not count.
+        """
+        stalled: dict[int, int] = {}
+        for node_id, st in self.nodes.items():
+            if st.state is ConnectionState.READY:
+                continue
+            since = st.unreachable_since_ms
+            if st.state in SETTING_UP and st.last_attempt_ms >= 0 and (since < 0 or st.last_attempt_ms < since):
+                since = st.last_attempt_ms
+            if since >= 0 and now - since >= after_ms:
+                stalled[node_id] = since
+        return stalled
 
     def can_connect(self, st: NodeState, now: int) -> bool:
         """Disconnected, and its reconnect backoff over (or never tried)."""

@@ -198,6 +198,7 @@ def _assert_isolation(
     while_muted: Callable[[], None] = lambda: None,
     expect_error: type[BaseException] | tuple[type[BaseException], ...],
     expect_probe_failure: bool = False,
+    expect_failures: bool = True,
 ) -> None:
     """Shared fault scenario: mute exactly ``bad``, keep the rest flowing, recover, unmute, lose nothing."""
     manager = _manager(tracker.producer)
@@ -227,7 +228,10 @@ def _assert_isolation(
     assert {e.topic_partition for e in events} == bad, f"state changes touched {sorted({e.topic_partition for e in events})}"
     for tp in bad:
         mine = [e for e in events if e.topic_partition == tp]
-        assert any(e.current is BreakerState.OPEN and e.reason in ("failure-rate", "leader-silent") for e in mine), mine
+        assert any(
+            e.current is BreakerState.OPEN and e.reason in ("failure-rate", "leader-silent", "connection-stalled")
+            for e in mine
+        ), mine
         assert any(e.current is BreakerState.HALF_OPEN and e.reason == "probe" for e in mine), mine
         assert mine[-1].current is BreakerState.CLOSED and mine[-1].reason == "probe-succeeded", mine
         assert all(e.leader == next(iter(events)).leader for e in mine)
@@ -239,7 +243,8 @@ def _assert_isolation(
         # A never-sent batch that moved off a muted partition may still expire where it went.
         assert tracker.first_partitions[idx] in bad, f"record {idx} failed on healthy {tracker.partitions[idx]}: {exc!r}"
         assert isinstance(exc, expect_error), f"record {idx} failed with {exc!r}, expected {expect_error}"
-    assert failed, "the fault made no record fail: the scenario did not exercise the breaker"
+    if expect_failures:
+        assert failed, "the fault made no record fail: the scenario did not exercise the breaker"
     healthy_while_muted = [
         idx
         for idx in delivered
@@ -290,8 +295,16 @@ def test_broker_down_mutes_its_partitions_until_it_is_back(
     timeouts = {"request.timeout.ms": 500, "delivery.timeout.ms": 1000, "reconnect.backoff.max.ms": 200}
     bad_broker, bad, tracker = _faulty_cluster_setup(mock_cluster, topic_name, producer_factory, events, **timeouts)
     mock_cluster.broker_set_down(bad_broker)
+    # Its connection stalls at once: its partitions are muted request.timeout.ms later, before
+    # delivery.timeout.ms, and their never-sent keyless batches move to the healthy ones, so no
+    # record need fail (a request in flight at the moment it went down still may).
     _assert_isolation(
-        tracker, events, bad, lambda: mock_cluster.broker_set_up(bad_broker), expect_error=KafkaError
+        tracker,
+        events,
+        bad,
+        lambda: mock_cluster.broker_set_up(bad_broker),
+        expect_error=KafkaError,
+        expect_failures=False,
     )
 
 
@@ -311,6 +324,46 @@ def test_high_rtt_times_out_and_mutes_then_a_probe_unmutes(
         lambda: mock_cluster.broker_set_rtt(bad_broker, 0),
         expect_error=KafkaError,
     )
+
+
+def test_a_leader_slow_from_the_first_contact_is_muted_by_its_stalled_connection(
+    mock_cluster: MockCluster,
+    topic_name: str,
+    producer_factory: Callable[..., Producer],
+    events: list[CircuitStateChange],
+) -> None:
+    """Its ApiVersions never answers within request.timeout.ms, so no produce request is ever in flight
+    to time out: the stalled connection itself mutes its partitions, keyless records go elsewhere,
+    and once the leader answers again a probe closes the breaker. No record is lost."""
+    rtt_ms, request_timeout_ms = 5000, 500
+    bad_broker, bad = _spread(mock_cluster, topic_name)
+    mock_cluster.broker_set_rtt(bad_broker, rtt_ms)  # before the producer's first contact with it
+    p = producer_factory(**{"request.timeout.ms": request_timeout_ms, "delivery.timeout.ms": 30_000})
+    manager = _manager(p)
+    manager.add_listener(events.append)
+    tracker = Tracker(p, topic_name)
+    assert tracker.run(lambda: manager.muted_partitions() >= bad, timeout_s=30), (
+        f"the breaker did not mute {sorted(bad)}; muted {sorted(manager.muted_partitions())}, events {events}"
+    )
+    assert manager.muted_partitions() == bad
+    mutes = [e for e in events if e.current is BreakerState.OPEN]
+    assert {e.topic_partition for e in mutes} == bad and {e.reason for e in mutes} == {"connection-stalled"}, mutes
+    assert all(e.time_to_mute_ms is not None and e.time_to_mute_ms >= request_timeout_ms for e in mutes), mutes
+    healthy_before = sum(1 for tp in tracker.partitions.values() if tp not in bad)
+    tracker.run(lambda: False, timeout_s=1.0)
+    assert len(tracker.routed_to_muted) <= 2, f"keyless records went to muted partitions: {tracker.routed_to_muted}"
+    assert sum(1 for tp in tracker.partitions.values() if tp not in bad) - healthy_before >= 100
+    mock_cluster.broker_set_rtt(bad_broker, 0)
+    assert tracker.run(lambda: not manager.muted_partitions(), timeout_s=30), (
+        f"partitions {sorted(manager.muted_partitions())} were not unmuted after recovery; events {events}"
+    )
+    for tp in bad:
+        mine = [e for e in events if e.topic_partition == tp]
+        assert mine[-1].current is BreakerState.CLOSED and mine[-1].reason == "probe-succeeded", mine
+    tracker.run(lambda: False, timeout_s=0.5)
+    delivered, failed = tracker.check_none_lost()
+    assert not failed, [tracker.outcomes[i][0][1] for i in failed[:3]]
+    assert any(tracker.partitions[idx] in bad for idx in delivered), "the recovered partitions took no record"
 
 
 def _key_for(partition: int, count: int) -> bytes:

@@ -941,3 +941,46 @@ def test_a_silent_leaders_partitions_of_the_topic_that_sent_nothing_are_muted_wi
     reasons = {e.topic_partition: (e.reason, e.time_to_mute_ms) for e in h.events}
     assert reasons == {tp1: ("failure-rate", 1000), tp4: ("leader-silent", None)}
     assert h.manager.partitions_to_vacate() == frozenset({tp1, tp4})
+
+
+def test_a_leader_whose_connection_stalled_is_muted_without_a_request_in_flight() -> None:
+    """A leader slow or unreachable from the first contact never gets a request to time out: the
+    Sender's stalled-connection report mutes its partitions, every topic's, at once."""
+    h = Harness(SMALL)  # mute.retry.interval 500
+    led = frozenset(tp for tp in default_leaders() if tp.partition % len(NODES) == 1)
+    since = h.clock.now
+    h.clock.advance(1000)
+
+    def report(stalled: Mapping[int, int]) -> bool:
+        return h.breaker.on_send(ProducerStatusContext(h.clock.now, {}, {}, 5, stalled_connections=dict(stalled)))
+
+    assert report({}) is False and h.manager.muted_partitions() == frozenset()
+    assert report({1: since}) is True
+    assert h.manager.muted_partitions() == led and h.manager.routing_muted == led
+    assert h.manager.partitions_to_vacate() == led  # its never-sent keyless batches go elsewhere
+    assert {(e.topic_partition, e.reason, e.time_to_mute_ms) for e in h.events} == {
+        (tp, "connection-stalled", 1000) for tp in led
+    }
+    assert report({1: since}) is False  # already muted: nothing changes, the probe is not postponed
+    # Still stalled when the probes fall due: a probe could not be sent, so they are muted again.
+    h.clock.advance(500)
+    h.manager.refresh()
+    assert h.manager.routing_muted == frozenset()  # due: open to records, for a probe batch
+    report({1: since})  # still OPEN: no state change to report, but the probes are rescheduled
+    assert h.manager.routing_muted == led
+    # The connection came up: the next probe opens the partition to records, and its success closes it.
+    h.clock.advance(500)
+    assert report({}) is False
+    tp = TopicPartition("orders", 1)
+    assert tp not in h.manager.routing_muted
+    assert h.manager.allow_probe(tp)
+    h.complete(tp, ok=True)
+    assert h.manager.state(tp) is BreakerState.CLOSED
+
+
+def test_a_stalled_connection_of_a_node_leading_nothing_mutes_nothing() -> None:
+    h = Harness(SMALL)
+    h.clock.advance(1000)
+    ctx = ProducerStatusContext(h.clock.now, {}, {}, 5, stalled_connections={-1: 0, 9: 0})  # bootstrap, absent
+    assert h.breaker.on_send(ctx) is False
+    assert h.manager.muted_partitions() == frozenset()

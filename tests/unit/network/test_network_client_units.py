@@ -335,19 +335,26 @@ def test_busy_connection_is_not_closed_as_idle(stub_brokers: Callable[..., StubB
         c.close()
 
 
-def test_connection_setup_timeout_grows_per_failure_up_to_max(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock(1_000)
+def _client_whose_connect_never_completes(
+    monkeypatch: pytest.MonkeyPatch, clock: FakeClock, backoff_ms: int, setup_timeout_ms: int, setup_timeout_max_ms: int
+) -> NetworkClient:
+    """A client of one bootstrap address whose TCP connect is never reported as done."""
     c = _client(
         "127.0.0.1:9",
         clock_ms=clock,
-        reconnect_backoff_ms=1,
-        reconnect_backoff_max_ms=1,
-        socket_connection_setup_timeout_ms=100,
-        socket_connection_setup_timeout_max_ms=1_000,
+        reconnect_backoff_ms=backoff_ms,
+        reconnect_backoff_max_ms=backoff_ms,
+        socket_connection_setup_timeout_ms=setup_timeout_ms,
+        socket_connection_setup_timeout_max_ms=setup_timeout_max_ms,
         rng=random.Random(7),
     )
-    # A connect that never completes: nothing is ever reported for the connection.
     monkeypatch.setattr(c._selector, "connect", lambda *a, **k: None)
+    return c
+
+
+def test_connection_setup_timeout_grows_per_failure_up_to_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(1_000)
+    c = _client_whose_connect_never_completes(monkeypatch, clock, 1, 100, 1_000)
     measured: list[int] = []
     try:
         for _ in range(7):
@@ -544,5 +551,29 @@ def test_canonical_lookup_skips_a_name_that_does_not_resolve(
     try:
         assert [n.address for n in c._bootstrap] == ["b2.test:9092"]
         assert "stale.test" in caplog.text
+    finally:
+        c.close()
+
+
+def test_a_connection_counts_as_stalled_from_the_start_of_its_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stalled_connections (the circuit breaker's symptom for a leader that never gets a request in
+    flight): from the start of a setup that does not complete, across its timeout and the retries."""
+    clock = FakeClock(1_000)
+    c = _client_whose_connect_never_completes(monkeypatch, clock, 50, 400, 400)
+    try:
+        assert c.stalled_connections(clock.now, 300) == {}  # never tried
+        assert not c.ready(-1, clock.now) and c.is_connecting(-1)
+        started = clock.now
+        clock.now += 299
+        c.poll(0, clock.now)
+        assert c.stalled_connections(clock.now, 300) == {}
+        clock.now += 1
+        assert c.stalled_connections(clock.now, 300) == {-1: started}
+        for _ in range(200):  # past the setup timeout, then a new attempt after the backoff
+            clock.now += 5
+            c.poll(0, clock.now)
+            c.ready(-1, clock.now)
+        assert c.metadata.tried_addresses["127.0.0.1:9"].startswith("connection setup timed out")
+        assert c.stalled_connections(clock.now, 300) == {-1: started}
     finally:
         c.close()
