@@ -431,32 +431,34 @@ class _StreamCommit(_SinkWriterBase):
         self._finish(messages, batchId, aborted=True)
 
 
-class KafkaArrowWriter(_BatchCommit, DataSourceArrowWriter):
+class _ArrowWrite(_SinkWriterBase):
+    """``write`` on Arrow batches (the default path)."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_arrow(iterator)
+
+
+class _RowWrite(_SinkWriterBase):
+    """``write`` on Rows (``writer=row``), kept for comparison."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self._write_rows(iterator)
+
+
+class KafkaArrowWriter(_ArrowWrite, _BatchCommit, DataSourceArrowWriter):
     """Batch writer on Arrow batches: the default path."""
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write_arrow(iterator)
 
-
-class KafkaRowWriter(_BatchCommit, DataSourceWriter):
+class KafkaRowWriter(_RowWrite, _BatchCommit, DataSourceWriter):
     """Batch writer on Rows (``writer=row``), kept for comparison."""
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write_rows(iterator)
 
-
-class KafkaStreamArrowWriter(_StreamCommit, DataSourceStreamArrowWriter):
+class KafkaStreamArrowWriter(_ArrowWrite, _StreamCommit, DataSourceStreamArrowWriter):
     """Streaming writer on Arrow batches: each micro-batch's tasks flush before the commit."""
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write_arrow(iterator)
 
-
-class KafkaStreamRowWriter(_StreamCommit, DataSourceStreamWriter):
+class KafkaStreamRowWriter(_RowWrite, _StreamCommit, DataSourceStreamWriter):
     """Streaming writer on Rows (``writer=row``)."""
-
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write_rows(iterator)
 
 
 def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
