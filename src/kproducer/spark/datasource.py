@@ -161,6 +161,18 @@ def _delivery_outcome(
         )
 
 
+def _send_and_flush(
+    producer: Any, options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]]
+) -> tuple[DeliveryTracker, int, int, dict[str, float], dict[str, float]]:
+    """Send the task's records and flush: (tracker, records sent, bytes, metrics before, metrics after)."""
+    before = producer.metrics()
+    tracker = DeliveryTracker()
+    sent, nbytes = send_all(producer, tracker)
+    producer.flush(timeout=options.flush_timeout_s)
+    tracker.settle()
+    return tracker, sent, nbytes, before, producer.metrics()
+
+
 def _run_task(
     options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]], scope: str | None = None
 ) -> TaskCommit:
@@ -173,12 +185,7 @@ def _run_task(
     with cache.producer(options.producer_config_dict, options.cache_timeout_ms) as entry:
         producer = entry.producer
         created = entry.uses == 1
-        before = producer.metrics()
-        tracker = DeliveryTracker()
-        sent, nbytes = send_all(producer, tracker)
-        producer.flush(timeout=options.flush_timeout_s)
-        tracker.settle()
-        after = producer.metrics()
+        tracker, sent, nbytes, before, after = _send_and_flush(producer, options, send_all)
     _delivery_outcome(options, tracker, sent, partition_id, attempt)
     return _task_commit(partition_id, attempt, tracker, nbytes, before, after, started, entry.serial, created)
 
@@ -241,12 +248,7 @@ def _run_transactional_task(
     try:
         producer.init_transactions()
         producer.begin_transaction()
-        before = producer.metrics()
-        tracker = DeliveryTracker()
-        sent, nbytes = send_all(producer, tracker)
-        producer.flush(timeout=options.flush_timeout_s)
-        tracker.settle()
-        after = producer.metrics()
+        tracker, sent, nbytes, before, after = _send_and_flush(producer, options, send_all)
         _delivery_outcome(options, tracker, sent, partition_id, attempt)
         if tracker.acked > 0:
             # With no record sent the transaction holds no partition, and the coordinator
