@@ -80,6 +80,19 @@ BREAKER = {
 KIP794 = {"partitioner.availability.timeout.ms": 500}
 
 
+class Fault:
+    """Turns the slow broker to SLOW_RTT_MS once ``fault_at`` seconds have passed since ``start`` (not when disabled)."""
+
+    def __init__(self, mc: MockCluster, slow: int, start: float, fault_at: float, enabled: bool = True) -> None:
+        self.mc, self.slow, self.start, self.fault_at, self.enabled = mc, slow, start, fault_at, enabled
+        self.done = False
+
+    def apply_if_due(self, now: float) -> None:
+        if not self.done and self.enabled and now - self.start >= self.fault_at:
+            self.mc.broker_set_rtt(self.slow, SLOW_RTT_MS)
+            self.done = True
+
+
 class Recorder:
     """Delivery outcomes in time buckets: healthy deliveries, latencies, errors."""
 
@@ -146,16 +159,14 @@ def _run_kproducer(mode: str, mc: MockCluster, topic: str, args: argparse.Namesp
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    faulted = False
+    fault = Fault(mc, slow, start, args.fault_at, enabled=mode != "baseline")
     end = start + args.duration
     send = p.send
     while True:
         now = time.monotonic()
         if now >= end:
             break
-        if not faulted and mode != "baseline" and now - start >= args.fault_at:
-            mc.broker_set_rtt(slow, SLOW_RTT_MS)
-            faulted = True
+        fault.apply_if_due(now)
         for _ in range(200):
             t0 = time.monotonic()
 
@@ -179,7 +190,8 @@ def _run_kproducer(mode: str, mc: MockCluster, topic: str, args: argparse.Namesp
 def _run_confluent(mc: MockCluster, topic: str, args: argparse.Namespace) -> dict[str, Any]:
     import confluent_kafka
 
-    slow, healthy = _spread(mc, topic)
+    slow = mc.broker_ids[0]
+    healthy = _spread(mc, topic, slow)
     p = confluent_kafka.Producer(
         {
             "bootstrap.servers": mc.bootstrap,
@@ -202,15 +214,13 @@ def _run_confluent(mc: MockCluster, topic: str, args: argparse.Namespace) -> dic
             with rec.lock:
                 rec.failed += 1
 
-    faulted = False
+    fault = Fault(mc, slow, start, args.fault_at)
     end = start + args.duration
     while True:
         now = time.monotonic()
         if now >= end:
             break
-        if not faulted and now - start >= args.fault_at:
-            mc.broker_set_rtt(slow, SLOW_RTT_MS)
-            faulted = True
+        fault.apply_if_due(now)
         for _ in range(200):
             try:
                 p.produce(topic, VALUE, on_delivery=cb)
@@ -318,7 +328,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         longest = 0.0
         longest_at = 0.0
         longest_before = 0.0
-        faulted = False
+        fault = Fault(mc, slow, start, args.fault_at)
         end = start + args.duration
         send = p.send
         value = VALUE
@@ -334,9 +344,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 now = clock()
                 if now >= end:
                     break
-                if not faulted and now - start >= args.fault_at:
-                    mc.broker_set_rtt(slow, SLOW_RTT_MS)
-                    faulted = True
+                fault.apply_if_due(now)
                 for _ in range(200):
                     t0 = clock()
                     current[0] = t0
@@ -345,7 +353,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                     dt = clock() - t0
                     if dt > longest:
                         longest, longest_at = dt, t0 - start
-                        if not faulted:
+                        if not fault.done:
                             longest_before = dt
                     if dt >= stall_s:
                         stalls.append((t0, dt))
@@ -357,9 +365,9 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         p.close(60)
     finally:
         mc.stop()
-    fault = int(args.fault_at)
-    before_secs = range(1, fault)  # second 0 includes the connection set-up
-    after_secs = range(fault, int(args.duration))
+    fault_second = int(args.fault_at)
+    before_secs = range(1, fault_second)  # second 0 includes the connection set-up
+    after_secs = range(fault_second, int(args.duration))
     before = sum(per_second[s] for s in before_secs) / max(len(before_secs), 1)
     after = sum(per_second[s] for s in after_secs) / max(len(after_secs), 1)
     return {
@@ -458,7 +466,7 @@ class StallProbe:
         t1 = t0 + dt
 
         def overlap(spans: list[Any]) -> float:
-            return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b, *_ in spans)
+            return float(sum(max(0.0, min(b, t1) - max(a, t0)) for a, b, *_ in spans))
 
         inside = [c for c in self.cpu if t0 - 0.05 <= c[0] <= t1 + 0.05]
         cpu_share = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) if len(inside) >= 2 and inside[-1][0] > inside[0][0] else None
