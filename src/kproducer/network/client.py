@@ -6,6 +6,9 @@ from other threads; callbacks fire inside ``poll`` on the owning thread. Its par
 ``metadata_updater`` (DefaultMetadataUpdater), ``client_request`` (ClientRequest, ClientResponse,
 request bodies), ``dns`` (bootstrap and node resolution), ``listener_probes`` (telling a wrong
 security.protocol from a broker that is down) and ``blocking`` (NetworkClientUtils' blocking calls).
+What stays here (a little over 600 lines) is one class whose poll, connect, authentication and
+in-flight bookkeeping all read and change the same per-node state on the owning thread; split
+further, each part would reach into the others' state.
 """
 
 from __future__ import annotations
