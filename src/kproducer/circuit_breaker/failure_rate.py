@@ -167,17 +167,8 @@ class FailureRateCircuitBreaker:
             for tp in manager.partitions_of_node(node):
                 if tp in routing_muted:
                     continue
-                self._windows.pop(tp, None)
-                self._forgot_at.pop(tp, None)
                 self._first_symptom.pop(tp, None)
-                changed |= manager.mute(
-                    tp,
-                    retry_after_ms=self._config.mute_retry_interval_ms,
-                    failure_rate=None,
-                    reason=REASON_CONNECTION_STALLED,
-                    now_ms=context.now_ms,
-                    first_symptom_ms=since,
-                )
+                changed |= self._mute_forgetting(manager, tp, context.now_ms, REASON_CONNECTION_STALLED, None, since)
         return changed
 
     def _mute_congested(self, manager: CircuitBreakManager, context: ProducerStatusContext) -> bool:
@@ -285,15 +276,28 @@ class FailureRateCircuitBreaker:
         return changed
 
     def _mute_silent(self, manager: CircuitBreakManager, tp: TopicPartition, now: int) -> bool:
+        return self._mute_forgetting(manager, tp, now, REASON_LEADER_SILENT, 100.0, self._first_symptom.pop(tp, None))
+
+    def _mute_forgetting(
+        self,
+        manager: CircuitBreakManager,
+        tp: TopicPartition,
+        now: int,
+        reason: str,
+        failure_rate: float | None,
+        first_symptom_ms: int | None,
+    ) -> bool:
+        """Mute ``tp`` until a probe after ``mute.retry.interval``, forgetting its window (a silent or
+        unreachable leader's past successes must not outvote it when the probe's outcome comes)."""
         self._windows.pop(tp, None)
         self._forgot_at.pop(tp, None)
         return manager.mute(
             tp,
             retry_after_ms=self._config.mute_retry_interval_ms,
-            failure_rate=100.0,
-            reason=REASON_LEADER_SILENT,
+            failure_rate=failure_rate,
+            reason=reason,
             now_ms=now,
-            first_symptom_ms=self._first_symptom.pop(tp, None),
+            first_symptom_ms=first_symptom_ms,
         )
 
     def failure_rate(self, tp: TopicPartition, now_ms: int) -> float | None:
