@@ -23,6 +23,7 @@ from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kproducer.failure_log import FailureLog, describe_error, logging_configured, warn_data_loss
 from kproducer.producer import Producer
+from tests.support.latch import wait_until
 from tests.support.mock_cluster import MockCluster
 from tests.support.paths import REPO_ROOT
 from tests.support.readback import read_topic
@@ -172,6 +173,13 @@ def test_broker_outage_logs_each_transition_once_and_summarises_failures(
         assert all(f.exception(0) is not None for f in futs)
         assert p.take_failed_count() == 1000
         assert p.take_failed_count() == 0
+        # The records can all expire before any reconnect attempt to the down leader has failed
+        # (a loaded machine, a connection setup still pending): bring the broker back only once
+        # the outage has been seen, or there is nothing to log as "reachable again".
+        wait_until(
+            lambda: any("is unreachable" in line for line in _lines(caplog, f"broker {leader.id} (")),
+            f"an 'is unreachable' WARNING for broker {leader.id}",
+        )
         mock_cluster.broker_set_up(leader.id)
         p.send("outage", b"after", partition=0).result(20)
     down = _lines(caplog, f"broker {leader.id} (")
