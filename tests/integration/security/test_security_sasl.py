@@ -26,7 +26,7 @@ from kproducer.errors import (
 )
 from kproducer.network.sasl import parse_jaas_config
 from tests.support.readback import read_topic
-from tests.support.secured import MECHANISMS, PASSWORD, USER, SaslBroker, TokenEndpoint
+from tests.support.secured import MECHANISMS, PASSWORD, TOKEN, USER, SaslBroker, TokenEndpoint
 from tests.support.tls import Certificates
 
 
@@ -81,20 +81,25 @@ def test_front_accepts_confluent_kafka(mechanism: str, sasl_broker: SaslBroker, 
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_front_accepts_kafka_python(mechanism: str, sasl_plaintext: SaslBroker, topic_name: str) -> None:
+def test_front_accepts_kafka_python(mechanism: str, sasl_broker: SaslBroker, topic_name: str) -> None:
     from kafka import KafkaProducer
 
+    tls: dict[str, Any] = {}
+    if sasl_broker.certificates is not None:
+        tls = {"ssl_cafile": str(sasl_broker.certificates.ca), "ssl_check_hostname": True}
     p = KafkaProducer(
-        bootstrap_servers=sasl_plaintext.bootstrap,
-        security_protocol="SASL_PLAINTEXT",
+        bootstrap_servers=sasl_broker.bootstrap,
+        security_protocol=sasl_broker.protocol,
         sasl_mechanism=mechanism,
         sasl_plain_username=USER,
         sasl_plain_password=PASSWORD,
+        **tls,
     )
     try:
         assert p.send(topic_name, b"from-kafka-python").get(30).offset >= 0
     finally:
         p.close()
+    assert (mechanism, USER) in sasl_broker.front.stats.authentications
 
 
 def test_front_refuses_a_wrong_scram_password_from_confluent_kafka(sasl_plaintext: SaslBroker, topic_name: str) -> None:
@@ -140,10 +145,13 @@ def test_credentials_from_jaas_config(mechanism: str, jaas: str, sasl_plaintext:
     assert len(_produce(conf, topic_name, 3)) == 3
 
 
-def test_oidc_client_credentials_flow(sasl_plaintext: SaslBroker, topic_name: str) -> None:
-    endpoint = TokenEndpoint(sasl_plaintext.front, "kproducer-app", "app-secret")
+def test_oidc_client_credentials_flow(
+    sasl_broker: SaslBroker, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kproducer")
+    endpoint = TokenEndpoint(sasl_broker.front, "kproducer-app", "app-secret")
     try:
-        conf = sasl_plaintext.kproducer("OAUTHBEARER")
+        conf = sasl_broker.kproducer("OAUTHBEARER")
         del conf["sasl.oauthbearer.token.provider"]
         conf.update(
             {
@@ -153,22 +161,29 @@ def test_oidc_client_credentials_flow(sasl_plaintext: SaslBroker, topic_name: st
                 "sasl.oauthbearer.scope": "kafka",
             }
         )
-        assert len(_produce(conf, topic_name, 3)) == 3
+        metas = _produce(conf, topic_name, 30)
+        back = read_topic(sasl_broker.bootstrap, topic_name, 30, security=sasl_broker.librdkafka("OAUTHBEARER"))
+        _assert_read_back(metas, back)
         assert endpoint.requests and endpoint.requests[0] == {"grant_type": "client_credentials", "scope": "kafka"}
         # The same through Java's JAAS line, as Spark users write it.
-        conf2 = sasl_plaintext.kproducer("OAUTHBEARER")
+        conf2 = sasl_broker.kproducer("OAUTHBEARER")
         del conf2["sasl.oauthbearer.token.provider"], conf2["sasl.mechanism"]
         conf2["sasl.oauthbearer.token.endpoint.url"] = endpoint.url
         conf2["sasl.jaas.config"] = (
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
             'clientId="kproducer-app" clientSecret="app-secret" scope="kafka";'
         )
-        assert len(_produce(conf2, topic_name, 2)) == 2
-        # A refused client secret: the endpoint's answer is in the error.
+        jaas_topic = topic_name + "-jaas"
+        metas = _produce(conf2, jaas_topic, 10)
+        back = read_topic(sasl_broker.bootstrap, jaas_topic, 10, security=sasl_broker.librdkafka("OAUTHBEARER"))
+        _assert_read_back(metas, back)
+        # A refused client secret: the endpoint's answer is in the error, and in the first WARNING.
         conf3 = dict(conf, **{"sasl.oauthbearer.client.secret": "wrong-secret"})
         err = _failure(conf3)
         assert isinstance(err, AuthenticationError) and "HTTP 401" in str(err) and "invalid_client" in str(err)
         assert "wrong-secret" not in str(err)
+        _assert_warned(caplog, sasl_broker.bootstrap, "HTTP 401")
+        assert all("app-secret" not in r.getMessage() and "wrong-secret" not in r.getMessage() for r in caplog.records)
     finally:
         endpoint.close()
 
@@ -198,8 +213,7 @@ def test_wrong_password_fails_the_record(
     assert isinstance(err, SaslAuthenticationFailedError), repr(err)
     assert f"SASL {mechanism} authentication failed" in str(err) and "SASL_AUTHENTICATION_FAILED" in str(err)
     assert ("Invalid username or password" if mechanism == "PLAIN" else "invalid-proof") in str(err)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
-    assert warnings and sasl_broker.bootstrap in warnings[0]
+    _assert_warned(caplog, sasl_broker.bootstrap, "Invalid username or password" if mechanism == "PLAIN" else "invalid-proof")
     assert all("not-the-password" not in r.getMessage() for r in caplog.records)
 
 
@@ -237,25 +251,31 @@ def test_mechanism_the_broker_does_not_enable(topic_name: str, caplog: pytest.Lo
         err = _failure(broker.kproducer("SCRAM-SHA-512"))
         assert isinstance(err, UnsupportedSaslMechanismError)
         assert "rejected SASL mechanism SCRAM-SHA-512; the broker enables PLAIN, OAUTHBEARER" in str(err)
+        assert "UNSUPPORTED_SASL_MECHANISM" in str(err), str(err)
         _assert_warned(caplog, broker.bootstrap, "the broker enables PLAIN, OAUTHBEARER")
     finally:
         broker.stop()
 
 
-def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker) -> None:
+def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
     """The listener is TLS (stunnel in front of the SASL front): the record fails at once with an
     error that says to use SASL_SSL, not at max.block.ms (set long, so only that could end it)."""
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     conf = sasl_ssl.kproducer("SCRAM-SHA-256", **{"security.protocol": "SASL_PLAINTEXT", "max.block.ms": 120_000})
     del conf["ssl.truststore.location"]
     with Producer(conf) as p:
         err = p.send("never-written", b"v").exception(180)
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "security.protocol is SASL_PLAINTEXT; set security.protocol=SASL_SSL" in str(err), str(err)
+    _assert_warned(caplog, sasl_ssl.bootstrap, "set security.protocol=SASL_SSL")
 
 
-def test_sasl_ssl_client_against_a_sasl_plaintext_port(sasl_plaintext: SaslBroker, certificates: Certificates) -> None:
+def test_sasl_ssl_client_against_a_sasl_plaintext_port(
+    sasl_plaintext: SaslBroker, certificates: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
     """The converse: the SASL front, like a Kafka broker, closes on the ClientHello's ~369 MB 'size',
     so the first attempt fails naming the likely cause (the timeouts are far longer than the test)."""
+    caplog.set_level(logging.WARNING, logger="kproducer.network.client")
     conf = sasl_plaintext.kproducer(
         "SCRAM-SHA-256",
         **{
@@ -270,6 +290,7 @@ def test_sasl_ssl_client_against_a_sasl_plaintext_port(sasl_plaintext: SaslBroke
         err = p.send("never-written", b"v").exception(180)
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "closed the connection during the handshake (is this a plaintext listener?" in str(err), str(err)
+    _assert_warned(caplog, sasl_plaintext.bootstrap, "is this a plaintext listener?")
 
 
 def test_token_provider_that_raises(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
@@ -351,6 +372,45 @@ def test_sasl_secrets_never_show(caplog: pytest.LogCaptureFixture) -> None:
     )
     text = repr(cfg) + str(cfg.as_dict()) + repr(cfg.originals)
     assert "pw-jaas" not in text and "pw-client" not in text
+
+
+def test_secrets_stay_out_of_the_producer_its_metrics_and_its_logs(
+    sasl_ssl: SaslBroker, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A working producer, not just its config: repr, metric names and values, and every log line
+    at DEBUG hold neither the SCRAM password nor the OAUTHBEARER token."""
+    caplog.set_level(logging.DEBUG, logger="kproducer")
+    seen: list[str] = []
+    for mechanism in ("SCRAM-SHA-512", "OAUTHBEARER"):
+        with Producer(sasl_ssl.kproducer(mechanism)) as p:
+            p.send(topic_name, b"v").result(30)
+            seen += [repr(p), str(p), repr(p.metrics())]
+    seen += [r.getMessage() for r in caplog.records]
+    assert len(caplog.records) > 0, "the DEBUG log must have been captured"
+    for secret in (PASSWORD, TOKEN):
+        assert not [t for t in seen if secret in t], f"{secret!r} appeared"
+
+
+class TokenSource:
+    """A provider object with a token() method, the shape an MSK IAM signer or an Entra helper takes."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def token(self) -> tuple[str, float]:
+        self.calls += 1
+        return TOKEN, time.time() + 3600
+
+
+@pytest.mark.parametrize("form", ["object", "import-path"])
+def test_token_provider_object_or_import_path(form: str, sasl_broker: SaslBroker, topic_name: str) -> None:
+    source = TokenSource()
+    provider: Any = source if form == "object" else f"{__name__}:TokenSource"
+    metas = _produce(sasl_broker.kproducer("OAUTHBEARER", **{"sasl.oauthbearer.token.provider": provider}), topic_name, 10)
+    back = read_topic(sasl_broker.bootstrap, topic_name, 10, security=sasl_broker.librdkafka("OAUTHBEARER"))
+    _assert_read_back(metas, back)
+    if form == "object":
+        assert source.calls >= 1
 
 
 # ------------------------------------------------------------------ KIP-368 re-authentication

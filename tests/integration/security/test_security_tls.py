@@ -116,22 +116,20 @@ def test_mutual_tls_with_each_kind_of_client_certificate(
         },
         "inline": {"ssl.keystore.certificate.chain": c.client_cert_pem, "ssl.keystore.key": c.client_key_pem},
     }[identity]
-    n = 40 if identity == "combined-pem" else 3
+    n = 40 if identity == "combined-pem" else 5
     metas = _produce(_ssl(mtls_broker.bootstrap, **{"ssl.ca.location": str(c.ca)}, **settings), topic_name, n)
-    assert len({(m.partition, m.offset) for m in metas}) == n
-    if identity == "combined-pem":
-        back = read_topic(
-            mtls_broker.bootstrap,
-            topic_name,
-            n,
-            security={
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(c.ca),
-                "ssl.certificate.location": str(c.client_cert),
-                "ssl.key.location": str(c.client_key),
-            },
-        )
-        assert_read_back(metas, back)
+    back = read_topic(
+        mtls_broker.bootstrap,
+        topic_name,
+        n,
+        security={
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(c.ca),
+            "ssl.certificate.location": str(c.client_cert),
+            "ssl.key.location": str(c.client_key),
+        },
+    )
+    assert_read_back(metas, back)
 
 
 # ------------------------------------------------------------------ bad input: errors on the future
@@ -150,7 +148,8 @@ def _assert_warned_once(caplog: pytest.LogCaptureFixture, address: str, words: s
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
     assert warnings, "the first failure must be logged at WARNING"
     assert address in warnings[0] and words in warnings[0], warnings[0]
-    assert len(set(warnings)) == 1, f"the same failure was warned about more than once: {warnings}"
+    # Once per unreachable period, however many reconnect attempts fail the same way.
+    assert len(warnings) == 1, f"the same failure was warned about more than once: {warnings}"
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +195,7 @@ def test_client_trusting_another_ca_is_refused(
     assert isinstance(err, SslAuthenticationError)
     assert "unable to get local issuer certificate" in str(err)
     assert "set ssl.truststore.location to the CA that signed it" in str(err)
+    _assert_warned_once(caplog, tls_broker.bootstrap, "unable to get local issuer certificate")
 
 
 def test_verification_off_accepts_an_untrusted_certificate(
@@ -217,6 +217,7 @@ def test_host_name_is_verified_unless_identification_is_off(
         err = _failure(base, caplog)
         assert isinstance(err, SslAuthenticationError)
         assert "IP address mismatch" in str(err) and "ssl.endpoint.identification.algorithm" in str(err)
+        _assert_warned_once(caplog, broker.bootstrap, "IP address mismatch")
         off = dict(base, **{"ssl.endpoint.identification.algorithm": ""})
         assert len(_produce(off, topic_name, 2)) == 2
     finally:
@@ -229,6 +230,7 @@ def test_mutual_tls_without_a_client_certificate_is_refused(
     err = _failure(_ssl(mtls_broker.bootstrap, **{"ssl.truststore.location": str(certificates.ca)}), caplog)
     assert isinstance(err, SslAuthenticationError)
     assert "CERTIFICATE_REQUIRED" in str(err) and "client certificate" in str(err)
+    _assert_warned_once(caplog, mtls_broker.bootstrap, "CERTIFICATE_REQUIRED")
 
 
 _NO_TIMEOUT_CAN_END_IT = {
@@ -395,6 +397,7 @@ def test_a_port_that_closes_without_tls_is_not_taken_for_a_tls_listener(caplog: 
         ({"ssl.keystore.location": "{cert}", "ssl.key.location": "{enc}", "ssl.key.password": "pw-wrong-123"}, "ssl.key.password is wrong"),
         ({"ssl.keystore.location": "{cert}", "ssl.key.location": "{enc}"}, "is encrypted: set ssl.key.password"),
         ({"ssl.truststore.location": "{jks}"}, "is a JKS keystore"),
+        ({"ssl.truststore.location": "{jks}"}, "keytool -importkeystore"),
         ({"ssl.keystore.location": "{jks}", "ssl.keystore.type": "JKS"}, "keytool -importkeystore"),
         (
             {"ssl.keystore.location": "{p12}", "ssl.keystore.type": "PKCS12", "ssl.keystore.password": "pw-wrong-123"},
