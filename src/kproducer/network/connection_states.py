@@ -96,6 +96,9 @@ class NodeState:
     # Sender fails this node's queued batches with it instead of letting them wait for
     # delivery.timeout.ms, as records waiting for metadata already fail with it.
     authentication_error: AuthenticationError | None = None
+    # Whether this unreachable period's WARNING already said the node refused the client: a refusal
+    # that follows plain connection failures is a new cause and is warned about once more.
+    refusal_warned: bool = False
 
     def next_address(
         self, resolve: Callable[[], list[tuple[int, tuple[str, int]]]]
@@ -149,6 +152,7 @@ class ClusterConnectionStates:
         """Connected and authenticated: the failed attempts (and the backoff they grew) are forgotten."""
         self.move(st, ConnectionState.READY)
         st.authentication_error = None
+        st.refusal_warned = False
         if st.unreachable_since_ms >= 0:
             logger.warning(
                 "%s is reachable again after %.1f s and %d failed connection attempts",
@@ -182,13 +186,19 @@ class ClusterConnectionStates:
             logger.info("node %s (%s) disconnected: %s", st.node_id, st.current_address, reason)
             return
         record_failure(st.current_address or f"{st.host}:{st.port}", reason)
-        if st.unreachable_since_ms < 0:
-            # Since the failed attempt began: a setup that timed out was stalled from its start.
-            st.unreachable_since_ms = st.last_attempt_ms if 0 <= st.last_attempt_ms <= now else now
+        refused = isinstance(error, AuthenticationError)
+        if st.unreachable_since_ms < 0 or (refused and not st.refusal_warned):
+            if st.unreachable_since_ms < 0:
+                # Since the failed attempt began: a setup that timed out was stalled from its start.
+                st.unreachable_since_ms = st.last_attempt_ms if 0 <= st.last_attempt_ms <= now else now
+            # A refusal can follow a plain failure in one outage: a TLS 1.3 listener that requires a
+            # client certificate checks it after the client's handshake is done, and may close before
+            # its alert is read, so that attempt looks like a dropped connection (TLS 1.3, RFC 8446).
+            st.refusal_warned = refused
             logger.warning(
                 "%s %s: %s; retrying with backoff up to %d ms (reconnect.backoff.max.ms)",
                 describe_node(st),
-                "refused this client" if isinstance(error, AuthenticationError) else "is unreachable",
+                "refused this client" if refused else "is unreachable",
                 reason,
                 self._reconnect.maximum,
             )

@@ -226,3 +226,50 @@ def test_connection_states_move_only_along_the_lifecycle() -> None:
     c = ready_connection()
     with pytest.raises(IllegalStateError):
         c.connection_made(10)
+
+
+def test_one_warning_per_outage_and_one_more_when_the_cause_becomes_a_refusal(caplog: pytest.LogCaptureFixture) -> None:
+    """A TLS 1.3 listener that wants a client certificate may close before its alert is read: the
+    first attempt looks like a dropped connection, the next one is refused. The operator gets the
+    refusal's cause at WARNING too, once, however many attempts follow."""
+    from kproducer.common.backoff import ExponentialBackoff
+    from kproducer.errors import SslAuthenticationError
+    from kproducer.network.connection_states import ClusterConnectionStates, NodeState
+
+    caplog.set_level(logging.DEBUG, logger="kproducer.network")
+    states = ClusterConnectionStates(ExponentialBackoff(50, 1000), ExponentialBackoff(10_000, 30_000))
+    node = NodeState(node_id=-1, host="127.0.0.1", port=9093)
+    failures: list[tuple[str, str]] = []
+
+    def attempt(now: int, reason: str, error: Exception | None) -> None:
+        states.connecting(node)
+        node.last_attempt_ms = now
+        states.disconnected(node, now + 5, reason, error, lambda address, why: failures.append((address, why)))
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    refusal = SslAuthenticationError("TLSV13_ALERT_CERTIFICATE_REQUIRED")
+    attempt(0, "write failed: EOF occurred in violation of protocol", None)
+    attempt(100, "TLSV13_ALERT_CERTIFICATE_REQUIRED", refusal)
+    attempt(300, "TLSV13_ALERT_CERTIFICATE_REQUIRED", refusal)
+    attempt(700, "write failed: EOF occurred in violation of protocol", None)
+    assert len(failures) == 4
+    assert warnings() == [
+        "bootstrap server 127.0.0.1:9093 is unreachable: write failed: EOF occurred in violation of protocol; "
+        "retrying with backoff up to 1000 ms (reconnect.backoff.max.ms)",
+        "bootstrap server 127.0.0.1:9093 refused this client: TLSV13_ALERT_CERTIFICATE_REQUIRED; "
+        "retrying with backoff up to 1000 ms (reconnect.backoff.max.ms)",
+    ]
+    assert node.unreachable_since_ms == 0  # the outage is dated from its first attempt
+    # Reachable again: the next outage starts afresh, and a refusal first is warned about once.
+    states.connecting(node)
+    states.move(node, ConnectionState.CHECKING_API_VERSIONS)
+    states.ready(node, 2000)
+    assert "reachable again after 2.0 s and 4 failed connection attempts" in warnings()[-1]
+    states.disconnected(node, 2100, "closed by the broker", None, lambda a, w: failures.append((a, w)))
+    caplog.clear()
+    attempt(2200, "TLSV13_ALERT_CERTIFICATE_REQUIRED", refusal)
+    attempt(2300, "write failed: EOF occurred in violation of protocol", None)
+    attempt(2400, "TLSV13_ALERT_CERTIFICATE_REQUIRED", refusal)
+    assert len(warnings()) == 1 and "127.0.0.1:9093 refused this client: TLSV13_ALERT_CERTIFICATE_REQUIRED" in warnings()[0]
