@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -17,11 +18,32 @@ from kproducer.embedded_broker import EmbeddedBroker, free_port, start_embedded_
 from tests.support.sasl_front import SaslFront
 from tests.support.tls import Certificates, Stunnel
 
-__all__ = ["MECHANISMS", "PASSWORD", "SaslBroker", "TOKEN", "TlsBroker", "TokenEndpoint", "USER"]
+__all__ = [
+    "MECHANISMS",
+    "PASSWORD",
+    "SaslBroker",
+    "TOKEN",
+    "TlsBroker",
+    "TokenEndpoint",
+    "USER",
+    "assert_refusal_warned_once",
+]
 
 USER, PASSWORD = "alice", "alice-s3cret"
 TOKEN = "token-for-alice"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def assert_refusal_warned_once(records: list[logging.LogRecord], address: str, words: str) -> None:
+    """A broker's refusal (TLS or SASL) is logged at WARNING once, with the broker's address and the cause.
+
+    Once per outage, however many reconnect attempts fail the same way: the
+    producer retries with backoff, and only the first refusal is news to an operator.
+    """
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
+    assert warnings, "the first refusal must be logged at WARNING"
+    assert address in warnings[0] and words in warnings[0], warnings[0]
+    assert len(warnings) == 1, f"the same refusal was warned about more than once: {warnings}"
 
 
 class TlsBroker:

@@ -172,7 +172,8 @@ class ClusterConnectionStates:
         record_failure: Callable[[str, str], None],
     ) -> None:
         """The connection is closed: schedule the reconnect backoff; a failed attempt goes to
-        ``record_failure(address, reason)`` and is logged once per unreachable period."""
+        ``record_failure(address, reason)``. The first failure of an outage is logged at WARNING,
+        and so is the first refusal (TLS or SASL) that follows plain failures in it; the rest at DEBUG."""
         was_ready = st.state is ConnectionState.READY
         if st.state in (ConnectionState.CHECKING_API_VERSIONS, ConnectionState.AUTHENTICATING, ConnectionState.READY):
             # It had connected: resolve the name again next time, its addresses may have changed (as Java).

@@ -26,7 +26,15 @@ from kproducer.errors import (
 )
 from kproducer.network.sasl import parse_jaas_config
 from tests.support.readback import read_topic
-from tests.support.secured import MECHANISMS, PASSWORD, TOKEN, USER, SaslBroker, TokenEndpoint
+from tests.support.secured import (
+    MECHANISMS,
+    PASSWORD,
+    TOKEN,
+    USER,
+    SaslBroker,
+    TokenEndpoint,
+    assert_refusal_warned_once,
+)
 from tests.support.tls import Certificates
 
 
@@ -182,7 +190,7 @@ def test_oidc_client_credentials_flow(
         err = _failure(conf3)
         assert isinstance(err, AuthenticationError) and "HTTP 401" in str(err) and "invalid_client" in str(err)
         assert "wrong-secret" not in str(err)
-        _assert_warned(caplog, sasl_broker.bootstrap, "HTTP 401")
+        assert_refusal_warned_once(caplog.records, sasl_broker.bootstrap, "HTTP 401")
         assert all("app-secret" not in r.getMessage() and "wrong-secret" not in r.getMessage() for r in caplog.records)
     finally:
         endpoint.close()
@@ -198,12 +206,6 @@ def _failure(config: dict[str, Any]) -> BaseException:
     return err
 
 
-def _assert_warned(caplog: pytest.LogCaptureFixture, address: str, words: str) -> None:
-    """The first failure is logged at WARNING with the broker's address and the cause."""
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
-    assert warnings and address in warnings[0] and words in warnings[0], warnings
-
-
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_wrong_password_fails_the_record(
     mechanism: str, sasl_broker: SaslBroker, caplog: pytest.LogCaptureFixture
@@ -213,7 +215,7 @@ def test_wrong_password_fails_the_record(
     assert isinstance(err, SaslAuthenticationFailedError), repr(err)
     assert f"SASL {mechanism} authentication failed" in str(err) and "SASL_AUTHENTICATION_FAILED" in str(err)
     assert ("Invalid username or password" if mechanism == "PLAIN" else "invalid-proof") in str(err)
-    _assert_warned(caplog, sasl_broker.bootstrap, "Invalid username or password" if mechanism == "PLAIN" else "invalid-proof")
+    assert_refusal_warned_once(caplog.records, sasl_broker.bootstrap, "Invalid username or password" if mechanism == "PLAIN" else "invalid-proof")
     assert all("not-the-password" not in r.getMessage() for r in caplog.records)
 
 
@@ -238,7 +240,7 @@ def test_batched_records_end_with_the_refusal_when_a_broker_stops_accepting_the_
             assert all(isinstance(e, SaslAuthenticationFailedError) for e in errors), [repr(e) for e in errors]
             assert not any(isinstance(e, KafkaTimeoutError) for e in errors)
             p.close(0)
-        _assert_warned(caplog, broker.bootstrap, "Invalid username or password")
+        assert_refusal_warned_once(caplog.records, broker.bootstrap, "Invalid username or password")
         assert first.offset >= 0
     finally:
         broker.stop()
@@ -252,7 +254,7 @@ def test_mechanism_the_broker_does_not_enable(topic_name: str, caplog: pytest.Lo
         assert isinstance(err, UnsupportedSaslMechanismError)
         assert "rejected SASL mechanism SCRAM-SHA-512; the broker enables PLAIN, OAUTHBEARER" in str(err)
         assert "UNSUPPORTED_SASL_MECHANISM" in str(err), str(err)
-        _assert_warned(caplog, broker.bootstrap, "the broker enables PLAIN, OAUTHBEARER")
+        assert_refusal_warned_once(caplog.records, broker.bootstrap, "the broker enables PLAIN, OAUTHBEARER")
     finally:
         broker.stop()
 
@@ -267,7 +269,7 @@ def test_sasl_plaintext_client_against_a_sasl_ssl_port(sasl_ssl: SaslBroker, cap
         err = p.send("never-written", b"v").exception(180)
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "security.protocol is SASL_PLAINTEXT; set security.protocol=SASL_SSL" in str(err), str(err)
-    _assert_warned(caplog, sasl_ssl.bootstrap, "set security.protocol=SASL_SSL")
+    assert_refusal_warned_once(caplog.records, sasl_ssl.bootstrap, "set security.protocol=SASL_SSL")
 
 
 def test_sasl_ssl_client_against_a_sasl_plaintext_port(
@@ -290,7 +292,7 @@ def test_sasl_ssl_client_against_a_sasl_plaintext_port(
         err = p.send("never-written", b"v").exception(180)
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "closed the connection during the handshake (is this a plaintext listener?" in str(err), str(err)
-    _assert_warned(caplog, sasl_plaintext.bootstrap, "is this a plaintext listener?")
+    assert_refusal_warned_once(caplog.records, sasl_plaintext.bootstrap, "is this a plaintext listener?")
 
 
 def test_token_provider_that_raises(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
@@ -301,7 +303,7 @@ def test_token_provider_that_raises(sasl_plaintext: SaslBroker, caplog: pytest.L
     err = _failure(sasl_plaintext.kproducer("OAUTHBEARER", **{"sasl.oauthbearer.token.provider": provider}))
     assert isinstance(err, AuthenticationError)
     assert "token provider raised RuntimeError: identity service unreachable" in str(err)
-    _assert_warned(caplog, sasl_plaintext.bootstrap, "identity service unreachable")
+    assert_refusal_warned_once(caplog.records, sasl_plaintext.bootstrap, "identity service unreachable")
 
 
 def test_token_the_broker_refuses(sasl_plaintext: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
@@ -312,7 +314,7 @@ def test_token_the_broker_refuses(sasl_plaintext: SaslBroker, caplog: pytest.Log
     err = _failure(conf)
     assert isinstance(err, SaslAuthenticationFailedError)
     assert "invalid token" in str(err) and '"status":"invalid_token"' in str(err)
-    _assert_warned(caplog, sasl_plaintext.bootstrap, "invalid token")
+    assert_refusal_warned_once(caplog.records, sasl_plaintext.bootstrap, "invalid token")
     assert "forged-token" not in str(err)
 
 

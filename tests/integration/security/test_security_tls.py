@@ -21,7 +21,7 @@ from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import ConfigError, KafkaTimeoutError, SslAuthenticationError
 from tests.support.mock_cluster import start_mock_cluster
 from tests.support.readback import read_topic
-from tests.support.secured import TlsBroker
+from tests.support.secured import TlsBroker, assert_refusal_warned_once
 from tests.support.tls import KEY_PASSWORD, STORE_PASSWORD, Certificates, Stunnel
 
 
@@ -144,14 +144,6 @@ def _failure(config: dict[str, Any], caplog: pytest.LogCaptureFixture) -> BaseEx
     return err
 
 
-def _assert_warned_once(caplog: pytest.LogCaptureFixture, address: str, words: str) -> None:
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "refused this client" in r.getMessage()]
-    assert warnings, "the first failure must be logged at WARNING"
-    assert address in warnings[0] and words in warnings[0], warnings[0]
-    # Once per unreachable period, however many reconnect attempts fail the same way.
-    assert len(warnings) == 1, f"the same failure was warned about more than once: {warnings}"
-
-
 @pytest.fixture(scope="module")
 def bad_servers(tansu: EmbeddedBroker, certificates: Certificates) -> Iterator[dict[str, Stunnel]]:
     """stunnels with broken server certificates; the handshake fails before any metadata."""
@@ -185,7 +177,7 @@ def test_bad_server_certificates_fail_the_record(
     err = _failure(_ssl(server.bootstrap, **{"ssl.truststore.location": str(certificates.ca)}), caplog)
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert words in str(err) and f"127.0.0.1:{server.port}" in str(err)
-    _assert_warned_once(caplog, f"127.0.0.1:{server.port}", words)
+    assert_refusal_warned_once(caplog.records, f"127.0.0.1:{server.port}", words)
 
 
 def test_client_trusting_another_ca_is_refused(
@@ -195,7 +187,7 @@ def test_client_trusting_another_ca_is_refused(
     assert isinstance(err, SslAuthenticationError)
     assert "unable to get local issuer certificate" in str(err)
     assert "set ssl.truststore.location to the CA that signed it" in str(err)
-    _assert_warned_once(caplog, tls_broker.bootstrap, "unable to get local issuer certificate")
+    assert_refusal_warned_once(caplog.records, tls_broker.bootstrap, "unable to get local issuer certificate")
 
 
 def test_verification_off_accepts_an_untrusted_certificate(
@@ -217,7 +209,7 @@ def test_host_name_is_verified_unless_identification_is_off(
         err = _failure(base, caplog)
         assert isinstance(err, SslAuthenticationError)
         assert "IP address mismatch" in str(err) and "ssl.endpoint.identification.algorithm" in str(err)
-        _assert_warned_once(caplog, broker.bootstrap, "IP address mismatch")
+        assert_refusal_warned_once(caplog.records, broker.bootstrap, "IP address mismatch")
         off = dict(base, **{"ssl.endpoint.identification.algorithm": ""})
         assert len(_produce(off, topic_name, 2)) == 2
     finally:
@@ -230,7 +222,7 @@ def test_mutual_tls_without_a_client_certificate_is_refused(
     err = _failure(_ssl(mtls_broker.bootstrap, **{"ssl.truststore.location": str(certificates.ca)}), caplog)
     assert isinstance(err, SslAuthenticationError)
     assert "CERTIFICATE_REQUIRED" in str(err) and "client certificate" in str(err)
-    _assert_warned_once(caplog, mtls_broker.bootstrap, "CERTIFICATE_REQUIRED")
+    assert_refusal_warned_once(caplog.records, mtls_broker.bootstrap, "CERTIFICATE_REQUIRED")
 
 
 _NO_TIMEOUT_CAN_END_IT = {
@@ -249,7 +241,7 @@ def test_tls_client_against_a_plaintext_port(tansu: EmbeddedBroker, certificates
     assert isinstance(err, SslAuthenticationError), repr(err)
     words = "sent no answer to the TLS handshake, and that port answers a plaintext ApiVersions request"
     assert words in str(err) and "security.protocol is SSL; set security.protocol=PLAINTEXT" in str(err), str(err)
-    _assert_warned_once(caplog, f":{tansu.port}", words)
+    assert_refusal_warned_once(caplog.records, f":{tansu.port}", words)
 
 
 def test_tls_handshake_without_any_answer_ends_at_the_setup_timeout(
@@ -288,7 +280,7 @@ def test_tls_handshake_without_any_answer_ends_at_the_setup_timeout(
         server.close()
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "did not finish within" in str(err) and "plaintext listener" in str(err)
-    _assert_warned_once(caplog, f":{port}", "is this a plaintext listener?")
+    assert_refusal_warned_once(caplog.records, f":{port}", "is this a plaintext listener?")
 
 
 def test_tls_client_against_a_kafka_plaintext_port_fails_on_the_first_attempt(
@@ -305,7 +297,7 @@ def test_tls_client_against_a_kafka_plaintext_port_fails_on_the_first_attempt(
         cluster.stop()
     assert isinstance(err, SslAuthenticationError), repr(err)
     assert "closed the connection during the handshake (is this a plaintext listener?" in str(err), str(err)
-    _assert_warned_once(caplog, ":" + cluster.bootstrap.split(",")[0].rsplit(":", 1)[1], "is this a plaintext listener?")
+    assert_refusal_warned_once(caplog.records, ":" + cluster.bootstrap.split(",")[0].rsplit(":", 1)[1], "is this a plaintext listener?")
 
 
 @pytest.mark.parametrize("listener", ["tls", "mutual-tls", "mutual-tls-1.2"])
@@ -343,7 +335,7 @@ def test_plaintext_client_against_a_tls_port(
     assert "security.protocol is PLAINTEXT" in str(err) and bootstrap in str(err)
     if listener == "mutual-tls-1.2":
         assert "ALERT" in str(err), str(err)
-    _assert_warned_once(caplog, bootstrap, words)
+    assert_refusal_warned_once(caplog.records, bootstrap, words)
 
 
 def test_a_port_that_closes_without_tls_is_not_taken_for_a_tls_listener(caplog: pytest.LogCaptureFixture) -> None:
