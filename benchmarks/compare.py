@@ -45,6 +45,11 @@ the event loop) beside the same ticker's worst gap alone just before:
 
     .venv/bin/python benchmarks/compare.py --clients kproducer-async,aiokafka,confluent-aio --acks all
 
+``asyncio-floor`` runs the same loop with no client at all (a coroutine and a loop
+future per record, settled in rounds): the most records/s any asyncio client can
+reach in this loop shape on this machine, printed against aiokafka in the same run.
+It sends nothing and never yields inside send(), so its loop gap is the shape's own.
+
 Adding a client is one entry in ``RUNNERS``: a function that runs the workload in
 the child and returns its timing, and a function that describes its config.
 """
@@ -361,6 +366,54 @@ def _confluent_aio(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timi
     return _async_run(cell, lat, start, lambda p, payload: p.produce(topic, payload), finish)
 
 
+class _AsyncioFloor:
+    """No Kafka client at all: the least any client must do per record in ``_async_run``'s loop shape.
+
+    ``send()`` is a coroutine that makes the loop's future and returns it; completion
+    rounds settle the futures on the loop at most ``FLOOR_ROUND`` a callback, as a
+    producer's completion rounds do (kproducer.aio settles up to 2,048 a call). What the
+    row measures is therefore only what the benchmark asks of every asyncio client: a
+    coroutine, an awaited call and a future per record, and gather() over 20,000. A
+    client's records/s cannot exceed this row's in the same run.
+    """
+
+    FLOOR_ROUND = 2048
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.pending: list[Any] = []
+        self.scheduled = False
+
+    def _complete(self) -> None:
+        done, self.pending = self.pending[: self.FLOOR_ROUND], self.pending[self.FLOOR_ROUND :]
+        for fut in done:
+            fut.set_result(None)
+        if self.pending:
+            self.loop.call_soon(self._complete)
+        else:
+            self.scheduled = False
+
+    async def send(self, topic: str, payload: bytes) -> Any:
+        fut = self.loop.create_future()
+        self.pending.append(fut)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._complete)
+        return fut
+
+
+def _asyncio_floor(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    import asyncio
+
+    async def start() -> Any:
+        return _AsyncioFloor(asyncio.get_running_loop())
+
+    async def finish(client: Any) -> None:
+        return None
+
+    return _async_run(cell, lat, start, lambda c, payload: c.send(topic, payload), finish)
+
+
 # ---------------------------------------------------------------- kafka-python
 def kafka_python_config(cell: Cell, bootstrap: str = "<broker>") -> dict[str, Any]:
     return _kafka_python_style_config(cell, bootstrap, "batch_size")
@@ -444,9 +497,23 @@ RUNNERS: dict[str, Runner] = {
                             "max_workers=4), await produce() per record"),
         "confluent-kafka AIOProducer",
     ),
+    "asyncio-floor": Runner(
+        _asyncio_floor,
+        lambda c: "no client: a coroutine and a loop future per record, settled in rounds of 2,048 "
+        "(what the loop shape alone costs; nothing is sent)",
+        "asyncio floor (no client)",
+    ),
 }
+# Rows that send nothing, so there is nothing to count on their topic.
+NOT_SENT = {"asyncio-floor"}
 # The asyncio clients, compared among themselves (same loop shape: await per record, futures gathered).
-ASYNC_RATIOS = [("kproducer-async", "aiokafka"), ("kproducer-async", "confluent-aio")]
+ASYNC_RATIOS = [
+    ("kproducer-async", "aiokafka"),
+    ("kproducer-async", "confluent-aio"),
+    # The most any client could reach against aiokafka in this loop shape.
+    ("asyncio-floor", "aiokafka"),
+    ("kproducer-async", "asyncio-floor"),
+]
 CLIENTS = list(RUNNERS)
 DEFAULT_CLIENTS = ["kproducer", "kproducer-batch", "kproducer-arrow", "kproducer-arrow-py", "confluent-kafka", "aiokafka"]
 RATIOS = [(a, "confluent-kafka") for a in ("kproducer", "kproducer-batch", "kproducer-arrow", "kproducer-arrow-py")]
@@ -518,7 +585,7 @@ def run_client(client: str, bootstrap: str, topic: str, cell: Cell, args: argpar
     res["records_per_s"] = res["records"] / res["elapsed_s"]
     res["mb_per_s"] = res["records"] * cell.size / res["elapsed_s"] / 1e6
     res["cpu_us_per_record"] = res["cpu_s"] / res["records"] * 1e6
-    if args.verify:
+    if args.verify and client not in NOT_SENT:
         # In a child too: Linux keeps ru_maxrss across fork and exec, so a consumer in this
         # process would raise every later client's peak RSS.
         count = subprocess.run(

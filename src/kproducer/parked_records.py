@@ -4,17 +4,18 @@ A record sent to a topic without metadata (or to an explicit partition beyond th
 is *parked* by :class:`kproducer.router.RecordRouter`: serialized, charged to ``buffer.memory``
 and queued in its topic's FIFO until the Sender finds the metadata and appends it in send
 order. These are the values of that queue: one parked record, the rows of one parked bulk
-call, a topic's queue, the placeholder future the caller holds meanwhile, and the parked
-bytes spent first on the batches they are appended to.
+call, a topic's queue, the placeholder result the caller's future follows meanwhile, and the
+parked bytes spent first on the batches they are appended to.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kproducer.accumulator.futures import NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ class ParkedRecord:
         timestamp: int,
         headers: Any,
         on_delivery: DeliveryCallback | None,
-        future: RecordFuture,
         charge: int,
         deadline_ms: int,
     ) -> None:
@@ -85,10 +85,72 @@ class ParkedRecord:
         self.timestamp = timestamp
         self.headers = headers
         self.on_delivery = on_delivery
-        self.future = future
+        # Given when the record joins its topic's queue: a placeholder's future (ParkedResult).
+        self.future: RecordFuture = None  # type: ignore[assignment]
         self.charge = charge
         self.deadline_ms = deadline_ms
         self.held = charge
+
+
+# Joins and resolutions of every placeholder: a record joins under the router's lock, but one
+# can fail outside it (its callback must not run under that lock), so the count has its own.
+_PLACEHOLDER_LOCK = threading.Lock()
+
+
+class ParkedResult(ProduceRequestResult):
+    """The placeholder result of up to ``SHARE`` consecutive parked records of one topic.
+
+    A parked record's future points here (partition -1, its index as relative
+    offset) until the record is appended: then the future follows the record's real
+    batch (``_next``), or its error is kept here by index. The result completes once
+    every record that joined it is resolved, and it takes no record after the first
+    is resolved, so it never completes with a record still parked. Sharing it keeps
+    a burst of sends to a new topic from making a result, a partition and a waiter
+    list per record: those all survive until the metadata comes, and every one of
+    them is a tracked object the cyclic garbage collector walks meanwhile.
+    """
+
+    __slots__ = ("joined", "outstanding", "closed", "errors")
+
+    SHARE = 256
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(TopicPartition(topic, UNKNOWN_PARTITION))
+        self.joined = 0
+        self.outstanding = 0
+        self.closed = False
+        self.errors: dict[int, BaseException] | None = None
+
+    def join(self) -> RecordFuture | None:
+        """The future of one more parked record, or None when this result takes no more."""
+        with _PLACEHOLDER_LOCK:
+            if self.closed or self.joined >= self.SHARE:
+                return None
+            index = self.joined
+            self.joined += 1
+            self.outstanding += 1
+        return RecordFuture(self, index, NO_TIMESTAMP, -1, -1)
+
+    def resolve(self, index: int, error: BaseException | None = None) -> None:
+        """Record ``index`` was appended (its future already follows its batch) or failed with ``error``."""
+        with _PLACEHOLDER_LOCK:
+            self.closed = True
+            if error is not None:
+                if self.errors is None:
+                    self.errors = {}
+                    self.set(NO_OFFSET, NO_TIMESTAMP, self.errors.get)
+                self.errors[index] = error
+            self.outstanding -= 1
+            last = self.outstanding == 0
+        if last:
+            self.done()
+
+
+def resolve_parked(future: RecordFuture, error: BaseException | None = None) -> None:
+    """A parked record left its queue: appended (its ``_next`` already set) or failed with ``error``."""
+    result = future._batch_result
+    assert isinstance(result, ParkedResult)
+    result.resolve(future.relative_offset, error)
 
 
 class ParkedBulk:
@@ -156,7 +218,7 @@ class TopicQueue:
     (``highest`` is the largest); records for existing partitions go straight on.
     """
 
-    __slots__ = ("fifo", "whole", "highest", "refreshes", "refresh_at_ms")
+    __slots__ = ("fifo", "whole", "highest", "refreshes", "refresh_at_ms", "placeholder")
 
     def __init__(self, whole: bool) -> None:
         self.fifo: deque[ParkedRecord | ParkedBulk] = deque()
@@ -164,11 +226,17 @@ class TopicQueue:
         self.highest = -1
         self.refreshes = 0
         self.refresh_at_ms = 0
+        self.placeholder: ParkedResult | None = None  # the one new parked records join
 
-
-def placeholder_future(topic: str) -> RecordFuture:
-    """The future a parked record's caller gets; it follows the record into its batch once appended."""
-    return RecordFuture(ProduceRequestResult(TopicPartition(topic, UNKNOWN_PARTITION)), 0, NO_TIMESTAMP, -1, -1)
+    def park_future(self, topic: str) -> RecordFuture:
+        """The future of a record joining this queue: on the current placeholder while it takes records."""
+        placeholder = self.placeholder
+        future = placeholder.join() if placeholder is not None else None
+        if future is None:
+            placeholder = self.placeholder = ParkedResult(topic)
+            future = placeholder.join()
+            assert future is not None
+        return future
 
 
 def parked_record_count(entry: ParkedRecord | ParkedBulk) -> int:

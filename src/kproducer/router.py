@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.buffer_pool import MemoryWouldBlock
-from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, RecordFuture
+from kproducer.accumulator.futures import RecordFuture
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
@@ -65,7 +65,7 @@ from kproducer.parked_records import (
     ParkedRecord,
     TopicQueue,
     parked_record_count,
-    placeholder_future,
+    resolve_parked,
 )
 from kproducer.partitioner import partition_for_key
 from kproducer.record import native
@@ -364,9 +364,8 @@ class RecordRouter:
         if value_bytes is not None and type(value_bytes) is not bytes:
             value_bytes = bytes(value_bytes)
         now = self._clock()
-        future = placeholder_future(topic)
         rec = ParkedRecord(
-            partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, future, size,
+            partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, size,
             now + self.max_block_ms,
         )
         if not self._enqueue(topic, partition, rec, now):
@@ -378,7 +377,7 @@ class RecordRouter:
             return self._direct(
                 topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count
             )
-        return future
+        return rec.future
 
     def _enqueue(self, topic: str, partition: int | None, entry: ParkedRecord | ParkedBulk, now: int) -> bool:
         """Queue a parked entry behind the topic's others; False when it may go straight on instead."""
@@ -399,6 +398,8 @@ class RecordRouter:
                 q.whole = True
             if partition is not None and partition > q.highest:
                 q.highest = partition
+            if entry.__class__ is ParkedRecord:
+                entry.future = q.park_future(topic)
             q.fifo.append(entry)
             self._parked_count += parked_record_count(entry)
             self._parked_bytes += entry.held
@@ -776,9 +777,8 @@ class RecordRouter:
                     topic, rec.partition, rec.key, rec.value, rec.key_bytes, rec.value_bytes, rec.timestamp,
                     rec.headers, rec.on_delivery, cluster, count, 0, now, memory,
                 )
-                fut = rec.future
-                fut._next = real
-                fut._batch_result.done()
+                rec.future._next = real
+                resolve_parked(rec.future)
             else:
                 bulk: ParkedBulk = entry  # type: ignore[assignment]
                 self._append_many(
@@ -836,9 +836,7 @@ class RecordRouter:
             rec: ParkedRecord = entry
             self._sensors.record_errors(topic, 1)
             self._failure_log.failed(topic, _partition_of(rec.partition), 1, error, 0, self._clock())
-            result = rec.future._batch_result
-            result.set(NO_OFFSET, NO_TIMESTAMP, lambda _index: error)
-            result.done()
+            resolve_parked(rec.future, error)
             _call(rec.on_delivery, error)
         else:
             bulk: ParkedBulk = entry  # type: ignore[assignment]
