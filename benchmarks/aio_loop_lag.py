@@ -136,7 +136,9 @@ def main() -> int:
         for client in args.clients.split(","):
             topic = f"lag-{client}-{int(time.time() * 1000)}"
             create_topic(bootstrap, topic, 8)
-            child = [a for a in sys.argv[1:] if not a.startswith("--clients")]
+            # Every option but --clients (given as "--clients X" or "--clients=X") goes to the child.
+            argv = sys.argv[1:]
+            child = [a for i, a in enumerate(argv) if not a.startswith("--clients") and (i == 0 or argv[i - 1] != "--clients")]
             out = subprocess.run(
                 [sys.executable, __file__, *child, "--child", f"{client}|{bootstrap}|{topic}"],
                 capture_output=True, text=True, check=True, timeout=600,

@@ -213,9 +213,11 @@ class CountingSink:
 class TopicQueue:
     """A topic's parked records in send order.
 
-    ``whole``: the topic had no metadata, so every record sent to it parks behind
-    these. Otherwise only explicit partitions beyond the known count are parked
-    (``highest`` is the largest); records for existing partitions go straight on.
+    ``whole``: every record sent to the topic parks behind these, because the topic
+    had no metadata or because records that fit are still parked (the Sender appends
+    them a chunk at a time, and waits when memory runs out). Otherwise only explicit
+    partitions beyond the known count are parked (``highest`` is the largest);
+    records for existing partitions go straight on.
     """
 
     __slots__ = ("fifo", "whole", "highest", "refreshes", "refresh_at_ms", "placeholder")

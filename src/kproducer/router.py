@@ -97,6 +97,16 @@ _MEMORY_RETRY_MS = 5
 # parked records must never hold the whole buffer: then nothing could be appended and nothing
 # sent to free memory. Beyond this share a caller blocks, as it does when memory is full.
 _PARK_SHARE = 0.5
+# The most parked records one hold of the router's lock appends. A caller's send() (an event
+# loop's, too) takes that lock, so a topic with 100,000 parked records released in one hold
+# stalled every sender for the whole append; in chunks, the Sender comes back for the rest at
+# once, and callers get the lock in between.
+_RELEASE_CHUNK = 1024
+# A caller's own catch-up (see _catch_up) appends at most this many of them per send: enough
+# that the queue shrinks while the caller keeps sending, little enough that a send() on an
+# event loop stays short (the Sender appends the rest). With the whole queue per send, one
+# send in benchmarks/aio_loop_lag.py appended 100,000 records on the loop: a 356-468 ms gap.
+_CATCH_UP_CHUNK = 64
 
 
 class RecordRouter:
@@ -199,16 +209,18 @@ class RecordRouter:
         The Sender releases parked records once per loop, but a caller sending to the
         topic faster than that would park each new record behind the last, and the
         topic would never leave the queue (nor return to the C lane). So a caller
-        that finds the topic's metadata here appends the parked records itself, in
-        order, before its own. Like :meth:`release` it never blocks for memory: with
-        the pool empty the records stay parked and so does the caller's.
+        that finds the topic's metadata here appends parked records itself, in
+        order, before its own: up to ``_CATCH_UP_CHUNK`` a send, so that the queue
+        shrinks by that much each time while no single send does the Sender's work.
+        Like :meth:`release` it never blocks for memory: with the pool empty the
+        records stay parked and so does the caller's.
         """
         failed: list[tuple[ParkedRecord | ParkedBulk, str, KafkaError]] = []
         with self._lock:
             q = self.parked.get(topic)
             if q is None:
                 return True
-            self._release_locked(topic, q, self._md.cluster, self._clock(), failed)
+            self._release_locked(topic, q, self._md.cluster, self._clock(), failed, _CATCH_UP_CHUNK)
         self._fail_all_parked(failed)
         return not self._behind(topic, count)
 
@@ -656,7 +668,7 @@ class RecordRouter:
         released: list[str] = []
         with self._lock:
             for topic in list(self.parked):
-                delay = min(delay, self._release_locked(topic, self.parked[topic], cluster, now, failed))
+                delay = min(delay, self._release_locked(topic, self.parked[topic], cluster, now, failed, _RELEASE_CHUNK))
                 if topic not in self.parked:
                     released.append(topic)
         lane = self.lane
@@ -670,10 +682,10 @@ class RecordRouter:
         return max(delay, 0)
 
     def _release_locked(
-        self, topic: str, q: TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+        self, topic: str, q: TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]], chunk: int
     ) -> int:
         """:meth:`_release_topic`, then forget the topic once nothing of it is parked (holding ``_lock``)."""
-        delay = self._release_topic(topic, q, cluster, now, failed)
+        delay = self._release_topic(topic, q, cluster, now, failed, chunk)
         if not q.fifo:
             del self.parked[topic]
             if not self.parked:
@@ -686,8 +698,15 @@ class RecordRouter:
             self._fail_parked(entry, topic, error)
 
     def _release_topic(
-        self, topic: str, q: TopicQueue, cluster: Cluster, now: int, failed: list[tuple[Any, str, KafkaError]]
+        self,
+        topic: str,
+        q: TopicQueue,
+        cluster: Cluster,
+        now: int,
+        failed: list[tuple[Any, str, KafkaError]],
+        chunk: int = _RELEASE_CHUNK,
     ) -> int:
+        """Append the topic's parked records that fit (at most ``chunk``), in order; fail those past their deadline."""
         count = cluster.partition_count(topic)
         error_code = cluster.topic_errors.get(topic)
         auth_error = self._md.authentication_error
@@ -711,8 +730,13 @@ class RecordRouter:
         exhausted = False
         delay = _NEVER
         fifo = q.fifo
+        appended = 0
+        more = False  # a full chunk was appended: the rest is for the Sender's next pass, now
         try:
             while fifo:
+                if appended >= chunk:
+                    more = True
+                    break
                 entry = fifo.popleft()
                 fits = count is not None and (entry.partition is None or entry.partition < count)
                 if fits and not exhausted:
@@ -722,6 +746,7 @@ class RecordRouter:
                     try:
                         self._append_parked(topic, entry, cluster, count, now, memory)  # type: ignore[arg-type]
                         self._unparked_entry(entry)
+                        appended += parked_record_count(entry)
                         continue
                     except BufferExhaustedError:
                         # Keep it (and everything behind it) parked; try again when memory is back.
@@ -752,18 +777,23 @@ class RecordRouter:
                     kept.extend(fifo)
                     fifo.clear()
         finally:
-            kept.extend(fifo)  # only when an unexpected error left the loop
+            kept.extend(fifo)  # what a full chunk or an unexpected error left
             self._pool.release(memory.bytes)
             self._room.notify_all()
         q.fifo = kept
         if kept and count is not None:
+            if more or exhausted:
+                # Records that fit are still parked (a chunk ended, or memory ran out): every later
+                # send to the topic waits behind them, so none overtakes one of its partition. This
+                # also spares a walk of the whole queue per pass (a catch-up per send).
+                q.whole = True
+                return 0 if more else delay
             q.whole = False
             q.highest = max((e.partition for e in kept if e.partition is not None), default=-1)
-            if not exhausted:
-                # Explicit partitions beyond the count: refresh on a backoff, never in a storm.
-                if now >= q.refresh_at_ms:
-                    self._schedule_refresh(topic, q, now)
-                delay = min(delay, q.refresh_at_ms - now)
+            # Explicit partitions beyond the count: refresh on a backoff, never in a storm.
+            if now >= q.refresh_at_ms:
+                self._schedule_refresh(topic, q, now)
+            delay = min(delay, q.refresh_at_ms - now)
         return delay
 
     def _append_parked(

@@ -274,6 +274,58 @@ def test_a_fast_caller_fills_the_parking_share_then_everything_is_delivered(tans
     assert len(got) == n
 
 
+@pytest.mark.parametrize("beyond", [False, True], ids=["keyed", "keyed-after-a-partition-beyond-the-count"])
+def test_a_queue_longer_than_a_release_chunk_keeps_send_order_while_the_caller_goes_on(
+    tansu: TansuBroker, topic_name: str, beyond: bool
+) -> None:
+    """Parked records are appended a chunk at a time (router._RELEASE_CHUNK, _CATCH_UP_CHUNK): later
+    sends, which arrive between the chunks, must still wait behind the rest of the queue, also when
+    the queue starts with a record for a partition beyond the count (which alone would let them by)."""
+    from kproducer import router as router_module
+
+    parked_n, later_n = 3 * router_module._RELEASE_CHUNK, 2_000
+    conf = {"bootstrap.servers": tansu.bootstrap, "allow.auto.create.topics": False, "linger.ms": 1, "max.block.ms": 5_000}
+    with Producer(conf) as p:
+        futures: list[Any] = []
+        keys = [b"key-%d" % (i % 11) for i in range(parked_n + later_n)]
+        beyond_future = p.send(topic_name, b"beyond", partition=5) if beyond else None
+        for i in range(parked_n):  # the topic does not exist yet: every one of these parks
+            futures.append(p.send(topic_name, b"%d" % i, keys[i]))
+        assert p._router.parked_count == parked_n + beyond
+        done = threading.Event()
+
+        def go_on() -> None:
+            for i in range(parked_n, parked_n + later_n):
+                futures.append(p.send(topic_name, b"%d" % i, keys[i]))
+            done.set()
+
+        caller = threading.Thread(target=go_on, daemon=True)
+        create_topic(tansu.bootstrap, topic_name, 3)
+        router = p._router
+        for _ in range(100_000):  # bounded: go on as soon as the first chunk is appended, not before
+            if router.parked_count < parked_n + beyond:
+                break
+            time.sleep(0.0001)
+        caller.start()
+        caller.join(60)
+        assert done.is_set()
+        assert p.flush(60) == 0
+        results = [f.result(1) for f in futures]
+        if beyond_future is not None:
+            err = beyond_future.exception(10)
+            assert err is not None and "Partition 5 of topic" in str(err), err
+    got = read_topic(tansu.bootstrap, topic_name, parked_n + later_n)
+    assert len(got) == parked_n + later_n
+    by_key: dict[bytes | None, set[int]] = defaultdict(set)
+    for r in got:
+        by_key[r.key].add(r.partition)
+    assert all(len(parts) == 1 for parts in by_key.values()), "a key went to two partitions"
+    for partition in range(3):
+        indices = [int(r.value or b"-1") for r in got if r.partition == partition]
+        assert indices == sorted(indices), f"partition {partition} is out of send order"
+        assert [md.offset for md in results if md.partition == partition] == list(range(len(indices)))
+
+
 # ---------------------------------------------------------------------- circuit breaker: bulk == single
 _BREAKER = {"producer.circuit.breaker.class": "failure_rate", "linger.ms": 2}
 
