@@ -45,12 +45,10 @@ GUARANTEES = ["exactly_once", "at_least_once"]
 
 def _micro_batches_done(checkpoint: Path, guarantee: str) -> int:
     """Micro-batches the query finished: the sink's commit marks (exactly-once) or Spark's commit log."""
-    d = checkpoint / ("kproducer-transactions" if guarantee == "exactly_once" else "commits")
-    if not d.is_dir():
-        return 0
     if guarantee == "exactly_once":
-        return len([p for p in d.iterdir() if p.name.endswith(".committed")])
-    return len([p for p in d.iterdir() if p.name.isdigit()])
+        return eos._committed_batches(checkpoint)
+    d = checkpoint / "commits"
+    return len([p for p in d.iterdir() if p.name.isdigit()]) if d.is_dir() else 0
 
 
 def run_fault(fault: str, guarantee: str, bootstrap: str, work: Path) -> tuple[int, dict[str, object]]:

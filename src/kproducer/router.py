@@ -704,7 +704,7 @@ class RecordRouter:
         cluster: Cluster,
         now: int,
         failed: list[tuple[Any, str, KafkaError]],
-        chunk: int = _RELEASE_CHUNK,
+        chunk: int,
     ) -> int:
         """Append the topic's parked records that fit (at most ``chunk``), in order; fail those past their deadline."""
         count = cluster.partition_count(topic)

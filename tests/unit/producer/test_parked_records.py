@@ -66,15 +66,13 @@ def test_a_placeholder_is_shared_by_at_most_share_records() -> None:
     assert futures[-1].relative_offset == 0
 
 
-@given(st.lists(st.tuples(st.sampled_from(["park", "append", "fail"]), st.integers(0, 3)), max_size=60))
-def test_a_placeholder_completes_exactly_when_every_record_that_joined_it_is_resolved(
-    ops: list[tuple[str, int]],
-) -> None:
+@given(st.lists(st.sampled_from(["park", "append", "fail"]), max_size=60))
+def test_a_placeholder_completes_exactly_when_every_record_that_joined_it_is_resolved(ops: list[str]) -> None:
     """Parks and resolutions in any order the router allows (records leave the queue in send order)."""
     q = TopicQueue(whole=True)
     parked: list[RecordFuture] = []
     results: list[ParkedResult] = []
-    for op, _ in ops:
+    for op in ops:
         if op == "park":
             fut = q.park_future("t")
             placeholder = fut._batch_result
