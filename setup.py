@@ -1,4 +1,4 @@
-"""Builds kproducer's optional C hot path (``kproducer._speedups``) with the machine's compiler.
+"""Builds kproducer's optional C hot path (``kproducer._speedups``, ``kproducer.network._sockio``) with the machine's compiler.
 
 Everything else lives in pyproject.toml. A failed compile is not fatal: the
 pure-Python implementation is the fallback (``kproducer.record.native.AVAILABLE``
@@ -37,7 +37,12 @@ setup(
             "kproducer._speedups",
             sources=["src/kproducer/_speedups.c"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-parameter"],
-        )
+        ),
+        Extension(
+            "kproducer.network._sockio",
+            sources=["src/kproducer/network/_sockio.c"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

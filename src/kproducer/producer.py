@@ -191,7 +191,16 @@ class Producer:
         # The network layer (and the kio protocol schemas it encodes with, which import asyncio) is
         # loaded by the first Producer, not by 'import kproducer'.
         from kproducer.network.client import NetworkClient, security_options
+        from kproducer.network.protocol import ApiKey, preload
         from kproducer.sender import Sender
+
+        # The schemas of the first requests, loaded here rather than by the Sender thread while the
+        # caller's first send()s hold the GIL (see protocol.preload).
+        preload(
+            [ApiKey.API_VERSIONS, ApiKey.METADATA]
+            + ([ApiKey.INIT_PRODUCER_ID] if self._idempotent else [])
+            + ([ApiKey.FIND_COORDINATOR] if cfg.transactional_id is not None else [])
+        )
 
         self._client: KafkaClient = _client if _client is not None else NetworkClient(
             bootstrap_servers=cfg.bootstrap_servers,

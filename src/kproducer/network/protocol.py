@@ -67,6 +67,7 @@ __all__ = [
     "RecordError",
     "build_produce_request",
     "parse_produce_response",
+    "preload",
     "request_class",
     "response_class",
     "is_flexible",
@@ -161,6 +162,23 @@ def response_class(api_key: int, version: int) -> Any:
     """kio's generated response class for ``api_key`` at ``version``."""
     mod = importlib.import_module(f"kio.schema.{_MODULES[ApiKey(api_key)]}.v{version}.response")
     return next(v for k, v in vars(mod).items() if k.endswith("Response") and isinstance(v, type))
+
+
+def preload(api_keys: Iterable[ApiKey]) -> None:
+    """Import kio's classes for ``api_keys`` at this client's highest versions, with their writer and reader.
+
+    A producer calls this while it is being made, on the caller's thread: otherwise
+    the first connection's Sender thread imports them (tens of schema modules and
+    their dataclasses), and it does so while the caller is already busy in send(),
+    getting the GIL back only once per switch interval after each file read. That
+    made the first Metadata answer arrive 250-550 ms after the first send instead
+    of a few ms (docs/internals.md, "The GIL and the Sender's system calls"). A
+    broker that negotiates lower versions still gets them loaded lazily.
+    """
+    for key in api_keys:
+        version = CLIENT_VERSIONS[key][1]
+        entity_writer(request_class(key, version))
+        entity_reader(response_class(key, version))
 
 
 def is_flexible(api_key: int, version: int) -> bool:

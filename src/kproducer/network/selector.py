@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kproducer.network.protocol import Buffer
+from kproducer.network.sockio import poll_ready_for, recv, send_iov
 
 __all__ = ["Selector", "PollResult"]
 
@@ -71,6 +72,7 @@ class _Channel:
         "tls",
         "tls_retry",
         "probe",
+        "events",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, address: tuple[str, int]) -> None:
@@ -89,6 +91,8 @@ class _Channel:
         self.pending_bytes = 0
         self.written_bytes = 0
         self.address = address
+        # The interest registered with the selector: epoll_ctl is a system call, made only on a change.
+        self.events = 0
 
 
 class Selector:
@@ -103,6 +107,8 @@ class Selector:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        # select(0) without releasing the GIL, where the C extension can (kproducer.network.sockio).
+        self._ready_now = poll_ready_for(self._sel)
         self._wake_pending = False
         self._closed = False
         self._probe_ids = itertools.count(-(1 << 40), -1)
@@ -165,6 +171,7 @@ class Selector:
             raise OSError(rc, f"connect to {host}:{port} failed: {errno.errorcode.get(rc, rc)}")
         self._channels[conn_id] = ch
         self._sel.register(sock, selectors.EVENT_WRITE, ch)
+        ch.events = selectors.EVENT_WRITE
         return ch
 
     def close(self, conn_id: int) -> None:
@@ -234,7 +241,12 @@ class Selector:
         for ch in list(self._channels.values()):
             if not ch.connecting and ch.pending:
                 self._write_tls(ch, result) if ch.tls else self._write(ch, result)
-        events = self._sel.select(max(0.0, timeout_s))
+        # Ask without letting go of the GIL first: the Sender releases it only to wait, since each
+        # release costs it up to a switch interval while a caller thread is busy (sockio's docstring).
+        ready_now = self._ready_now
+        events = ready_now() if ready_now is not None else []
+        if not events and (timeout_s > 0 or ready_now is None):
+            events = self._sel.select(max(0.0, timeout_s))
         for key, mask in events:
             ch = key.data
             if ch is None:
@@ -243,7 +255,7 @@ class Selector:
                 # change; clearing first could lose a racing byte and leave the flag set for
                 # good, after which every wakeup() would be a no-op.
                 try:
-                    while self._wake_r.recv(4096):
+                    while recv(self._wake_r, 4096):
                         pass
                 except (BlockingIOError, OSError):
                     pass
@@ -303,7 +315,8 @@ class Selector:
             return
         ch.tls = True
         ch.handshaking = True
-        self._sel.register(ch.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, ch)
+        ch.events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        self._sel.register(ch.sock, ch.events, ch)
         self._handshake(ch, result)
 
     def _handshake(self, ch: _Channel, result: PollResult) -> None:
@@ -344,10 +357,13 @@ class Selector:
         self._update_interest(ch)
 
     def _set_events(self, ch: _Channel, events: int) -> None:
+        if events == ch.events:
+            return
         try:
             self._sel.modify(ch.sock, events, ch)
         except (KeyError, ValueError):
-            pass
+            return
+        ch.events = events
 
     def _write_tls(self, ch: _Channel, result: PollResult) -> None:
         pending = ch.pending
@@ -389,7 +405,7 @@ class Selector:
         tls = ch.tls
         while True:
             try:
-                data = ch.sock.recv(_RECV_CHUNK)
+                data = ch.sock.recv(_RECV_CHUNK) if tls else recv(ch.sock, _RECV_CHUNK)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 break
             except ssl.SSLZeroReturnError:
@@ -425,7 +441,7 @@ class Selector:
         while ch.pending:
             iov = list(itertools.islice(ch.pending, _IOV_MAX))
             try:
-                sent = ch.sock.sendmsg(iov)
+                sent = send_iov(ch.sock, iov)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
@@ -448,11 +464,7 @@ class Selector:
         self._update_interest(ch)
 
     def _update_interest(self, ch: _Channel) -> None:
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if ch.pending else 0)
-        try:
-            self._sel.modify(ch.sock, events, ch)
-        except (KeyError, ValueError):
-            pass
+        self._set_events(ch, selectors.EVENT_READ | (selectors.EVENT_WRITE if ch.pending else 0))
 
     def close_all(self) -> None:
         for conn_id in list(self._channels):

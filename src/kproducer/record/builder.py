@@ -728,10 +728,12 @@ class MemoryRecordsBuilder:
 
     # ------------------------------------------------------------ closing
     def _write_crc(self) -> None:
-        # gil_release_mode=1: always let go of the GIL (the default only does from 32 KiB), so
-        # caller threads keep appending while the Sender checksums a batch.
+        # gil_release_mode=0: keep the GIL. A batch's CRC takes microseconds (hardware CRC-32C),
+        # while letting go of the GIL costs the Sender thread up to a switch interval (5 ms) to
+        # get it back from a busy caller thread, once per batch (docs/internals.md, "The GIL and
+        # the Sender's system calls").
         with memoryview(self._buf) as mv:
-            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=1)
+            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=0)
         struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
 
     def close_for_record_appends(self, capacity: int | None = None) -> None:

@@ -70,7 +70,7 @@ def test_java_defaults() -> None:
     )
     assert cfg.connections_max_idle_ms == 540000
     assert cfg.client_dns_lookup == "use_all_dns_ips"
-    assert (cfg.send_buffer_bytes, cfg.receive_buffer_bytes) == (131072, 32768)
+    assert (cfg.send_buffer_bytes, cfg.receive_buffer_bytes) == (-1, 32768)
     assert cfg.allow_auto_create_topics is True
     assert cfg.security_protocol == "PLAINTEXT"
     assert cfg.sasl_mechanism == "PLAIN"

@@ -20,11 +20,18 @@ class _RacingReader:
         self._hook = on_first_recv
         self.fired = False
 
-    def recv(self, n: int) -> bytes:
+    def _fire_once(self) -> None:
         if not self.fired:
             self.fired = True
             self._hook()  # type: ignore[operator]
+
+    def recv(self, n: int) -> bytes:  # the pure-Python drain reads through the socket object
+        self._fire_once()
         return self._real.recv(n)
+
+    def fileno(self) -> int:  # the C drain (kproducer.network.sockio) asks for the descriptor per read
+        self._fire_once()
+        return self._real.fileno()
 
 
 def test_wakeup_racing_with_the_drain_is_not_lost() -> None:

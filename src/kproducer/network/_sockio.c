@@ -1,0 +1,185 @@
+/*
+ * kproducer.network._sockio: the Sender thread's non-blocking socket calls, made
+ * without letting go of the GIL.
+ *
+ * CPython's socket and select methods release the GIL around every system call.
+ * For a call that cannot block (a non-blocking socket, an epoll_wait with a zero
+ * timeout) that buys nothing, and it costs the Sender dearly while a caller thread
+ * is busy in send(): the caller takes the GIL at once, and the Sender gets it back
+ * only when the caller's switch interval (sys.getswitchinterval(), 5 ms) runs out.
+ * One Sender loop made five to ten such calls, so each loop waited tens of
+ * milliseconds, batches piled up until buffer.memory was full and the caller
+ * blocked (docs/internals.md, "The GIL and the Sender's system calls", has the
+ * measurements). These three functions make the same calls holding the GIL: the
+ * Sender then lets go of it only where it really waits, in a select() with a
+ * timeout.
+ *
+ * Each mirrors a Python call, which is what runs without the extension (or with
+ * KPRODUCER_PURE_PYTHON=1); see kproducer.network.sockio:
+ * - send_iov(fd, buffers)  mirrors socket.sendmsg(buffers) on a non-blocking socket;
+ * - recv(fd, size)         mirrors socket.recv(size) on a non-blocking socket;
+ * - poll_ready(epfd, n)    mirrors select.epoll.poll(0, n), as (fd, event mask) pairs.
+ * Errors are the same OSError subclasses (BlockingIOError for EAGAIN, and so on).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <limits.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#endif
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+
+static int as_int(PyObject *o) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "value out of range for a C int");
+        return -1;
+    }
+    return (int)v;
+}
+
+/* Checks that a call has its 2 arguments and reads the first, a file descriptor; -1 on error. */
+static int fd_of_two(const char *usage, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s takes 2 arguments", usage);
+        return -1;
+    }
+    int fd = as_int(args[0]);
+    if (fd < 0 && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: negative file descriptor", usage);
+    return fd;
+}
+
+/* send_iov(fd, buffers) -> bytes written. buffers: a list or tuple of bytes-like objects. */
+static PyObject *py_send_iov(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int fd = fd_of_two("send_iov(fd, buffers)", args, nargs);
+    if (fd < 0) return NULL;
+    PyObject *seq = PySequence_Fast(args[1], "send_iov: buffers must be a list or tuple");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > IOV_MAX) n = IOV_MAX;
+    struct iovec iov_small[64];
+    Py_buffer view_small[64];
+    struct iovec *iov = iov_small;
+    Py_buffer *views = view_small;
+    if (n > 64) {
+        iov = PyMem_Malloc(sizeof(struct iovec) * (size_t)n);
+        views = PyMem_Malloc(sizeof(Py_buffer) * (size_t)n);
+        if (iov == NULL || views == NULL) {
+            PyMem_Free(iov == iov_small ? NULL : iov);
+            PyMem_Free(views == view_small ? NULL : views);
+            Py_DECREF(seq);
+            return PyErr_NoMemory();
+        }
+    }
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t got = 0;
+    PyObject *result = NULL;
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(items[got], &views[got], PyBUF_SIMPLE) < 0) goto done;
+        iov[got].iov_base = views[got].buf;
+        iov[got].iov_len = (size_t)views[got].len;
+    }
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = iov;
+    msg.msg_iovlen = (size_t)n;
+    ssize_t sent;
+    do {
+        sent = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (sent < 0 && errno == EINTR && !PyErr_CheckSignals());
+    if (sent < 0) {
+        if (!PyErr_Occurred()) PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = PyLong_FromSsize_t((Py_ssize_t)sent);
+done:
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    if (iov != iov_small) PyMem_Free(iov);
+    if (views != view_small) PyMem_Free(views);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* recv(fd, size) -> bytes (b"" at end of stream). */
+static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int fd = fd_of_two("recv(fd, size)", args, nargs);
+    if (fd < 0) return NULL;
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative buffersize in recv");
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) return NULL;
+    ssize_t got;
+    do {
+        got = recv(fd, PyBytes_AS_STRING(buf), (size_t)size, MSG_DONTWAIT);
+    } while (got < 0 && errno == EINTR && !PyErr_CheckSignals());
+    if (got < 0) {
+        Py_DECREF(buf);
+        if (!PyErr_Occurred()) PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    if (got != size && _PyBytes_Resize(&buf, (Py_ssize_t)got) < 0) return NULL;
+    return buf;
+}
+
+/* poll_ready(epfd, maxevents) -> [(fd, events), ...]: epoll_wait with a zero timeout. */
+static PyObject *py_poll_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+#ifdef __linux__
+    int epfd = fd_of_two("poll_ready(epfd, maxevents)", args, nargs);
+    if (epfd < 0) return NULL;
+    int maxevents = as_int(args[1]);
+    if (maxevents == -1 && PyErr_Occurred()) return NULL;
+    if (maxevents < 1) maxevents = 1;
+    if (maxevents > 1024) maxevents = 1024;
+    struct epoll_event events[1024];
+    int n;
+    do {
+        n = epoll_wait(epfd, events, maxevents, 0);
+    } while (n < 0 && errno == EINTR && !PyErr_CheckSignals());
+    if (n < 0) {
+        if (!PyErr_Occurred()) PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *pair = Py_BuildValue("(iI)", events[i].data.fd, (unsigned int)events[i].events);
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+#else
+    PyErr_SetString(PyExc_OSError, "poll_ready needs epoll (Linux)");
+    return NULL;
+#endif
+}
+
+static PyMethodDef methods[] = {
+    {"send_iov", (PyCFunction)(void (*)(void))py_send_iov, METH_FASTCALL,
+     "send_iov(fd, buffers) -> int: socket.sendmsg(buffers) on a non-blocking socket, holding the GIL."},
+    {"recv", (PyCFunction)(void (*)(void))py_recv, METH_FASTCALL,
+     "recv(fd, size) -> bytes: socket.recv(size) on a non-blocking socket, holding the GIL."},
+    {"poll_ready", (PyCFunction)(void (*)(void))py_poll_ready, METH_FASTCALL,
+     "poll_ready(epfd, maxevents) -> [(fd, events)]: epoll.poll(0), holding the GIL."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kproducer.network._sockio",
+    "The Sender's non-blocking socket calls, made without releasing the GIL.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__sockio(void) { return PyModule_Create(&module); }

@@ -1,0 +1,97 @@
+"""The Sender's non-blocking socket calls: the C versions that keep the GIL, or plain Python.
+
+``kproducer.network._sockio`` (C, built by setup.py beside ``kproducer._speedups``)
+makes ``sendmsg``, ``recv`` and a zero-timeout ``epoll_wait`` without releasing the
+GIL. CPython's own socket methods release it around every system call; on the
+Sender thread, with a caller thread busy in ``send()``, each release costs up to
+one switch interval (5 ms) before the Sender runs again, because the caller takes
+the GIL at once and keeps it until the interval runs out (the "convoy effect").
+The calls here cannot block, so holding the GIL through them costs the caller
+microseconds. docs/internals.md ("The GIL and the Sender's system calls") has the
+measurements.
+
+Without the extension, or with ``KPRODUCER_PURE_PYTHON=1``, the same names are the
+socket and selector methods themselves: the same results and errors, only the GIL
+is released as usual. ``HELD`` says which one runs.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["HELD", "poll_ready_for", "recv", "send_iov"]
+
+
+def _load() -> Any:
+    if os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        from kproducer.network import _sockio  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _sockio
+
+
+_c = _load()
+HELD: bool = _c is not None
+"""True when the calls below keep the GIL (the C extension is in use)."""
+
+
+def _send_iov_py(sock: socket.socket, buffers: Sequence[Any]) -> int:
+    return sock.sendmsg(buffers)
+
+
+def _recv_py(sock: socket.socket, size: int) -> bytes:
+    return sock.recv(size)
+
+
+if _c is not None:
+    _c_send_iov = _c.send_iov
+    _c_recv = _c.recv
+
+    def send_iov(sock: socket.socket, buffers: Sequence[Any]) -> int:
+        """``sock.sendmsg(buffers)`` on a non-blocking socket (at most IOV_MAX buffers are written)."""
+        return int(_c_send_iov(sock.fileno(), buffers))
+
+    def recv(sock: socket.socket, size: int) -> bytes:
+        """``sock.recv(size)`` on a non-blocking socket."""
+        return bytes(_c_recv(sock.fileno(), size))
+
+else:
+    send_iov = _send_iov_py
+    recv = _recv_py
+
+
+def poll_ready_for(sel: selectors.BaseSelector) -> Callable[[], list[tuple[selectors.SelectorKey, int]]] | None:
+    """A function giving ``sel.select(0)``'s answer without releasing the GIL, or None.
+
+    Only for an epoll selector with the C extension; otherwise the caller uses
+    ``sel.select(0)``. The event masks are translated as ``EpollSelector.select``
+    does (an error or hang-up is reported as both readable and writable).
+    """
+    epoll_selector = getattr(selectors, "EpollSelector", None)
+    if _c is None or epoll_selector is None or not isinstance(sel, epoll_selector):
+        return None
+    import select
+
+    epfd = sel.fileno()
+    poll_ready = _c.poll_ready
+    get_map = sel.get_map()
+    not_in, not_out = ~select.EPOLLIN, ~select.EPOLLOUT
+    read_ev, write_ev = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+    def ready() -> list[tuple[selectors.SelectorKey, int]]:
+        out = []
+        for fd, ev in poll_ready(epfd, max(len(get_map), 1)):
+            key = get_map.get(fd)
+            if key is None:
+                continue
+            events = (write_ev if ev & not_in else 0) | (read_ev if ev & not_out else 0)
+            out.append((key, events & key.events))
+        return out
+
+    return ready
