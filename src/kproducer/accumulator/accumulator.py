@@ -421,6 +421,8 @@ class RecordAccumulator:
                 # Another thread opened a batch meanwhile (or we failed): give the memory back.
                 pool.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
+            if self._to_seal:
+                sealing.seal_if_behind(self)
 
     def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
         """Muted by the circuit breaker, or probe-due but already holding its probe batch."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kproducer.accumulator import sealing
 from kproducer.accumulator.deques import UNKNOWN_PARTITION
 from kproducer.errors import IllegalStateError, ProducerClosedError
 from kproducer.structs import TopicPartition
@@ -134,6 +135,8 @@ def append_many(
                     topic_info.partitioner.update_partition_info(
                         effective, appended, cluster, crossed and acc._all_batches_full(dq)  # type: ignore[arg-type]
                     )
+            if acc._to_seal:
+                sealing.seal_if_behind(acc)  # outside the deque lock (see sealing.close_for_appends)
             if start < end and buffer is None:
                 if not sticky and acc._routing is not None:
                     max_time_to_block_ms = acc._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)

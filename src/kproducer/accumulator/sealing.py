@@ -17,11 +17,18 @@ if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
     from kproducer.accumulator.batch import ProducerBatch
 
-__all__ = ["close_for_appends", "seal_full_batches"]
+__all__ = ["close_for_appends", "seal_full_batches", "seal_if_behind"]
 
 
 def close_for_appends(acc: RecordAccumulator, batch: ProducerBatch) -> None:
-    """No more records into ``batch``; queue it for compression (compressed producers only)."""
+    """No more records into ``batch``; queue it for compression (compressed producers only).
+
+    Called with the batch's deque lock held, so it only queues: the compression itself
+    runs after the lock is released (:func:`seal_if_behind`) or on the Sender thread. A
+    codec lets go of the GIL while it works; compressing under the deque lock made the
+    Sender's ready() wait for that lock, and then for the GIL, up to a switch interval
+    (docs/internals.md, "The GIL and the Sender's system calls").
+    """
     was_writable = batch.is_writable
     batch.close_for_record_appends()
     if not was_writable or acc.compression is CompressionType.NONE:
@@ -29,10 +36,15 @@ def close_for_appends(acc: RecordAccumulator, batch: ProducerBatch) -> None:
     with acc._seal_lock:
         acc._to_seal.append(batch)
         acc._unsealed_bytes += batch.builder.uncompressed_size
-        behind = acc._unsealed_bytes > acc._seal_backlog_bytes
-    if behind:
-        # The Sender is not keeping up: this caller compresses the backlog (backpressure, as
-        # Java's callers compress their own records).
+
+
+def seal_if_behind(acc: RecordAccumulator) -> None:
+    """After an append, outside any deque lock: compress the backlog when the Sender is not keeping up.
+
+    Backpressure, as Java's callers compress their own records: past the backlog limit
+    the appending caller compresses the queued full batches itself.
+    """
+    if acc._unsealed_bytes > acc._seal_backlog_bytes:  # an unlocked read: at worst one append late
         seal_full_batches(acc)
 
 

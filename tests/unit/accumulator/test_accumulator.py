@@ -885,6 +885,55 @@ def test_callers_seal_the_backlog_when_the_sender_falls_behind() -> None:
     complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
 
 
+class _NullSink:
+    """A bulk call's sink that only counts (the outcome is not what this test looks at)."""
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def _appended(self, count: int) -> None:
+        self.appended += count
+
+    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["append", "append_many"])
+def test_a_caller_compresses_the_backlog_outside_the_deque_lock(monkeypatch: pytest.MonkeyPatch, bulk: bool) -> None:
+    """A codec lets go of the GIL while it works: under the deque lock, the Sender's ready() waited
+    for that lock and then for the GIL. The caller compresses only after releasing it."""
+    import kproducer.record.builder as builder_module
+
+    clock = FakeClock(START_MS)
+    # Batches that do not grow (KIP-782), so that a bulk call fills several too.
+    acc = make_acc(clock, compression_type="zstd", memory=1024 * BATCH, batch_max_size=BATCH)
+    acc._seal_backlog_bytes = 2 * BATCH
+    held: list[bool] = []
+    real_compress = builder_module.compress
+
+    def watching_compress(*args: Any, **kwargs: Any) -> bytes:
+        dq = acc._deque(TopicPartition("t", 0))
+        held.append(dq is not None and dq.lock.locked())
+        return real_compress(*args, **kwargs)
+
+    monkeypatch.setattr(builder_module, "compress", watching_compress)
+    values = [b"compressible %04d " % i * 8 for i in range(400)]
+    if bulk:
+        sink = _NullSink()
+        largest = max(len(v) for v in values) + 64  # what the producer passes: a new batch's least size
+        acc.append_many("t", 0, clock(), values, None, None, 0, len(values), None, False, sink, None, largest, 0, None)
+        assert sink.appended == len(values)
+    else:
+        for v in values:
+            append(acc, 0, clock, value=v)
+    dq = acc._deque(TopicPartition("t", 0))
+    assert dq is not None and len(dq.batches) > 3
+    assert held, "the backlog passed its limit, so the caller must have compressed batches"
+    assert not any(held), f"{held.count(True)} of {len(held)} compressions ran under the deque lock"
+    assert acc._unsealed_bytes <= 2 * BATCH + 2 * BATCH
+    complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
+
+
 # ---------------------------------------------------------------------- moving off muted partitions
 
 
