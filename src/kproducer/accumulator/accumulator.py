@@ -50,6 +50,7 @@ from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.errors import IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
+    MAX_STAGING_BYTES,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
@@ -181,11 +182,15 @@ class RecordAccumulator:
         self._active: dict[str, TopicInfo] = {}
         # Full batches of a compressed producer, compressed before drain (seal()) by the Sender, or
         # by a caller once their records pass a backlog limit: queued batches then hold compressed
-        # bytes, and the memory beyond buffer.memory stays bounded.
+        # bytes, and the memory beyond buffer.memory stays bounded. The limit is four full batches,
+        # and a compressed batch stages up to MAX_STAGING_BYTES of records: at 4 x batch.size one
+        # such batch passed it, so callers compressed nearly every batch themselves, each time
+        # waiting for the GIL after the codec let go of it (1 KB records, lz4: 332-387k records/s
+        # against 621-748k with this limit; docs/internals.md, "Compressed batches while they wait").
         self._to_seal: deque[ProducerBatch] = deque()
         self._seal_lock = threading.Lock()
         self._unsealed_bytes = 0
-        self._seal_backlog_bytes = 4 * self.batch_size
+        self._seal_backlog_bytes = 4 * max(self.batch_size, MAX_STAGING_BYTES)
         # Per node: the Cluster snapshot and each of its partitions' place in partitions_for_node().
         self._node_index: dict[int, tuple[Cluster, dict[tuple[str, int], int]]] = {}
         # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
