@@ -8,6 +8,7 @@ process, so that the hot path before and after a change can be compared.
     .venv/bin/python benchmarks/profile_send.py --mode batch              # send_batch
     .venv/bin/python benchmarks/profile_send.py --threads 1,2,4           # concurrency, no profiler
     .venv/bin/python benchmarks/profile_send.py --threads 1 --size 1024 --config compression.type=lz4
+    .venv/bin/python benchmarks/profile_send.py --threads 1 --mode arrow      # send_arrow, 10,000-row tables
 
 ``--config k=v,...`` adds producer settings (both modes). The producer is warm in both: the
 topic's metadata is fetched by a first send before the clock starts.
@@ -115,8 +116,14 @@ def _threads(args: argparse.Namespace) -> int:
     from kproducer.producer import Producer
 
     payload = os.urandom(args.size)
+    values = [payload] * 10_000
+    table: Any = None
+    if args.mode == "arrow":
+        import pyarrow as pa
+
+        table = pa.table({"value": pa.array(values, type=pa.binary())})
     with tansu_unless(args.bootstrap) as (bootstrap, _broker):
-        print(f"{args.records:,} x {args.size} B, {args.partitions} partitions, config {args.producer_config}")
+        print(f"{args.records:,} x {args.size} B, {args.partitions} partitions, {args.mode}(), config {args.producer_config}")
         print("| threads | records/s | batch-size-avg | records-per-request-avg | record-queue-time-avg ms |")
         print("|---:|---:|---:|---:|---:|")
         for n_threads in (int(t) for t in args.threads.split(",")):
@@ -127,9 +134,18 @@ def _threads(args: argparse.Namespace) -> int:
             per_thread = args.records // n_threads
 
             def work(topic: str = topic, p: Producer = p, per_thread: int = per_thread) -> None:
-                send = p.send
-                for _ in range(per_thread):
-                    send(topic, payload)
+                if args.mode == "send":
+                    send = p.send
+                    for _ in range(per_thread):
+                        send(topic, payload)
+                    return
+                # Bulk calls of 10,000 rows; an Arrow table is built once, before the clock.
+                for start in range(0, per_thread, 10_000):
+                    n = min(10_000, per_thread - start)
+                    if args.mode == "batch":
+                        p.send_batch(topic, values[:n])
+                    else:
+                        p.send_arrow(table.slice(0, n), topic)
 
             threads = [threading.Thread(target=work) for _ in range(n_threads)]
             t0 = time.perf_counter()

@@ -99,7 +99,7 @@ def append_many(
                         if count and not sticky:
                             last.pinned = True
                         start += count
-                        if start >= end or not acc._grow(last, 0):
+                        if start >= end or not acc._grow(last, 0, rows_in_hand=True):
                             break
                     appended = builder.estimated_size_in_bytes() - before
                     crossed = start < end or (not was_full and last.is_full())
@@ -119,7 +119,7 @@ def append_many(
                     if count == 0:  # pragma: no cover - an empty batch takes its first record
                         raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
                     start += count
-                    while start < end and acc._grow(batch, 0):
+                    while start < end and acc._grow(batch, 0, rows_in_hand=True):
                         start += batch.try_append_many(
                             timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
                         )

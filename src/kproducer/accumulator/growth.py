@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["grow", "in_flight_growth_by_node", "release_growth", "release_growth_locked"]
 
 
-def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int) -> bool:
+def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int, *, rows_in_hand: bool = False) -> bool:
     """Let an open batch that ran out of room take more records (KIP-782 expandable batches).
 
     The limit doubles (at least by ``needed`` bytes), up to ``batch.size`` freely and past
@@ -36,6 +36,12 @@ def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int) -> bool:
     partition the circuit breaker muted on its own does not grow past ``batch.size``. The
     batch is the last of its deque, not yet drained (its partition is hot), and the deque
     lock is held. False: it stays as it is, and the caller closes it.
+
+    ``rows_in_hand``: a bulk call (``send_batch``, ``send_arrow``) still holding rows for
+    this partition. Then the four free buffers are not kept: refusing would only make the
+    same call open a new ``batch.size`` batch for those rows at once, taking the same memory
+    as more, smaller batches (each with its own per-batch cost for the Sender and the
+    broker). Nobody queued for memory is still required, so growth never jumps a waiter.
     """
     builder = batch.builder
     if batch.buffer is None or batch.is_split_batch or builder.magic != 2:
@@ -61,7 +67,7 @@ def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int) -> bool:
         if limit + needed > bound:
             return False
         target = bound
-    keep_free = acc._growth_keep_free if target > acc.batch_size else 0
+    keep_free = acc._growth_keep_free if target > acc.batch_size and not rows_in_hand else 0
     if not acc.free.try_grow(target - limit, keep_free):
         return False
     batch.grown += target - limit

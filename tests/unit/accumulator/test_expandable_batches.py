@@ -87,6 +87,50 @@ def test_growth_leaves_four_batches_free_and_never_blocks() -> None:
     complete_all(acc, make_cluster(), clock)
 
 
+class _CountingSink:
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def _appended(self, count: int) -> None:
+        self.appended += count
+
+    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
+        pass
+
+
+def test_a_bulk_call_grows_into_the_reserve_for_rows_it_holds_and_never_blocks() -> None:
+    """The same memory as the single-record test above, rows from one bulk call: the four free
+    batch.size buffers are not kept for rows the call already holds (a new batch for them would
+    take the same bytes), so its first batch grows to batch.max.size; still without waiting."""
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
+    values = [VALUE] * 60
+    sink = _CountingSink()
+    acc.append_many("t", 0, clock.now, values, None, None, 0, len(values), None, False, sink, None,
+                    len(VALUE) + 64, 0, None)  # fmt: skip  (max_time_to_block_ms 0: a wait raises)
+    assert sink.appended == len(values)
+    batches = queued_batches(acc, 0)
+    assert batches[0].capacity == 8 * BATCH  # 1 -> 2 -> 4 -> 8 KiB: all of buffer.memory, no reserve
+    assert sum(b.record_count for b in batches) == len(values)
+    assert acc.free.available_memory() >= 0
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_a_bulk_call_does_not_grow_while_a_caller_waits_for_memory() -> None:
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
+    acc.free.add_external_waiter(1)  # an asyncio sender waiting for memory, queued first
+    try:
+        values = [VALUE] * 8  # fits in batch.size... and then more than batch.size
+        sink = _CountingSink()
+        acc.append_many("t", 0, clock.now, values * 2, None, None, 0, 16, None, False, sink, None,
+                        len(VALUE) + 64, 0, None)  # fmt: skip
+        assert all(b.capacity == BATCH for b in queued_batches(acc, 0))
+    finally:
+        acc.free.add_external_waiter(-1)
+    complete_all(acc, make_cluster(), clock)
+
+
 def test_growth_refused_while_a_caller_waits_for_memory() -> None:
     pool = BufferPool(4 * BATCH, BATCH)
     held = [pool.allocate(BATCH, 0) for _ in range(4)]
