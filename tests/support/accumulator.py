@@ -69,3 +69,16 @@ def queued_batches(acc: RecordAccumulator, partition: int, topic: str = "t") -> 
     """The batches queued (not drained) for one partition, oldest first."""
     dq = acc.partition_state(topic)[0].get(partition)
     return [] if dq is None else list(dq.batches)
+
+
+class CountingSink:
+    """A bulk call's sink (``append_many``) that only counts the rows appended; outcomes are ignored."""
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def _appended(self, count: int) -> None:
+        self.appended += count
+
+    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
+        pass

@@ -25,6 +25,7 @@ from tests.support.accumulator import (
     MEMORY,
     START_MS,
     VALUE,
+    CountingSink,
     append,
     complete_all,
     make_acc,
@@ -885,19 +886,6 @@ def test_callers_seal_the_backlog_when_the_sender_falls_behind() -> None:
     complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
 
 
-class _NullSink:
-    """A bulk call's sink that only counts (the outcome is not what this test looks at)."""
-
-    def __init__(self) -> None:
-        self.appended = 0
-
-    def _appended(self, count: int) -> None:
-        self.appended += count
-
-    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
-        pass
-
-
 @pytest.mark.parametrize("bulk", [False, True], ids=["append", "append_many"])
 def test_a_caller_compresses_the_backlog_outside_the_deque_lock(monkeypatch: pytest.MonkeyPatch, bulk: bool) -> None:
     """A codec lets go of the GIL while it works: under the deque lock, the Sender's ready() waited
@@ -919,7 +907,7 @@ def test_a_caller_compresses_the_backlog_outside_the_deque_lock(monkeypatch: pyt
     monkeypatch.setattr(builder_module, "compress", watching_compress)
     values = [b"compressible %04d " % i * 8 for i in range(400)]
     if bulk:
-        sink = _NullSink()
+        sink = CountingSink()
         largest = max(len(v) for v in values) + 64  # what the producer passes: a new batch's least size
         acc.append_many("t", 0, clock(), values, None, None, 0, len(values), None, False, sink, None, largest, 0, None)
         assert sink.appended == len(values)

@@ -24,7 +24,15 @@ from kproducer.config import ProducerConfig
 from kproducer.errors import BufferExhaustedError
 from kproducer.record.reader import read_batches
 from kproducer.structs import TopicPartition
-from tests.support.accumulator import START_MS, append, complete_all, make_acc, make_cluster, queued_batches
+from tests.support.accumulator import (
+    START_MS,
+    CountingSink,
+    append,
+    complete_all,
+    make_acc,
+    make_cluster,
+    queued_batches,
+)
 from tests.support.clock import FakeClock
 
 BATCH = 1024
@@ -87,17 +95,6 @@ def test_growth_leaves_four_batches_free_and_never_blocks() -> None:
     complete_all(acc, make_cluster(), clock)
 
 
-class _CountingSink:
-    def __init__(self) -> None:
-        self.appended = 0
-
-    def _appended(self, count: int) -> None:
-        self.appended += count
-
-    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
-        pass
-
-
 def test_a_bulk_call_grows_into_the_reserve_for_rows_it_holds_and_never_blocks() -> None:
     """The same memory as the single-record test above, rows from one bulk call: the four free
     batch.size buffers are not kept for rows the call already holds (a new batch for them would
@@ -105,7 +102,7 @@ def test_a_bulk_call_grows_into_the_reserve_for_rows_it_holds_and_never_blocks()
     clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_max_size=8 * BATCH, memory=8 * BATCH)
     values = [VALUE] * 60
-    sink = _CountingSink()
+    sink = CountingSink()
     acc.append_many("t", 0, clock.now, values, None, None, 0, len(values), None, False, sink, None,
                     len(VALUE) + 64, 0, None)  # fmt: skip  (max_time_to_block_ms 0: a wait raises)
     assert sink.appended == len(values)
@@ -122,7 +119,7 @@ def test_a_bulk_call_does_not_grow_while_a_caller_waits_for_memory() -> None:
     acc.free.add_external_waiter(1)  # an asyncio sender waiting for memory, queued first
     try:
         values = [VALUE] * 8  # fits in batch.size... and then more than batch.size
-        sink = _CountingSink()
+        sink = CountingSink()
         acc.append_many("t", 0, clock.now, values * 2, None, None, 0, 16, None, False, sink, None,
                         len(VALUE) + 64, 0, None)  # fmt: skip
         assert all(b.capacity == BATCH for b in queued_batches(acc, 0))
