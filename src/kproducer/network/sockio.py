@@ -17,17 +17,18 @@ is released as usual. ``HELD`` says which one runs.
 
 from __future__ import annotations
 
-import os
 import selectors
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kproducer.record.c_extension import pure_python_forced
+
 __all__ = ["HELD", "poll_ready_for", "recv", "send_iov"]
 
 
 def _load() -> Any:
-    if os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0"):
+    if pure_python_forced():
         return None
     try:
         from kproducer.network import _sockio  # type: ignore[attr-defined]

@@ -13,14 +13,19 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["AVAILABLE", "c"]
+__all__ = ["AVAILABLE", "c", "pure_python_forced"]
 
 # The name these lines have always been logged under (the loader lived in kproducer.record.native).
 log = logging.getLogger("kproducer.record.native")
 
 
+def pure_python_forced() -> bool:
+    """Whether ``KPRODUCER_PURE_PYTHON`` asks for the pure-Python path of every C extension."""
+    return os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
+
+
 def _load_native() -> Any:
-    if os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0"):
+    if pure_python_forced():
         log.debug("KPRODUCER_PURE_PYTHON is set: using the pure-Python hot path")
         return None
     try:
