@@ -1,4 +1,5 @@
-"""Builds kproducer's optional C hot path (``kproducer._speedups``, ``kproducer.network._sockio``) with the machine's compiler.
+"""Builds kproducer's optional C hot path (``kproducer._speedups``, ``kproducer.network._sockio``,
+``kproducer.record._compression_worker``) with the machine's compiler.
 
 Everything else lives in pyproject.toml. A failed compile is not fatal: the
 pure-Python implementation is the fallback (``kproducer.record.native.AVAILABLE``
@@ -42,6 +43,13 @@ setup(
             "kproducer.network._sockio",
             sources=["src/kproducer/network/_sockio.c"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            # Opens the system's liblz4/libzstd at run time (dlopen), so no headers are needed here.
+            "kproducer.record._compression_worker",
+            sources=["src/kproducer/record/_compression_worker.c"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
+            libraries=["dl", "pthread"],
         ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

@@ -281,6 +281,10 @@ class Producer:
             failure_log=self._failure_log,
             router=self._router,
         )
+        if isinstance(self._client, NetworkClient):
+            # lz4/zstd batches compressed on a native thread (record.compression_worker); a test's
+            # scripted client keeps the Python path, which compresses at a deterministic moment.
+            self._accumulator.start_compression_worker(self._client.wakeup_fd())
         self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
         self._io_thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True

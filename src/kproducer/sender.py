@@ -203,6 +203,8 @@ class Sender:
         if self._force_close:
             self._abort_everything(ProducerClosedError("producer was closed forcefully before the record was delivered"))
         self._failure_log.emit_all(self._clock())
+        # Before the client closes the selector's wakeup socket, which the worker writes to.
+        self._accumulator.stop_compression_worker()
         try:
             self._client.close()
         except Exception:  # pragma: no cover - best effort on shutdown
@@ -297,9 +299,10 @@ class Sender:
                 timeout = 0
             else:
                 timeout = min(timeout, coordinator_requests.txn_wait_ms)
-        # Full compressed batches that wait behind the in-flight window: compress them now, here
-        # rather than on the caller's thread, so that they hold compressed bytes while they wait.
-        self._accumulator.seal_full_batches()
+        # Full compressed batches that wait behind the in-flight window: compress them now (or take
+        # what the compression worker has finished, without waiting for the rest), here rather than
+        # on the caller's thread, so that they hold compressed bytes while they wait.
+        self._accumulator.seal_full_batches(wait=False)
         self._client.poll(timeout, now)
 
     def _send_producer_data(self, now: int) -> int:

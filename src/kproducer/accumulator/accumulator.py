@@ -56,6 +56,7 @@ from kproducer.record.builder import (
     estimate_size_upper_bound,
 )
 from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
+from kproducer.record.compression_worker import CompressionWorker, start_worker
 from kproducer.structs import TopicPartition
 
 __all__ = [
@@ -188,6 +189,9 @@ class RecordAccumulator:
         # waiting for the GIL after the codec let go of it (1 KB records, lz4: 332-387k records/s
         # against 621-748k with this limit; docs/internals.md, "Compressed batches while they wait").
         self._to_seal: deque[ProducerBatch] = deque()
+        # The native thread compressing full lz4/zstd batches without the GIL, when the producer
+        # starts one (start_compression_worker); None: the queue above, compressed in Python.
+        self.compression_worker: CompressionWorker | None = None
         self._seal_lock = threading.Lock()
         self._unsealed_bytes = 0
         self._seal_backlog_bytes = 4 * max(self.batch_size, MAX_STAGING_BYTES)
@@ -625,6 +629,20 @@ class RecordAccumulator:
     def incomplete_record_count(self) -> int:
         """Records whose batch has not completed yet (the Producer's flush() reports it)."""
         return self._incomplete.record_count()
+
+    def start_compression_worker(self, wakeup_fd: int) -> bool:
+        """Compress full batches on a native worker that writes a byte to ``wakeup_fd`` (the
+        Sender's selector) when a batch the drain had to pass over is ready. False when this
+        producer's codec, the build or the machine has no worker: the Python path then."""
+        if self.compression_worker is None:
+            self.compression_worker = start_worker(self.compression, wakeup_fd)
+        return self.compression_worker is not None
+
+    def stop_compression_worker(self) -> None:
+        """Finish the worker's queued batches and stop its thread (before the wakeup fd closes)."""
+        worker = self.compression_worker
+        if worker is not None:
+            worker.close()
 
     def close(self) -> None:
         """No more appends; wake anyone blocked in the pool."""

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Protocol
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
+from kproducer.record.compression_worker import CompressionWorker
 from kproducer.structs import RecordMetadata, TopicPartition
 
 __all__ = [
@@ -582,9 +583,25 @@ class ProducerBatch:
         The Sender does it for full batches that must wait (Java compresses as records
         are appended), so a queue of them holds compressed bytes, not records.
         """
+        # A worker's job is waited for before the lock, so that the lock is never held while
+        # this thread lets go of the GIL (the Sender's close() of another batch could need it).
+        self.builder.wait_for_compression()
         with _bytes_lock(self):
             if not self._writable and not self.builder.is_closed:
                 self.builder.close_for_record_appends(self.capacity or None)
+
+    def start_compression(self, worker: CompressionWorker) -> bool:
+        """Hand a batch closed for appends to the compression worker (False: compress it in Python)."""
+        with _bytes_lock(self):
+            return not self._writable and self.builder.start_compression(worker)
+
+    def compression_running(self) -> bool:
+        """The worker has not finished this batch (asks for no wakeup; see compression_pending)."""
+        return self.builder.compression_running()
+
+    def compression_pending(self) -> bool:
+        """The worker is still compressing this batch: not drainable yet (it wakes the Sender when done)."""
+        return self.builder.compression_pending()
 
     def abort_record_appends(self) -> None:
         self.close_for_record_appends()
@@ -594,6 +611,7 @@ class ProducerBatch:
         self.close_for_record_appends()
         if self.builder.is_closed:
             return
+        self.builder.wait_for_compression()  # outside the lock, as in seal()
         with _bytes_lock(self):
             self.builder.close(self.capacity or None)
 

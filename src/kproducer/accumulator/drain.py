@@ -83,6 +83,7 @@ def _drain_node(
     size = 0
     tm = acc._tm
     transactional = acc._transactional
+    worker = acc.compression_worker
     # The partitions holding batches, in the node's order, from the rotating drain index on:
     # the same visit order as walking every partition, without the empty ones.
     candidates = _drain_candidates(acc, cluster, node_id, parts)
@@ -103,6 +104,8 @@ def _drain_node(
             first = dq.batches[0]
             if first.attempts > 0 and first.waited_time_ms(now_ms) < batch_backoff_ms(first):
                 continue
+            if worker is not None and first.compression_pending():
+                continue  # the worker wakes the Sender when it is done
             if ready and size + first.estimated_size_in_bytes() > max_size:
                 # This request is full; this partition goes first next time.
                 acc._drain_index[node_id] = i

@@ -121,6 +121,7 @@ def topic_ready(
     index = -1
     flushing = acc.flush_in_progress()
     breaker = acc._routing
+    worker = acc.compression_worker
     for partition, dq in entries:
         tp = TopicPartition(topic, partition)
         leader = cluster.leader_for(tp)
@@ -139,6 +140,8 @@ def topic_ready(
             backing_off = batch.attempts > 0 and waited < backoff_ms
             deque_size = len(dq.batches)
             full = deque_size > 1 or batch.is_full()
+            # Still on the compression worker: not drainable yet, and the worker wakes the Sender.
+            compressing = worker is not None and batch.compression_pending()
         if leader is None:
             unknown_leader_topics.add(topic)
             continue
@@ -157,6 +160,8 @@ def topic_ready(
         muted_delay = _muted_delay_ms(acc, tp, now_ms)
         if muted_delay is not None:
             next_delay = min(next_delay, muted_delay)
+            continue
+        if compressing:
             continue
         time_to_wait = backoff_ms if backing_off else acc.linger_ms
         expired = waited >= time_to_wait

@@ -1,10 +1,17 @@
 """Compressing full batches before the drain (``ProducerBatch.seal``), on the Sender thread or by a caller.
 
-With compression on, a batch closed for appends joins a queue that the Sender
-compresses each loop, so the queued batches hold compressed bytes. When the
-uncompressed backlog passes a limit (the Sender is not keeping up), the caller
-that closed the batch compresses the backlog itself: backpressure, as Java's
-callers compress their own records. Uncompressed producers never queue here.
+With compression on, a batch closed for appends joins a queue, so that batches
+waiting to be drained hold compressed bytes rather than records:
+
+* with the native compression worker (lz4 and zstd, :mod:`kproducer.record.compression_worker`)
+  the batch's records go to the worker at once, and each Sender loop installs the
+  finished results, in order, without waiting for an unfinished one;
+* otherwise the Sender compresses the queue itself each loop.
+
+When the uncompressed backlog passes a limit (the Sender or the worker is not
+keeping up), the caller that closed the batch seals the backlog itself, waiting for
+the worker's results or compressing: backpressure, as Java's callers compress their
+own records. Uncompressed producers never queue here.
 """
 
 from __future__ import annotations
@@ -33,30 +40,41 @@ def close_for_appends(acc: RecordAccumulator, batch: ProducerBatch) -> None:
     batch.close_for_record_appends()
     if not was_writable or acc.compression is CompressionType.NONE:
         return  # (append's second try meets the same full batch again)
+    worker = acc.compression_worker
+    if worker is not None:
+        batch.start_compression(worker)  # queued on the native worker, no GIL wait (False: Python later)
     with acc._seal_lock:
         acc._to_seal.append(batch)
         acc._unsealed_bytes += batch.builder.uncompressed_size
 
 
 def seal_if_behind(acc: RecordAccumulator) -> None:
-    """After an append, outside any deque lock: compress the backlog when the Sender is not keeping up.
+    """After an append, outside any deque lock: seal the backlog when the Sender is not keeping up.
 
     Backpressure, as Java's callers compress their own records: past the backlog limit
-    the appending caller compresses the queued full batches itself.
+    the appending caller compresses the queued full batches itself, or waits for the
+    worker's results.
     """
     if acc._unsealed_bytes > acc._seal_backlog_bytes:  # an unlocked read: at worst one append late
-        seal_full_batches(acc)
+        seal_full_batches(acc, wait=True)
 
 
-def seal_full_batches(acc: RecordAccumulator) -> None:
-    """Compress the full batches closed for appends and not yet compressed (see ProducerBatch.seal)."""
+def seal_full_batches(acc: RecordAccumulator, *, wait: bool = True) -> None:
+    """Seal the full batches closed for appends, oldest first (see ProducerBatch.seal).
+
+    ``wait=False`` (the Sender's loop): stop at the first batch still on the compression
+    worker, rather than wait for it; the worker takes the queue in the same order.
+    """
     if not acc._to_seal:  # every Sender loop: no lock when there is nothing (always, uncompressed)
         return
     while True:
         with acc._seal_lock:
             if not acc._to_seal:
                 return
-            batch = acc._to_seal.popleft()
+            batch = acc._to_seal[0]
+            if not wait and batch.compression_running():
+                return
+            acc._to_seal.popleft()
             acc._unsealed_bytes -= batch.builder.uncompressed_size
         if not batch.is_done:
             batch.seal()

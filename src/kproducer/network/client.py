@@ -378,6 +378,10 @@ class NetworkClient:
             end = (selector.bytes_sent(node_id) or 0) + selector.pending_bytes(node_id)
         self._in_flight.add(request, end)
 
+    def wakeup_fd(self) -> int:
+        """A socket whose byte interrupts the Sender's poll, for native threads (the compression worker)."""
+        return self._selector.wakeup_fd()
+
     def wakeup(self) -> None:
         self._selector.wakeup()
 

@@ -217,6 +217,10 @@ class Selector:
         ch = self._channels.get(conn_id)
         return None if ch is None else ch.written_bytes
 
+    def wakeup_fd(self) -> int:
+        """The socket ``wakeup()`` writes to: native threads write a byte to it to the same effect."""
+        return self._wake_w.fileno()
+
     def wakeup(self) -> None:
         """Interrupt a blocked ``poll`` from any thread.
 

@@ -41,6 +41,7 @@ from kproducer.record.compression_ratio import (
     _initial_ratio,
     staging_ratio_floor,
 )
+from kproducer.record.compression_worker import CompressionJob, CompressionWorker, submit_args
 from kproducer.record.crc import crc32c as _crc32c
 from kproducer.record.default_record import (
     _VARINT_LEN,
@@ -170,6 +171,7 @@ class MemoryRecordsBuilder:
         "_topic",
         "_ratio_estimator",
         "_is_control",
+        "_job",
     )
 
     def __init__(
@@ -288,6 +290,8 @@ class MemoryRecordsBuilder:
         self._ratio_estimator = ratio_estimator
         self._estimated_ratio = estimated_ratio
         self._is_control = is_control
+        # A compression running on the worker thread (start_compression), until close takes its result.
+        self._job: CompressionJob | None = None
         if len(buffer) < start:
             buffer.extend(bytes(start - len(buffer)))
 
@@ -745,6 +749,11 @@ class MemoryRecordsBuilder:
         they do not fit in it.
         Without compression, or for v0/v1, this does nothing: close() does it all.
         """
+        if self._job is not None:
+            self._take_compressed()
+            if self._sealed:
+                self._trim(capacity, self._records_start + self._compressed_records_size)
+                return
         if self._closed or self._sealed or self._magic != 2 or self._compression is CompressionType.NONE:
             return
         if self._num_records == 0:
@@ -757,10 +766,70 @@ class MemoryRecordsBuilder:
         self._uncompressed_records_size = end - start
         self._compressed_records_size = len(compressed)
         self._sealed = True
+        self._trim(capacity, start + len(compressed))
+
+    def _trim(self, capacity: int | None, used: int) -> None:
         if capacity is not None:
-            keep = max(capacity, start + len(compressed))
-            if len(buf) > keep:
-                del buf[keep:]
+            keep = max(capacity, used)
+            if len(self._buf) > keep:
+                del self._buf[keep:]
+
+    def start_compression(self, worker: CompressionWorker) -> bool:
+        """Queue the records on the compression worker: close_for_record_appends' work, off the GIL.
+
+        The batch must be closed for appends. False when this batch is not the worker's
+        (magic 0/1, no records, already compressed, gzip or snappy, a closed worker or a
+        forked child's copy): it is then compressed in Python as before. While the job
+        runs, the worker owns the records' bytes; ``close_for_record_appends`` and
+        ``close`` take its result (compression_worker's docstring).
+        """
+        if self._closed or self._sealed or self._job is not None or self._magic != 2 or self._num_records == 0:
+            return False
+        ctype = self._compression
+        if ctype is not CompressionType.LZ4 and ctype is not CompressionType.ZSTD:
+            return False
+        codec, level, header = submit_args(ctype, self._compression_level)
+        start, end = self._records_start, self._pos
+        try:
+            self._job = worker.submit(codec, level, header, self._buf, start, end)
+        except RuntimeError:
+            return False
+        self._uncompressed_records_size = end - start
+        return True
+
+    def wait_for_compression(self) -> None:
+        """Block until the worker has finished this batch (if it has one): call it holding no lock."""
+        job = self._job
+        if job is not None:
+            job.wait()
+
+    def compression_running(self) -> bool:
+        """Whether the worker is still compressing this batch."""
+        job = self._job
+        return job is not None and not job.done()
+
+    def compression_pending(self) -> bool:
+        """Whether the worker is still compressing this batch; if so it wakes the Sender when done."""
+        job = self._job
+        return job is not None and not job.wake_when_done()
+
+    def _take_compressed(self) -> None:
+        """Install the worker's result (waiting for it if needed); on a codec error, fall back to Python."""
+        job = self._job
+        assert job is not None
+        self._job = None
+        try:
+            out = job.result()
+        except ValueError as e:
+            logger.warning("the compression worker failed (%s); compressing this batch in Python", e)
+            return
+        if isinstance(out, int):
+            self._compressed_records_size = out
+        else:  # larger than the buffer: incompressible records
+            start = self._records_start
+            self._buf[start : start + len(out)] = out
+            self._compressed_records_size = len(out)
+        self._sealed = True
 
     def close(self, capacity: int | None = None) -> None:
         """Compress (if configured), write the batch header and CRC once; idempotent.
@@ -772,6 +841,8 @@ class MemoryRecordsBuilder:
         """
         if self._closed:
             return
+        if self._job is not None:
+            self._take_compressed()
         self._closed = True
         if self._num_records == 0:
             self._size = 0

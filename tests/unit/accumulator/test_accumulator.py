@@ -16,7 +16,9 @@ from kproducer.accumulator.futures import RecordFuture
 from kproducer.errors import NotLeaderOrFollowerError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.partitioner import BuiltInPartitioner
+from kproducer.record import c_extension, codecs
 from kproducer.record.builder import MemoryRecordsBuilder
+from kproducer.record.compression_worker import LZ4_LIBRARY, ZSTD_LIBRARY
 from kproducer.record.reader import read_batches
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 from tests.support.accumulator import (
@@ -835,6 +837,22 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
     assert order == [1, 3, 4]
 
 
+def _flush_and_decode(acc: RecordAccumulator, cluster: Cluster, clock: FakeClock) -> list[bytes | None]:
+    """Drain everything (as a flush), completing each batch; the values of its records, in order."""
+    decoded = []
+    acc.begin_flush()
+    for _ in range(100):
+        batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+        if not batches:
+            break
+        for b in batches:
+            decoded.extend(r.value for rb in read_batches(b.records_buffer()) for r in rb.records())
+            b.done(0, -1, None)
+            acc.deallocate(b)
+    acc.end_flush()
+    return decoded
+
+
 def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
     """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
     clock = FakeClock(START_MS)
@@ -852,18 +870,7 @@ def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None
     assert all(b.builder._sealed for b in full) and not dq.batches[-1].builder._sealed
     assert all(b.estimated_size_in_bytes() < BATCH for b in full)
     acc.seal_full_batches()  # nothing left to do: idempotent
-    decoded = []
-    acc.begin_flush()
-    for _ in range(100):
-        batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
-        if not batches:
-            break
-        for b in batches:
-            decoded.extend(r.value for rb in read_batches(b.records_buffer()) for r in rb.records())
-            b.done(0, -1, None)
-            acc.deallocate(b)
-    acc.end_flush()
-    assert decoded == values
+    assert _flush_and_decode(acc, cluster, clock) == values
     assert acc.free.available_memory() == acc.free.total_memory
 
 
@@ -1075,3 +1082,141 @@ def test_keyed_records_for_a_muted_partition_wait_for_room_and_only_they_wait() 
     acc.append("t", 1, clock.now, b"k", big, None, None, 0, False, clock.now, cluster)
     manager.close()
     complete_all(acc, cluster, clock)
+
+
+class _HeldJob:
+    """A compression job that finishes only when the test says so (the worker's protocol, in Python)."""
+
+    def __init__(self, worker: _HeldWorker, codec: int, level: int, buffer: bytearray, start: int, end: int) -> None:
+        self.worker, self.codec, self.level = worker, codec, level
+        self.buffer, self.start, self.end = buffer, start, end
+        self.finished = False
+        self.wake_requested = False
+        self.taken = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def wake_when_done(self) -> bool:
+        if not self.finished:
+            self.wake_requested = True
+        return self.finished
+
+    def wait(self) -> None:
+        assert self.finished, "the accumulator waited for a job the test holds"
+
+    def result(self) -> int | bytes:
+        assert self.finished and not self.taken
+        self.taken = True
+        level = None if self.level == 0 else self.level
+        out = codecs.compress(self.codec, bytes(self.buffer[self.start : self.end]), level, 2)
+        self.buffer[self.start : self.start + len(out)] = out
+        return len(out)
+
+
+class _HeldWorker:
+    def __init__(self) -> None:
+        self.jobs: list[_HeldJob] = []
+
+    def submit(self, codec: int, level: int, lz4_header: bytes, buffer: bytearray, start: int, end: int) -> _HeldJob:
+        job = _HeldJob(self, codec, level, buffer, start, end)
+        self.jobs.append(job)
+        return job
+
+    def supports(self, codec: int) -> bool:
+        return True
+
+    def set_wakeup_fd(self, fd: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_batch_on_the_compression_worker_is_neither_ready_nor_drained_until_done() -> None:
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, compression_type="lz4", linger_ms=0)
+    worker = _HeldWorker()
+    acc.compression_worker = worker
+    cluster = make_cluster(partitions=2, nodes=1)
+    values = [b"compressible %04d " % i * 8 for i in range(120)]
+    for v in values:
+        append(acc, 0, clock, value=v)
+    append(acc, 1, clock, value=b"partition one")
+    assert worker.jobs, "no full batch went to the worker"
+    first = worker.jobs[0]
+    # Partition 0's head is still compressing: only partition 1 is drained, and the worker is asked
+    # to wake the Sender when partition 0's batch is done.
+    drained = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert [b.topic_partition.partition for b in drained] == [1]
+    assert first.wake_requested
+    for b in drained:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    assert acc.ready(cluster, clock.now).ready_nodes == set()
+    acc.seal_full_batches(wait=False)  # the Sender's loop does not wait for it
+    assert not first.taken
+    for job in worker.jobs:
+        job.finished = True
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    acc.seal_full_batches(wait=False)
+    assert all(job.taken for job in worker.jobs) and acc._unsealed_bytes == 0
+    assert _flush_and_decode(acc, cluster, clock) == values
+    assert acc.free.available_memory() == acc.free.total_memory
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_full_batches_are_compressed_by_the_native_worker(monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
+    """With the worker started, no full batch is compressed in Python; every record decodes back."""
+    import socket
+
+    from kproducer.record import builder as builder_module
+
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, compression_type=codec, linger_ms=0, memory=4096 * BATCH)
+    r, w = socket.socketpair()
+    try:
+        if c_extension.pure_python_forced():
+            # The producer keeps the Python codecs in this pass; the accumulator still drives the C worker.
+            from kproducer.record import _compression_worker  # type: ignore[attr-defined]
+
+            acc.compression_worker = _compression_worker.CompressionWorker(LZ4_LIBRARY, ZSTD_LIBRARY)
+            acc.compression_worker.set_wakeup_fd(w.fileno())
+        else:
+            assert acc.start_compression_worker(w.fileno()), "the compression worker did not start"
+        python_calls: list[int] = []
+        real = builder_module.compress
+
+        def counting(*args: Any, **kwargs: Any) -> bytes:
+            python_calls.append(len(args[1]))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(builder_module, "compress", counting)
+        cluster = make_cluster(partitions=1, nodes=1)
+        values = [b"compressible %05d " % i * 8 for i in range(2_000)]
+        for v in values:
+            append(acc, 0, clock, value=v)
+        decoded = []
+        drained = 0
+        acc.begin_flush()
+        for _ in range(1_000):
+            acc.seal_full_batches(wait=False)
+            batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+            if not batches:
+                if not acc.has_undrained():
+                    break
+                # The head is still on the worker, which was asked for a byte when it is done.
+                r.settimeout(30)
+                assert r.recv(64), "the worker never woke the drain"
+            drained += len(batches)
+            for b in batches:
+                decoded.extend(r.value for rb in read_batches(b.records_buffer()) for r in rb.records())
+                b.done(0, -1, None)
+                acc.deallocate(b)
+        acc.end_flush()
+        assert decoded == values and drained >= 5, f"{drained} batches"
+        assert len(python_calls) <= 1, f"{len(python_calls)} batches compressed in Python (only the last may be)"
+    finally:
+        acc.stop_compression_worker()
+        r.close()
+        w.close()

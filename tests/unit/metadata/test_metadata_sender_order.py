@@ -38,7 +38,7 @@ class _Accumulator:
     def expired_batches(self, now: int) -> list[Any]:
         return []
 
-    def seal_full_batches(self) -> None:
+    def seal_full_batches(self, *, wait: bool = True) -> None:
         self.calls.append("seal")
 
 
