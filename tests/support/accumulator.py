@@ -65,6 +65,29 @@ def complete_all(acc: RecordAccumulator, cluster: Cluster, clock: FakeClock) -> 
     assert acc.free.available_memory() == acc.free.total_memory
 
 
+def flush_and_decode(
+    acc: RecordAccumulator, cluster: Cluster, clock: FakeClock, partition: int | None = None
+) -> list[bytes | None]:
+    """Drain everything (as a flush) from node 0, completing each batch; the values of the records
+    (of ``partition`` only, if given), in drain order. The pool must be whole again afterwards."""
+    from kproducer.record.reader import read_batches
+
+    decoded: list[bytes | None] = []
+    acc.begin_flush()
+    for _ in range(1000):
+        batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+        if not batches:
+            break
+        for b in batches:
+            if partition is None or b.topic_partition.partition == partition:
+                decoded.extend(r.value for rb in read_batches(bytes(b.records_buffer())) for r in rb.records())
+            b.done(0, -1, None)
+            acc.deallocate(b)
+    acc.end_flush()
+    assert acc.free.available_memory() == acc.free.total_memory
+    return decoded
+
+
 def queued_batches(acc: RecordAccumulator, partition: int, topic: str = "t") -> list[ProducerBatch]:
     """The batches queued (not drained) for one partition, oldest first."""
     dq = acc.partition_state(topic)[0].get(partition)

@@ -46,6 +46,7 @@ from kproducer.accumulator.futures import RecordFuture
 from kproducer.accumulator.growth import release_growth_locked
 from kproducer.accumulator.incomplete import IncompleteBatches
 from kproducer.accumulator.ready import NodeLatencyStats, ReadyCheckResult
+from kproducer.accumulator.staging import StagingBuffers
 from kproducer.common import ExponentialBackoff, monotonic_ms
 from kproducer.errors import IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
@@ -188,6 +189,10 @@ class RecordAccumulator:
         # such batch passed it, so callers compressed nearly every batch themselves, each time
         # waiting for the GIL after the codec let go of it (1 KB records, lz4: 332-387k records/s
         # against 621-748k with this limit; docs/internals.md, "Compressed batches while they wait").
+        # Compressed batches stage their records in buffers recycled from batch to batch (see
+        # ProducerBatch._leave_staging); their final bytes go to the pool buffer.
+        self._stages = self.compression is not CompressionType.NONE
+        self._staging_free = StagingBuffers()
         self._to_seal: deque[ProducerBatch] = deque()
         # The native thread compressing full lz4/zstd batches without the GIL, when the producer
         # starts one (start_compression_worker); None: the queue above, compressed in Python.
@@ -298,10 +303,17 @@ class RecordAccumulator:
             for partition, dq in list(info.batches.items()):
                 yield TopicPartition(topic, partition), dq
 
-    def _builder(self, buffer: bytearray, magic: int, topic: str) -> MemoryRecordsBuilder:
+    def _builder(
+        self, buffer: bytearray, magic: int, topic: str, staging: bytearray | None = None
+    ) -> MemoryRecordsBuilder:
         if magic == 2:
             return MemoryRecordsBuilder.for_batch(
-                buffer, self.compression, self.compression_level, len(buffer), topic, self._ratio_estimator
+                buffer if staging is None else staging,
+                self.compression,
+                self.compression_level,
+                len(buffer),
+                topic,
+                self._ratio_estimator,
             )
         return MemoryRecordsBuilder(
             buffer,
@@ -315,8 +327,13 @@ class RecordAccumulator:
 
     def _new_batch(self, tp: TopicPartition, buffer: bytearray, magic: int, now_ms: int) -> ProducerBatch:
         """A batch on a pool buffer: sendable at batch.size, or at its one record when that is larger."""
-        batch = ProducerBatch(tp, self._builder(buffer, magic, tp.topic), now_ms, buffer=buffer)
+        staging = None
+        if self._stages and magic == 2:
+            staging = self._staging_free.take()
+        batch = ProducerBatch(tp, self._builder(buffer, magic, tp.topic, staging), now_ms, buffer=buffer)
         batch.ready_size = max(self.batch_size, len(buffer))
+        if self._stages and magic == 2:
+            batch.staging_recycler = self._staging_free.give
         return batch
 
     # ------------------------------------------------------------------ append (caller threads)

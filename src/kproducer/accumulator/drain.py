@@ -71,6 +71,11 @@ def _drain_candidates(
     return found
 
 
+# An open batch drained with at least this many bytes of records is compressed by the compression
+# worker; a smaller one (linger.ms ran out on a quiet partition) here, at once: a few microseconds.
+WORKER_DRAIN_BYTES = 32 * 1024
+
+
 def _drain_node(
     acc: RecordAccumulator, cluster: Cluster, node_id: int, max_size: int, now_ms: int
 ) -> list[ProducerBatch]:
@@ -104,8 +109,14 @@ def _drain_node(
             first = dq.batches[0]
             if first.attempts > 0 and first.waited_time_ms(now_ms) < batch_backoff_ms(first):
                 continue
-            if worker is not None and first.compression_pending():
-                continue  # the worker wakes the Sender when it is done
+            if worker is not None:
+                if first.is_writable and first.builder.uncompressed_size >= WORKER_DRAIN_BYTES:
+                    # A hot batch drained while still open: its records go to the worker too, rather
+                    # than to a codec on this thread (which waits for the GIL after it), and the
+                    # batch goes out on a later pass.
+                    acc._closed_for_appends(first)
+                if first.compression_pending():
+                    continue  # the worker wakes the Sender when it is done
             if ready and size + first.estimated_size_in_bytes() > max_size:
                 # This request is full; this partition goes first next time.
                 acc._drain_index[node_id] = i

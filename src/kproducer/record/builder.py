@@ -774,6 +774,27 @@ class MemoryRecordsBuilder:
             if len(self._buf) > keep:
                 del self._buf[keep:]
 
+    @property
+    def buffer_object(self) -> bytearray:
+        """The bytearray this builder writes into (a staging buffer until ``move_to``)."""
+        return self._buf
+
+    def move_to(self, final: bytearray) -> None:
+        """Continue in ``final``: copy the bytes written so far (compressed records, or the whole
+        closed batch) to its start, growing it if they do not fit. Only once the records are
+        compressed or the batch is closed, when what is left to write is the header."""
+        if self._closed:
+            used = self._size
+        elif self._sealed:
+            used = self._records_start + self._compressed_records_size
+        else:
+            raise IllegalStateError("move_to() needs the records compressed or the batch closed")
+        if final is self._buf:
+            return
+        with memoryview(self._buf) as mv:
+            final[:used] = mv[:used]
+        self._buf = final
+
     def start_compression(self, worker: CompressionWorker) -> bool:
         """Queue the records on the compression worker: close_for_record_appends' work, off the GIL.
 

@@ -14,10 +14,15 @@ import threading
 
 from kproducer.record.codecs import CompressionType
 
-__all__ = ["MAX_STAGING_BYTES", "CompressionRatioEstimator", "staging_ratio_floor"]
+__all__ = ["MAX_GROWN_STAGING_BYTES", "MAX_STAGING_BYTES", "CompressionRatioEstimator", "staging_ratio_floor"]
 
 #: Most uncompressed bytes a compressed batch stages beyond ``batch.size`` (see ``staging_ratio_floor``).
 MAX_STAGING_BYTES = 256 * 1024
+
+#: Most uncompressed bytes a hot compressed batch may stage when the bytes past MAX_STAGING_BYTES
+#: are charged to ``buffer.memory`` (accumulator.growth._grow_staging): librdkafka's default
+#: ``batch.size``, 1,000,000 bytes of records, rounded to 1 MiB.
+MAX_GROWN_STAGING_BYTES = 1024 * 1024
 
 
 class CompressionRatioEstimator:

@@ -30,6 +30,7 @@ from tests.support.accumulator import (
     CountingSink,
     append,
     complete_all,
+    flush_and_decode,
     make_acc,
     make_cluster,
     queued_batches,
@@ -837,22 +838,6 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
     assert order == [1, 3, 4]
 
 
-def _flush_and_decode(acc: RecordAccumulator, cluster: Cluster, clock: FakeClock) -> list[bytes | None]:
-    """Drain everything (as a flush), completing each batch; the values of its records, in order."""
-    decoded = []
-    acc.begin_flush()
-    for _ in range(100):
-        batches = acc.drain(cluster, {0}, 10**9, clock.now)[0]
-        if not batches:
-            break
-        for b in batches:
-            decoded.extend(r.value for rb in read_batches(b.records_buffer()) for r in rb.records())
-            b.done(0, -1, None)
-            acc.deallocate(b)
-    acc.end_flush()
-    return decoded
-
-
 def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
     """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
     clock = FakeClock(START_MS)
@@ -870,7 +855,7 @@ def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None
     assert all(b.builder._sealed for b in full) and not dq.batches[-1].builder._sealed
     assert all(b.estimated_size_in_bytes() < BATCH for b in full)
     acc.seal_full_batches()  # nothing left to do: idempotent
-    assert _flush_and_decode(acc, cluster, clock) == values
+    assert flush_and_decode(acc, cluster, clock) == values
     assert acc.free.available_memory() == acc.free.total_memory
 
 
@@ -1161,7 +1146,7 @@ def test_a_batch_on_the_compression_worker_is_neither_ready_nor_drained_until_do
     assert acc.ready(cluster, clock.now).ready_nodes == {0}
     acc.seal_full_batches(wait=False)
     assert all(job.taken for job in worker.jobs) and acc._unsealed_bytes == 0
-    assert _flush_and_decode(acc, cluster, clock) == values
+    assert flush_and_decode(acc, cluster, clock) == values
     assert acc.free.available_memory() == acc.free.total_memory
 
 

@@ -29,6 +29,7 @@ from tests.support.accumulator import (
     CountingSink,
     append,
     complete_all,
+    flush_and_decode,
     make_acc,
     make_cluster,
     queued_batches,
@@ -321,3 +322,92 @@ def test_growth_refused_while_an_asyncio_sender_waits() -> None:
     assert pool.try_grow(BATCH) is False
     pool.add_external_waiter(-1)
     assert pool.try_grow(BATCH)
+
+
+# ---------------------------------------------------------------------- compressed batches: staging
+
+
+def _compressible(n: int, size: int = 1000) -> list[bytes]:
+    return [(b"%06d " % i) + b"compressible " * (size // 13) for i in range(n)]
+
+
+def _observed_ratio(acc: RecordAccumulator, ratio: float) -> None:
+    """The topic's compression ratio as a running producer would have learnt it from earlier batches."""
+    for _ in range(20):
+        acc._ratio_estimator.update_estimation("t", acc.compression, ratio)
+
+
+def test_a_hot_compressed_batch_stages_past_256_kib_charged_to_buffer_memory() -> None:
+    """Records that compress ~50:1 filled a batch at 256 KiB of records (6 KB on the wire). A bulk
+    call holding more rows for the partition lets the staging grow, up to 1 MiB of records, each
+    step charged to buffer.memory; the charge comes back when the batch completes."""
+    from kproducer.record.compression_ratio import MAX_GROWN_STAGING_BYTES, MAX_STAGING_BYTES
+
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=16_384, batch_max_size=262_144, memory=32 * 1024 * 1024,
+                   compression_type="lz4")  # fmt: skip
+    values = _compressible(3_000)
+    _observed_ratio(acc, 0.03)
+    sink = CountingSink()
+    acc.append_many("t", 0, clock.now, values, None, None, 0, len(values), None, False, sink, None, 2048, 0, None)
+    batches = queued_batches(acc, 0)
+    staged = [b.builder.uncompressed_size for b in batches[:-1]]
+    assert staged and min(staged) > 2 * MAX_STAGING_BYTES, staged
+    assert max(staged) <= MAX_GROWN_STAGING_BYTES + 2048
+    first = batches[0]
+    charged = first.capacity - 16_384
+    assert charged >= staged[0] - MAX_STAGING_BYTES - 16_384
+    held = sum(b.capacity for b in acc._incomplete.copy_all())
+    assert acc.free.available_memory() == acc.free.total_memory - held
+    assert flush_and_decode(acc, make_cluster(partitions=1, nodes=1), clock) == values
+
+
+def test_staging_does_not_grow_into_the_last_free_batches_for_single_records() -> None:
+    """A send() of one record keeps four batch.size buffers free, as KIP-782 growth does."""
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=16_384, batch_max_size=262_144, memory=6 * 16_384, compression_type="lz4")
+    _observed_ratio(acc, 0.03)
+    for v in _compressible(600):
+        append(acc, 0, clock, value=v)
+    assert all(b.grown == 0 for b in queued_batches(acc, 0))
+    complete_all(acc, make_cluster(), clock)
+
+
+def test_compressed_bytes_move_to_the_pool_buffer_and_the_staging_buffer_is_reused() -> None:
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=16_384, memory=4 * 1024 * 1024, compression_type="zstd")
+    _observed_ratio(acc, 0.03)
+    values = _compressible(1_200)
+    for v in values:
+        append(acc, 0, clock, value=v)
+    batches = queued_batches(acc, 0)
+    assert len(batches) >= 3
+    first, second = batches[0], batches[1]
+    staging = first.builder.buffer_object
+    assert staging is first.buffer and len(staging) > 16_384  # the first batch stages in its pool buffer
+    stagings = {id(b.builder.buffer_object) for b in batches[:-1]}
+    acc.seal_full_batches()
+    # Sealed: the compressed bytes live in a pool-sized buffer, the staging buffers were kept...
+    assert first.builder.buffer_object is first.buffer and len(first.buffer) == 16_384
+    assert acc._staging_free.idle_bytes >= len(staging)
+    # ... and the next batch opened writes its records into one of them, not into fresh memory.
+    append(acc, 1, clock, value=values[0])
+    (opened,) = queued_batches(acc, 1)
+    assert id(opened.builder.buffer_object) in stagings and opened.buffer is not opened.builder.buffer_object
+    assert second.builder.buffer_object is second.buffer
+    assert flush_and_decode(acc, make_cluster(partitions=2, nodes=1), clock, partition=0) == values
+
+
+def test_idle_staging_buffers_are_bounded() -> None:
+    from kproducer.accumulator.staging import MIN_RECYCLED_BYTES, StagingBuffers
+
+    pool = StagingBuffers(idle_limit=3 * MIN_RECYCLED_BYTES)
+    small = bytearray(MIN_RECYCLED_BYTES - 1)
+    pool.give(small)
+    assert pool.take() is None  # too small to be worth keeping
+    bufs = [bytearray(MIN_RECYCLED_BYTES) for _ in range(4)]
+    for b in bufs:
+        pool.give(b)
+    assert pool.idle_bytes == 3 * MIN_RECYCLED_BYTES  # the fourth was dropped
+    assert pool.take() is bufs[2] and pool.take() is bufs[1] and pool.take() is bufs[0]
+    assert pool.take() is None and pool.idle_bytes == 0
