@@ -1205,3 +1205,34 @@ def test_full_batches_are_compressed_by_the_native_worker(monkeypatch: pytest.Mo
         acc.stop_compression_worker()
         r.close()
         w.close()
+
+
+def test_an_open_batch_drained_with_enough_records_goes_to_the_worker_first() -> None:
+    """A hot batch drained while still open is compressed by the worker, not on the Sender's thread."""
+    from kproducer.accumulator.drain import WORKER_DRAIN_BYTES
+
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, compression_type="zstd", batch_size=64 * 1024, memory=1024 * 1024)
+    worker = _HeldWorker()
+    acc.compression_worker = worker
+    cluster = make_cluster(partitions=2, nodes=1)
+    values = [b"compressible %05d " % i * 8 for i in range(300)]  # ~48 KB: one open batch
+    for v in values:
+        append(acc, 0, clock, value=v)
+    small = append(acc, 1, clock, value=b"a quiet partition")
+    (open_batch,) = queued_batches(acc, 0)
+    assert open_batch.is_writable and open_batch.builder.uncompressed_size >= WORKER_DRAIN_BYTES
+    acc.begin_flush()
+    drained = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    # The quiet partition's small batch is compressed at once; the big one is on the worker.
+    assert [b.topic_partition.partition for b in drained] == [1]
+    assert not open_batch.is_writable and [j.end - j.start for j in worker.jobs] == [
+        open_batch.builder.uncompressed_size - 61
+    ]
+    for b in drained:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    worker.jobs[0].finished = True
+    acc.end_flush()
+    assert flush_and_decode(acc, cluster, clock, partition=0) == values
+    assert small.done()
