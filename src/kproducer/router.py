@@ -90,6 +90,10 @@ __all__ = ["RecordRouter", "invalid_topic_error"]
 log = logging.getLogger(__name__)
 
 _NEVER = 2**31 - 1
+# A caller parking records lets the Sender run once per this many + 1 of them (see _park).
+_YIELD_EVERY_PARKED = 255
+_yield_gil = time.sleep
+
 # How soon the Sender tries again to append parked records that found the BufferPool empty.
 _MEMORY_RETRY_MS = 5
 # The share of buffer.memory that records waiting for metadata may hold. Appending them needs
@@ -389,6 +393,11 @@ class RecordRouter:
             return self._direct(
                 topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count
             )
+        if not self._parked_count & _YIELD_EVERY_PARKED:
+            # The Sender needs the GIL in short slices to connect and fetch this metadata; a caller
+            # looping over send() keeps it for a switch interval (5 ms) each time (docs/internals.md,
+            # "The GIL and the Sender's system calls"). Hand it over now and then instead.
+            _yield_gil(0)
         return rec.future
 
     def _enqueue(self, topic: str, partition: int | None, entry: ParkedRecord | ParkedBulk, now: int) -> bool:
