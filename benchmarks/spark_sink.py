@@ -189,11 +189,14 @@ def main() -> int:
         kinds = ("arrow", "arrow-defaults", "arrow-eos", "row", "cf-rows", "cf-arrow")
         create_topics(bs, {f"bench-{run_id}-{k}-{r}": 6 for r in range(args.repeat) for k in kinds})
 
-        # Warm-up, not measured: the Python workers start and import the clients; one
-        # exactly-once write, so that its first InitProducerId is not in a measured run.
+        # Warm-up, not measured: the Python workers start and import the clients; one small write
+        # of every kproducer path, so that no measured run includes the making of the producer a
+        # worker keeps for its config (the first connection, metadata, InitProducerId). The
+        # confluent-kafka baselines make a producer per task, as a user of it would.
         df.write.format("noop_arrow").option("warm", "true").mode("append").save()
-        create_topics(bs, {f"bench-{run_id}-warm-eos": 6})
-        write_to_kafka(df.limit(1000), f"bench-{run_id}-warm-eos", config={"bootstrap.servers": bs}, options=eos)
+        create_topics(bs, {f"bench-{run_id}-warm-{i}": 6 for i in range(len(runs))})
+        for i, (_topic, mode, config, options, _label) in enumerate(runs):
+            write_to_kafka(df.limit(1000), f"bench-{run_id}-warm-{i}", writer=mode, config=config, options=options)
         for r in range(args.repeat):
             t = time.perf_counter()
             df.write.format("noop_arrow").mode("append").save()

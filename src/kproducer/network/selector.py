@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from kproducer.network.protocol import Buffer
 from kproducer.network.sockio import poll_ready_for, recv, send_iov
 
+_WAKE_BYTE = (b"\x00",)
+
 __all__ = ["Selector", "PollResult"]
 
 logger = logging.getLogger(__name__)
@@ -234,7 +236,9 @@ class Selector:
             return
         self._wake_pending = True
         try:
-            self._wake_w.send(b"\x00")
+            # Through sockio, which keeps the GIL where it can: this runs on a caller's thread, and a
+            # caller that let go of the GIL here waited for the Sender's turn to end to get it back.
+            send_iov(self._wake_w, _WAKE_BYTE)
         except (BlockingIOError, OSError):
             pass
 
