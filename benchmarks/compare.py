@@ -2,7 +2,9 @@
 
 Every client runs in its own child process against one Tansu broker started here,
 so the CPU time and peak RSS reported are the client's alone. Each run writes to a
-fresh topic. Prints records/s, MB/s, client CPU µs per record, p99 delivery
+fresh topic; before the first, 200 MB written by a child process warm the broker
+(``broker_warmup.py``), and the client that goes first changes from repeat to
+repeat. Prints records/s, MB/s, client CPU µs per record, p99 delivery
 latency (send → acknowledgement) and peak RSS, with ratios against confluent-kafka,
 each client's config, and the machine's load average; writes a Markdown table
 (and a PNG bar chart with --png).
@@ -666,6 +668,7 @@ def main() -> int:
                                 cell_for(args.records, args.size, args.acks, args.compression))))  # fmt: skip
         return 0
 
+    from broker_warmup import warm_broker
     from tests.support.readback import create_topic
     from tests.support.tansu import tansu_unless
 
@@ -686,18 +689,22 @@ def main() -> int:
     all_ok = True
     chart: list[tuple[str, list[dict[str, Any]]]] = []
     with tansu_unless(args.bootstrap) as (bootstrap, broker):
+        warm_broker(bootstrap)
         for cell in cells:
             load = os.getloadavg()
             runs: list[list[dict[str, Any]]] = []
-            for _ in range(args.repeat):
-                results = []
-                for client in clients:
+            for rep in range(args.repeat):
+                # The first client of a repeat changes from repeat to repeat, so that none is always
+                # first after a ceiling run or a previous cell; the table keeps the clients' order.
+                shift = rep % len(clients)
+                by_client: dict[str, dict[str, Any]] = {}
+                for client in clients[shift:] + clients[:shift]:
                     topic = f"bench-{client}-{int(time.time() * 1000)}"
                     create_topic(bootstrap, topic, cell.partitions)
                     print(f"running {client} ({cell.records:,} x {cell.size} B, acks={cell.acks}, {cell.compression}) ...",
                           file=sys.stderr, flush=True)  # fmt: skip
-                    results.append(run_client(client, bootstrap, topic, cell, args))
-                runs.append(results)
+                    by_client[client] = run_client(client, bootstrap, topic, cell, args)
+                runs.append([by_client[c] for c in clients])
             load_after = os.getloadavg()
             table, ok = _report(runs, cell, clients, (load[0], load_after[0]))
             if args.ceiling and cell.compression == "none":

@@ -144,6 +144,7 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+    from benchmarks.broker_warmup import warm_broker
     from pyspark.sql import SparkSession
 
     from kproducer.admin import create_topics
@@ -194,6 +195,7 @@ def main() -> int:
         # worker keeps for its config (the first connection, metadata, InitProducerId). The
         # confluent-kafka baselines make a producer per task, as a user of it would.
         df.write.format("noop_arrow").option("warm", "true").mode("append").save()
+        warm_broker(bs)
         create_topics(bs, {f"bench-{run_id}-warm-{i}": 6 for i in range(len(runs))})
         for i, (_topic, mode, config, options, _label) in enumerate(runs):
             write_to_kafka(df.limit(1000), f"bench-{run_id}-warm-{i}", writer=mode, config=config, options=options)
