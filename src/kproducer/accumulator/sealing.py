@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["close_for_appends", "seal_full_batches", "seal_if_behind"]
 
+# How far past the backlog limit a caller lets the compression worker fall behind before it waits.
+_WORKER_BACKLOG_FACTOR = 4
+
 
 def close_for_appends(acc: RecordAccumulator, batch: ProducerBatch) -> None:
     """No more records into ``batch``; queue it for compression (compressed producers only).
@@ -55,7 +58,17 @@ def seal_if_behind(acc: RecordAccumulator) -> None:
     the appending caller compresses the queued full batches itself, or waits for the
     worker's results.
     """
-    if acc._unsealed_bytes > acc._seal_backlog_bytes:  # an unlocked read: at worst one append late
+    if acc._unsealed_bytes <= acc._seal_backlog_bytes:  # an unlocked read: at worst one append late
+        return
+    if acc.compression_worker is None:
+        seal_full_batches(acc, wait=True)
+        return
+    # With the worker, the backlog is mostly batches it has finished and the Sender has not taken
+    # yet: take those. Waiting for an unfinished one lets go of the GIL, and getting it back from
+    # the Sender cost callers 1.5 ms a time (zstd, 100 B records: 57 waits, 88 ms of a 0.53 s run);
+    # so a caller waits only when the worker itself is far behind.
+    seal_full_batches(acc, wait=False)
+    if acc._unsealed_bytes > _WORKER_BACKLOG_FACTOR * acc._seal_backlog_bytes:
         seal_full_batches(acc, wait=True)
 
 

@@ -1236,3 +1236,25 @@ def test_an_open_batch_drained_with_enough_records_goes_to_the_worker_first() ->
     acc.end_flush()
     assert flush_and_decode(acc, cluster, clock, partition=0) == values
     assert small.done()
+
+
+def test_with_the_worker_a_caller_past_the_backlog_takes_finished_batches_and_does_not_wait() -> None:
+    """Waiting for an unfinished job lets go of the GIL; a caller does it only when the worker is
+    far behind (four times the backlog limit), and otherwise takes what the worker finished."""
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, compression_type="zstd", memory=1024 * BATCH)
+    worker = _HeldWorker()
+    acc.compression_worker = worker
+    acc._seal_backlog_bytes = 3 * BATCH
+    values = [b"compressible %04d " % i * 8 for i in range(60)]
+    for v in values:  # _HeldJob.wait() fails the test if a caller waits for a held job
+        append(acc, 0, clock, value=v)
+    assert acc._seal_backlog_bytes < acc._unsealed_bytes <= 4 * acc._seal_backlog_bytes + 2 * BATCH
+    assert worker.jobs and not any(j.taken for j in worker.jobs)
+    for job in worker.jobs:
+        job.finished = True
+    append(acc, 0, clock, value=values[0])
+    assert all(j.taken for j in worker.jobs[:-1]) and acc._unsealed_bytes <= acc._seal_backlog_bytes
+    for job in worker.jobs:
+        job.finished = True
+    complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
