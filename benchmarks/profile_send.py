@@ -9,6 +9,7 @@ process, so that the hot path before and after a change can be compared.
     .venv/bin/python benchmarks/profile_send.py --threads 1,2,4           # concurrency, no profiler
     .venv/bin/python benchmarks/profile_send.py --threads 1 --size 1024 --config compression.type=lz4
     .venv/bin/python benchmarks/profile_send.py --threads 1 --mode arrow      # send_arrow, 10,000-row tables
+    .venv/bin/python benchmarks/profile_send.py --cold 3 --records 1000000    # first send() to metadata, cold
 
 ``--config k=v,...`` adds producer settings (both modes). The producer is warm in both: the
 topic's metadata is fetched by a first send before the clock starts.
@@ -50,8 +51,12 @@ def main() -> int:
     ap.add_argument("--bootstrap")
     ap.add_argument("--threads", help="comma-separated thread counts calling send(): measure without the profiler")
     ap.add_argument("--config", default="", help="extra producer config, k=v,k=v")
+    ap.add_argument("--cold", type=int, metavar="RUNS",
+                    help="a new producer per run, no warm-up: when the topic's metadata arrives during a send() loop")  # fmt: skip
     args = ap.parse_args()
     args.producer_config = {"acks": "1", **dict(kv.split("=", 1) for kv in args.config.split(",") if kv)}
+    if args.cold:
+        return _cold(args)
     if args.threads:
         return _threads(args)
 
@@ -103,6 +108,39 @@ def main() -> int:
     print(f"{'self %':>7}  {'self s':>7}  function")
     for name, secs in acc.most_common(args.top):
         print(f"{100 * secs / total:6.1f}%  {secs:7.3f}  {name}")
+    return 0
+
+
+def _cold(args: argparse.Namespace) -> int:
+    """A send() loop on a producer that knows nothing yet: how soon the topic's metadata arrives
+    (checked every 1,024 records) and how many records were sent by then (they wait for it)."""
+    from tests.support.readback import create_topic
+    from tests.support.tansu import tansu_unless
+
+    from kproducer.producer import Producer
+
+    payload = os.urandom(args.size)
+    with tansu_unless(args.bootstrap) as (bootstrap, _broker):
+        print(f"{args.records:,} x {args.size} B, {args.partitions} partitions, config {args.producer_config}")
+        print("| run | metadata after ms | records sent by then | records/s |")
+        print("|---:|---:|---:|---:|")
+        for run in range(args.cold):
+            topic = f"cold-{run}-{int(time.time() * 1000)}"
+            create_topic(bootstrap, topic, args.partitions)
+            p = Producer({"bootstrap.servers": bootstrap, **args.producer_config})
+            cluster = p._metadata
+            send = p.send
+            seen: tuple[float, int] | None = None
+            t0 = time.perf_counter()
+            for i in range(args.records):
+                send(topic, payload)
+                if seen is None and not i & 1023 and cluster.cluster.partition_count(topic) is not None:
+                    seen = (time.perf_counter() - t0, i)
+            p.flush()
+            elapsed = time.perf_counter() - t0
+            p.close()
+            at_ms, at_record = (seen[0] * 1000, seen[1]) if seen is not None else (float("nan"), -1)
+            print(f"| {run} | {at_ms:.1f} | {at_record:,} | {args.records / elapsed:,.0f} |", flush=True)
     return 0
 
 
