@@ -17,6 +17,7 @@ is released as usual. ``HELD`` says which one runs.
 
 from __future__ import annotations
 
+import errno
 import selectors
 import socket
 from collections.abc import Callable, Sequence
@@ -54,13 +55,20 @@ if _c is not None:
     _c_send_iov = _c.send_iov
     _c_recv = _c.recv
 
+    def _fd(sock: socket.socket) -> int:
+        # A closed socket's fileno() is -1; its own methods then raise OSError(EBADF), so these do too.
+        fd = sock.fileno()
+        if fd < 0:
+            raise OSError(errno.EBADF, "Bad file descriptor (the socket is closed)")
+        return fd
+
     def send_iov(sock: socket.socket, buffers: Sequence[Any]) -> int:
         """``sock.sendmsg(buffers)`` on a non-blocking socket (at most IOV_MAX buffers are written)."""
-        return int(_c_send_iov(sock.fileno(), buffers))
+        return int(_c_send_iov(_fd(sock), buffers))
 
     def recv(sock: socket.socket, size: int) -> bytes:
         """``sock.recv(size)`` on a non-blocking socket."""
-        return bytes(_c_recv(sock.fileno(), size))
+        return bytes(_c_recv(_fd(sock), size))
 
 else:
     send_iov = _send_iov_py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import selectors
 import socket
 from collections.abc import Iterator
@@ -170,3 +171,25 @@ def test_poll_ready_answers_as_select_zero(pair: tuple[socket.socket, socket.soc
         sel.close()
     finally:
         c.close()
+
+
+def test_a_closed_socket_raises_os_error_in_both_implementations() -> None:
+    """A closed socket's fileno() is -1: both calls raise what the socket methods raise (EBADF)."""
+    for send, receive in ((sockio.send_iov, sockio.recv), (_send_iov_py, _recv_py)):
+        a, b = socket.socketpair()
+        a.close()
+        b.close()
+        with pytest.raises(OSError) as sent:
+            send(a, [b"\x00"])
+        with pytest.raises(OSError) as received:
+            receive(a, 16)
+        assert sent.value.errno == received.value.errno == errno.EBADF
+
+
+def test_a_wakeup_after_the_selector_closed_is_a_no_op() -> None:
+    """Producer.close(0) can wake the Sender after the Sender closed its selector (a race seen in CI)."""
+    from kproducer.network.selector import Selector
+
+    sel = Selector()
+    sel.close_all()
+    sel.wakeup()  # must not raise
