@@ -342,7 +342,14 @@ def test_a_leader_slow_from_the_first_contact_is_muted_by_its_stalled_connection
     manager = _manager(p)
     manager.add_listener(events.append)
     tracker = Tracker(p, topic_name)
-    assert tracker.run(lambda: manager.muted_partitions() >= bad, timeout_s=30), (
+
+    def muted_and_told() -> bool:
+        # Listeners hear of a mute after the muted set changed (on the Sender thread, outside the
+        # manager's lock): wait for both, or the events may still lack the second partition.
+        told = {e.topic_partition for e in events if e.current is BreakerState.OPEN}
+        return manager.muted_partitions() >= bad and told >= bad
+
+    assert tracker.run(muted_and_told, timeout_s=30), (
         f"the breaker did not mute {sorted(bad)}; muted {sorted(manager.muted_partitions())}, events {events}"
     )
     assert manager.muted_partitions() == bad
