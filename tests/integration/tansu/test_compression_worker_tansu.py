@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from kproducer.producer import Producer
-from kproducer.record import builder as builder_module
 from kproducer.record import c_extension
+from tests.support.compression import count_python_compressions
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
 
@@ -26,14 +26,7 @@ def test_send_and_send_arrow_through_the_worker_read_back_exactly(
     tansu: TansuBroker, topic_name: str, codec: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_topic(tansu.bootstrap, topic_name, 3)
-    python_compressions: list[int] = []
-    real = builder_module.compress
-
-    def counting(*args: Any, **kwargs: Any) -> bytes:
-        python_compressions.append(len(args[1]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(builder_module, "compress", counting)
+    python_compressions = count_python_compressions(monkeypatch)
     keyed = [(f"k{i % 7}".encode(), (f"{codec}-{i:06d}-" + "payload " * (i % 40)).encode()) for i in range(30_000)]
     bulk = [(f"arrow-{i:06d}-" + "row " * (i % 30)).encode() for i in range(40_000)]
     with Producer(

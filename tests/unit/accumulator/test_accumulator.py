@@ -36,6 +36,7 @@ from tests.support.accumulator import (
     queued_batches,
 )
 from tests.support.clock import FakeClock
+from tests.support.compression import count_python_compressions
 from tests.support.sensors import RecordingMetrics
 
 
@@ -1155,8 +1156,6 @@ def test_full_batches_are_compressed_by_the_native_worker(monkeypatch: pytest.Mo
     """With the worker started, no full batch is compressed in Python; every record decodes back."""
     import socket
 
-    from kproducer.record import builder as builder_module
-
     clock = FakeClock(START_MS)
     acc = make_acc(clock, compression_type=codec, linger_ms=0, memory=4096 * BATCH)
     r, w = socket.socketpair()
@@ -1169,14 +1168,7 @@ def test_full_batches_are_compressed_by_the_native_worker(monkeypatch: pytest.Mo
             acc.compression_worker.set_wakeup_fd(w.fileno())
         else:
             assert acc.start_compression_worker(w.fileno()), "the compression worker did not start"
-        python_calls: list[int] = []
-        real = builder_module.compress
-
-        def counting(*args: Any, **kwargs: Any) -> bytes:
-            python_calls.append(len(args[1]))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(builder_module, "compress", counting)
+        python_calls = count_python_compressions(monkeypatch)
         cluster = make_cluster(partitions=1, nodes=1)
         values = [b"compressible %05d " % i * 8 for i in range(2_000)]
         for v in values:
