@@ -21,6 +21,7 @@ the Python path, which stays the reference.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Protocol
 
@@ -95,6 +96,7 @@ def start_worker(compression: CompressionType, wakeup_fd: int) -> CompressionWor
     return worker
 
 
+@functools.cache  # called for every batch handed to the worker; the answer depends on the config only
 def submit_args(compression: CompressionType, level: int | None) -> tuple[int, int, bytes]:
     """The worker's (codec, level, lz4 header) for ``compression.type`` and its KIP-390 level.
 
