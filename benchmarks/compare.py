@@ -4,7 +4,9 @@ Every client runs in its own child process against one Tansu broker started here
 so the CPU time and peak RSS reported are the client's alone. Each run writes to a
 fresh topic; before the first, 200 MB written by a child process warm the broker
 (``broker_warmup.py``), and the client that goes first changes from repeat to
-repeat. Prints records/s, MB/s, client CPU µs per record, p99 delivery
+repeat. Prints records/s, MB/s, client CPU µs per record and per partition batch (process CPU
+time over the batches the client's own metrics count: kproducer's ``byte-total`` over
+``batch-size-avg``, librdkafka's ``batchcnt`` statistics), p99 delivery
 latency (send → acknowledgement) and peak RSS, with ratios against confluent-kafka,
 each client's config, and the machine's load average; writes a Markdown table
 (and a PNG bar chart with --png).
@@ -13,6 +15,11 @@ each client's config, and the machine's load average; writes a Markdown table
     .venv/bin/python benchmarks/compare.py --records 200000 --size 1024 --acks all --compression lz4
     # the whole matrix in one run (one Tansu): workloads x acks x compression
     .venv/bin/python benchmarks/compare.py --matrix --markdown out.md --png out.png
+    # keyed records (20,000 distinct keys) over 1, 8, 100 and 1,000 partitions: where the cost per
+    # batch shows, since each batch of a keyed 1,000-partition topic holds only a few records
+    .venv/bin/python benchmarks/compare.py --matrix --keys 20000 --partitions-list 1,8,100,1000 \
+        --workloads 200000x100,100000x1024 --acks-list 1 --compression-list none,lz4 \
+        --clients kproducer,confluent-kafka
 
 The same work for every client:
 
@@ -98,10 +105,16 @@ class Cell:
     batch_size: int | None = None
     kproducer_extra: dict[str, str] = field(default_factory=dict)
     sample_every: int = 0
+    keys: int = 0  # distinct keys, used in turn (0: no key, each client's sticky/uniform choice)
 
     def __post_init__(self) -> None:
         if self.sample_every <= 0:
             self.sample_every = 1000
+
+
+def bench_keys(cell: Cell) -> list[bytes] | None:
+    """The keys every client sends in turn, built before the clock (None for an unkeyed cell)."""
+    return [b"key-%08d" % i for i in range(cell.keys)] if cell.keys else None
 
 
 class Latency:
@@ -135,6 +148,7 @@ class Timing:
     failed: int = 0
     loop_gap_ms: float | None = None  # asyncio clients: a 1 ms ticker's worst gap during the run
     idle_gap_ms: float | None = None  # the same ticker alone for 0.5 s before the run: the machine's own share
+    batches: float | None = None  # partition batches sent, from the client's own metrics (None: not exposed)
 
 
 def _rss_mb() -> float:
@@ -185,34 +199,64 @@ def _kproducer(cell: Cell, bootstrap: str, topic: str, lat: Latency, mode: str) 
             column = pa.BinaryArray.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(payload * rows)])
             arrow_chunk = pa.table({"value": column})
     values = [payload] * BULK_CHUNK
+    keys = bench_keys(cell)
+    if arrow_chunk is not None and keys is not None:
+        import pyarrow as pa
+
+        arrow_chunk = arrow_chunk.append_column("key", pa.array([keys[i % len(keys)] for i in range(BULK_CHUNK)], pa.binary()))
     rss_before = _rss_mb()
     t0 = perf()
-    if mode == "send":
+    if mode == "send" and keys is None:
         send = p.send
         for i in range(n):
             if i % every == 0:
                 send(topic, payload, callback=lat.callback())
             else:
                 send(topic, payload)
+    elif mode == "send":
+        send, nkeys = p.send, len(keys)
+        for i in range(n):
+            if i % every == 0:
+                send(topic, payload, key=keys[i % nkeys], callback=lat.callback())
+            else:
+                send(topic, payload, key=keys[i % nkeys])
     else:
         for start in range(0, n, BULK_CHUNK):
             m = min(BULK_CHUNK, n - start)
             cb = lat.callback()
+            chunk_keys = None if keys is None else [keys[(start + j) % len(keys)] for j in range(m)]
             if mode == "batch":
-                fut = p.send_batch(topic, values[:m])
+                fut = p.send_batch(topic, values[:m], chunk_keys)
             elif mode == "arrow":
                 assert arrow_chunk is not None
                 fut = p.send_arrow(arrow_chunk.slice(0, m), topic)
             else:  # Python objects -> Arrow -> send_arrow, inside the clock
                 import pyarrow as pa
 
-                fut = p.send_arrow(pa.table({"value": pa.array(values[:m], type=pa.binary())}), topic)
+                columns = {"value": pa.array(values[:m], type=pa.binary())}
+                if chunk_keys is not None:
+                    columns["key"] = pa.array(chunk_keys, type=pa.binary())
+                fut = p.send_arrow(pa.table(columns), topic)
             fut.add_done_callback(cb)
     p.flush()
     elapsed = perf() - t0
-    failed = int(p.metrics().get("record-error-total", 0.0))
+    metrics = p.metrics()
+    failed = int(metrics.get("record-error-total", 0.0))
     p.close()
-    return Timing(elapsed, rss_before, failed)
+    return Timing(elapsed, rss_before, failed, batches=kproducer_batches(metrics, topic))
+
+
+def kproducer_batches(metrics: dict[str, float], topic: str) -> float | None:
+    """Partition batches sent: the topic's ``byte-total`` over ``batch-size-avg`` (both the producer's own).
+
+    ``batch-size-avg`` is a windowed average (two 30 s samples, as in Java), so for a run
+    longer than that this is the recent batches' size applied to the whole run.
+    """
+    total = next((v for k, v in metrics.items() if k.startswith("byte-total") and topic in k), None)
+    avg = metrics.get("batch-size-avg")
+    if not total or not avg or avg != avg:
+        return None
+    return total / avg
 
 
 # ---------------------------------------------------------------- confluent-kafka
@@ -233,15 +277,29 @@ def _confluent(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     from confluent_kafka import Producer as CProducer
 
     client_errors: list[Any] = []
-    cp = CProducer({**confluent_config(cell, bootstrap), "error_cb": client_errors.append})
+    batch_counts: list[int] = []
+
+    def stats(text: str) -> None:
+        # librdkafka's statistics: topics[t].batchcnt is the window's histogram of records per
+        # batch, so its cnt is the batches produced since the previous report.
+        batch_counts.append(json.loads(text).get("topics", {}).get(topic, {}).get("batchcnt", {}).get("cnt", 0))
+
+    cp = CProducer({**confluent_config(cell, bootstrap), "error_cb": client_errors.append,
+                    "statistics.interval.ms": 1000, "stats_cb": stats})  # fmt: skip
     payload = os.urandom(cell.size)
+    keys = bench_keys(cell)
     perf = time.perf_counter
     rss_before = _rss_mb()
     t0 = perf()
-    confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback)
+    confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback, keys)
     cp.flush()
     elapsed = perf() - t0
-    return Timing(elapsed, rss_before, 0)
+    # One more report covers the last window's batches (outside the clock).
+    seen = len(batch_counts)
+    deadline = time.monotonic() + 3
+    while len(batch_counts) == seen and time.monotonic() < deadline:
+        cp.poll(0.1)
+    return Timing(elapsed, rss_before, 0, batches=float(sum(batch_counts)) if batch_counts else None)
 
 
 # ---------------------------------------------------------------- aiokafka
@@ -274,7 +332,7 @@ def _aiokafka(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
         await ap.stop()
 
     # The coroutine of send() itself is awaited per record (no wrapper), as for the other asyncio clients.
-    return _async_run(cell, lat, start, lambda ap, payload: ap.send(topic, payload), finish)
+    return _async_run(cell, lat, start, lambda ap, payload, key: ap.send(topic, payload, key=key), finish)
 
 
 # ---------------------------------------------------------------- asyncio: kproducer.aio and confluent_kafka.aio
@@ -299,6 +357,8 @@ def _async_run(cell: Cell, lat: Latency, start: Any, send: Any, finish: Any) -> 
     import asyncio
 
     payload = os.urandom(cell.size)
+    keys = bench_keys(cell)
+    nkeys = len(keys) if keys else 0
     perf = time.perf_counter
     n, every = cell.records, lat.every
     out: list[Timing] = []
@@ -318,12 +378,13 @@ def _async_run(cell: Cell, lat: Latency, start: Any, send: Any, finish: Any) -> 
         t = perf()
         futs = []
         for i in range(n):
+            key = keys[i % nkeys] if keys else None
             if i % every == 0:
                 cb = lat.callback()
-                fut = await send(client, payload)
+                fut = await send(client, payload, key)
                 fut.add_done_callback(cb)
             else:
-                fut = await send(client, payload)
+                fut = await send(client, payload, key)
             futs.append(fut)
             if len(futs) >= 20000:
                 await asyncio.gather(*futs)
@@ -350,7 +411,7 @@ def _kproducer_async(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Ti
     async def finish(p: Any) -> None:
         await p.close()
 
-    return _async_run(cell, lat, start, lambda p, payload: p.send(topic, payload), finish)
+    return _async_run(cell, lat, start, lambda p, payload, key: p.send(topic, payload, key=key), finish)
 
 
 def _confluent_aio(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
@@ -365,7 +426,7 @@ def _confluent_aio(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timi
         await p.flush()
         await p.close()
 
-    return _async_run(cell, lat, start, lambda p, payload: p.produce(topic, payload), finish)
+    return _async_run(cell, lat, start, lambda p, payload, key: p.produce(topic, payload, key=key), finish)
 
 
 class _AsyncioFloor:
@@ -413,7 +474,7 @@ def _asyncio_floor(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timi
     async def finish(client: Any) -> None:
         return None
 
-    return _async_run(cell, lat, start, lambda c, payload: c.send(topic, payload), finish)
+    return _async_run(cell, lat, start, lambda c, payload, key: c.send(topic, payload), finish)
 
 
 # ---------------------------------------------------------------- kafka-python
@@ -428,14 +489,17 @@ def _kafka_python(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timin
     payload = os.urandom(cell.size)
     perf = time.perf_counter
     n, every = cell.records, lat.every
+    keys = bench_keys(cell)
+    nkeys = len(keys) if keys else 0
     rss_before = _rss_mb()
     t0 = perf()
     for i in range(n):
+        key = keys[i % nkeys] if keys else None
         if i % every == 0:
             cb = lat.callback()
-            kp.send(topic, payload).add_callback(cb)
+            kp.send(topic, payload, key=key).add_callback(cb)
         else:
-            kp.send(topic, payload)
+            kp.send(topic, payload, key=key)
     kp.flush()
     elapsed = perf() - t0
     kp.close()
@@ -541,6 +605,7 @@ def _child(client: str, bootstrap: str, topic: str, cell: Cell) -> dict[str, Any
         "latency_samples": len(lat.samples),
         "loop_gap_ms": t.loop_gap_ms,
         "idle_gap_ms": t.idle_gap_ms,
+        "batches": t.batches,
     }
 
 
@@ -576,7 +641,7 @@ def run_client(client: str, bootstrap: str, topic: str, cell: Cell, args: argpar
         "--records", str(cell.records), "--size", str(cell.size), "--acks", cell.acks,
         "--compression", cell.compression, "--partitions", str(cell.partitions),
         "--kproducer-config", ",".join(f"{k}={v}" for k, v in cell.kproducer_extra.items()),
-        "--sample-every", str(cell.sample_every),
+        "--sample-every", str(cell.sample_every), "--keys", str(cell.keys),
     ]  # fmt: skip
     if cell.batch_size is not None:
         cmd += ["--batch-size", str(cell.batch_size)]
@@ -587,6 +652,8 @@ def run_client(client: str, bootstrap: str, topic: str, cell: Cell, args: argpar
     res["records_per_s"] = res["records"] / res["elapsed_s"]
     res["mb_per_s"] = res["records"] * cell.size / res["elapsed_s"] / 1e6
     res["cpu_us_per_record"] = res["cpu_s"] / res["records"] * 1e6
+    res["cpu_us_per_batch"] = res["cpu_s"] / res["batches"] * 1e6 if res.get("batches") else None
+    res["records_per_batch"] = res["records"] / res["batches"] if res.get("batches") else None
     if args.verify and client not in NOT_SENT:
         # In a child too: Linux keeps ru_maxrss across fork and exec, so a consumer in this
         # process would raise every later client's peak RSS.
@@ -614,6 +681,8 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--keys", type=int, default=0, help="send keyed records, cycling over this many distinct keys")
+    ap.add_argument("--partitions-list", default="", help="for --matrix: run every cell over each of these partition counts")
     ap.add_argument("--acks", default="1", choices=["0", "1", "all"])
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     ap.add_argument("--clients", default=",".join(DEFAULT_CLIENTS), help=f"comma-separated, of {CLIENTS}")
@@ -654,9 +723,9 @@ def main() -> int:
         print(count_on_topic(args.bootstrap, args.count, args.partitions, args.records))
         return 0
 
-    def cell_for(n: int, size: int, acks: str, comp: str) -> Cell:
-        return Cell(n, size, acks, comp, args.partitions, args.batch_size, _parse_kv(args.kproducer_config),
-                    args.sample_every)  # fmt: skip
+    def cell_for(n: int, size: int, acks: str, comp: str, partitions: int | None = None) -> Cell:
+        return Cell(n, size, acks, comp, partitions or args.partitions, args.batch_size,
+                    _parse_kv(args.kproducer_config), args.sample_every, args.keys)  # fmt: skip
 
     if args.tls:
         from benchmarks.tls_bench import run_tls_comparison
@@ -677,8 +746,10 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"unknown client(s) {unknown}; choose from {CLIENTS}")
     if args.matrix:
+        partition_counts = [int(x) for x in args.partitions_list.split(",") if x] or [args.partitions]
         cells = [
-            cell_for(int(n), int(size), acks, comp)
+            cell_for(int(n), int(size), acks, comp, partitions)
+            for partitions in partition_counts
             for n, size in (w.split("x") for w in args.workloads.split(",") if w)
             for acks in args.acks_list.split(",")
             for comp in args.compression_list.split(",")
@@ -741,6 +812,12 @@ def _ceiling_lines(bootstrap: str, broker: Any, cell: Cell) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _optional_range(runs: list[dict[str, Any]], name: str, fmt: str) -> str:
+    """A figure only some clients' metrics give (batches sent): ranged where known, n/a elsewhere."""
+    values = [r[name] for r in runs if r.get(name) is not None]
+    return _fmt_range(values, fmt) if values else "n/a"
+
+
 def _fmt_range(values: list[float], fmt: str) -> str:
     lo, hi = min(values), max(values)
     return format(lo, fmt) if len(values) == 1 or format(lo, fmt) == format(hi, fmt) else f"{lo:{fmt}}–{hi:{fmt}}"
@@ -759,14 +836,17 @@ def _report(
         f"{cell.records:,} x {cell.size} B, acks={cell.acks}, compression={cell.compression}, "
         f"{cell.partitions} partitions, one Tansu{extra}"
     )
+    if cell.keys:
+        title += f", keyed ({cell.keys:,} distinct keys)"
     lines = [
         f"### {title}",
         "",
         f"{len(runs)} run(s), clients interleaved in each; load average (1 min) {load[0]:.2f} before, {load[1]:.2f} after, "
         f"{os.cpu_count()} CPUs. Latency: one record in {cell.sample_every:,} carries a callback, on every client.",
         "",
-        "| client | records/s | vs confluent-kafka (same run) | MB/s | CPU µs/record | p99 ms | peak RSS MB | RSS growth MB | failed | on topic |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| client | records/s | vs confluent-kafka (same run) | MB/s | CPU µs/record | CPU µs/batch | records/batch "
+        "| p99 ms | peak RSS MB | RSS growth MB | failed | on topic |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     best: list[dict[str, Any]] = []
     for client in clients:
@@ -774,7 +854,7 @@ def _report(
         good = [r for r in rs if "error" not in r]
         if not good:
             err = rs[0]["error"][0][:80] if rs else "not run"
-            lines.append(f"| {client} | error: {err} | | | | | | | | |")
+            lines.append(f"| {client} | error: {err} | | | | | | | | | | |")
             continue
         ratios = []
         for run in runs:
@@ -785,7 +865,8 @@ def _report(
         lines.append(
             f"| {client} | {_fmt_range([r['records_per_s'] for r in good], ',.0f')} | "
             f"{_fmt_range(ratios, '.2f') + 'x' if ratios else 'n/a'} | {_fmt_range([r['mb_per_s'] for r in good], '.1f')} | "
-            f"{_fmt_range([r['cpu_us_per_record'] for r in good], '.2f')} | {_fmt_range([r['p99_ms'] for r in good], '.1f')} | "
+            f"{_fmt_range([r['cpu_us_per_record'] for r in good], '.2f')} | {_optional_range(good, 'cpu_us_per_batch', '.1f')} | "
+            f"{_optional_range(good, 'records_per_batch', '.1f')} | {_fmt_range([r['p99_ms'] for r in good], '.1f')} | "
             f"{_fmt_range([r['peak_rss_mb'] for r in good], '.0f')} | {_fmt_range([r['rss_growth_mb'] for r in good], '.0f')} | "
             f"{max(r['failed'] for r in good)} | {', '.join(f'{x:,}' if isinstance(x, int) else x for x in sorted(on_topic, key=str))} |"
         )
