@@ -327,14 +327,28 @@ class RecordAccumulator:
 
     def _new_batch(self, tp: TopicPartition, buffer: bytearray, magic: int, now_ms: int) -> ProducerBatch:
         """A batch on a pool buffer: sendable at batch.size, or at its one record when that is larger."""
-        staging = None
-        if self._stages and magic == 2:
-            staging = self._staging_free.take()
+        staging = self._take_staging() if self._stages and magic == 2 else None
         batch = ProducerBatch(tp, self._builder(buffer, magic, tp.topic, staging), now_ms, buffer=buffer)
         batch.ready_size = max(self.batch_size, len(buffer))
         if self._stages and magic == 2:
             batch.staging_recycler = self._staging_free.give
+            if staging is not None:
+                batch.grown += len(staging)  # charged by _take_staging; back with the batch's capacity
         return batch
+
+    def _take_staging(self) -> bytearray | None:
+        """A recycled staging buffer, charged to ``buffer.memory`` while a batch holds it.
+
+        Its pages are resident (a batch before filled them), so a batch that stages in it
+        holds its whole size. The charge never waits and keeps four ``batch.size``
+        buffers free, as growth does; when memory is that short the buffer stays idle
+        and the batch stages in its pool buffer, growing it step by step, charged.
+        """
+        staging = self._staging_free.take()
+        if staging is not None and not self.free.try_grow(len(staging), self._growth_keep_free):
+            self._staging_free.give(staging)
+            return None
+        return staging
 
     # ------------------------------------------------------------------ append (caller threads)
     def append(

@@ -644,7 +644,7 @@ class ProducerBatch:
         if final is None:
             return
         if staging is final:
-            if len(staging) <= self.capacity:
+            if len(staging) <= self.initial_capacity:
                 return  # it never outgrew its pool buffer: nothing to move
             final = bytearray(self.initial_capacity)
         builder.move_to(final)

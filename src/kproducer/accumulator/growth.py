@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kproducer.record.builder import COMPRESSION_RATE_ESTIMATION_FACTOR, MAX_STAGING_BYTES
+from kproducer.record.builder import COMPRESSION_RATE_ESTIMATION_FACTOR
 from kproducer.record.codecs import CompressionType
 from kproducer.record.compression_ratio import MAX_GROWN_STAGING_BYTES
 
@@ -50,21 +50,16 @@ def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int, *, rows_in_h
     limit = builder.write_limit
     tp = batch.topic_partition
     routing = acc._routing
-    if tp.topic in acc._growth_capped or (routing is not None and tp in routing.partitions_to_vacate()):
+    muted = routing is not None and tp in routing.partitions_to_vacate()
+    if tp.topic in acc._growth_capped or muted:
         # A topic whose broker refused a grown batch, or a partition the circuit breaker muted:
         # its batches wait for a leader that is not answering, so they stay at batch.size.
         bound = acc.batch_size
     else:
         bound = acc.batch_max_size
     if acc.compression is not CompressionType.NONE:
-        # Records are staged uncompressed until the batch closes: keep them within
-        # MAX_STAGING_BYTES, the bound a compressed batch of batch.size already has.
-        ratio = builder.estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
-        staged_bound = min(bound, max(acc.batch_size, int(MAX_STAGING_BYTES * ratio)))
-        if limit >= staged_bound:
-            # Past that, the staging itself grows, charged to buffer.memory.
-            return _grow_staging(acc, batch, bound, rows_in_hand)
-        bound = staged_bound
+        # A muted partition's compressed batch stages no more records than it was charged.
+        return not muted and _grow_staging(acc, batch, bound, needed, rows_in_hand)
     if limit >= bound:
         return False
     target = max(limit * 2, limit + needed)
@@ -80,20 +75,25 @@ def grow(acc: RecordAccumulator, batch: ProducerBatch, needed: int, *, rows_in_h
     return True
 
 
-def _grow_staging(acc: RecordAccumulator, batch: ProducerBatch, bound: int, rows_in_hand: bool) -> bool:
-    """Let a hot compressed batch stage more uncompressed records, charged to ``buffer.memory``.
+def _grow_staging(acc: RecordAccumulator, batch: ProducerBatch, bound: int, needed: int, rows_in_hand: bool) -> bool:
+    """Let a compressed batch stage more uncompressed records, every byte charged to ``buffer.memory`` first.
 
-    A compressed batch's size is its records' size times the estimated ratio, so
-    ``batch.size`` holds ``batch.size / ratio`` bytes of records, staged uncompressed
-    until the batch closes (the first MAX_STAGING_BYTES of them uncounted, as a
-    compressor's own buffers). For records that compress well, that bound, not
-    ``batch.size``, is what ends a batch: 1 KB records compressing 50:1 close at
-    256 KiB of records and 6 KB on the wire, where Java's 16 KB batch (which compresses
-    as it appends) carries 800 KB of them. Each such batch costs the Sender, the request
-    and the broker a fixed amount. So a hot batch's staging doubles, up to
-    MAX_GROWN_STAGING_BYTES, each step charged to ``buffer.memory`` under the same rules
-    as :func:`grow`; the estimate it fills against moves towards the topic's observed
-    ratio, and the limit grows with it within ``bound`` (``batch.max.size``).
+    A compressed batch's size is its records' size times the estimated ratio, and its
+    records are staged uncompressed until it closes. A new batch stages at most the
+    bytes it was charged (``STAGING_RATIO_FLOOR``); past that, each step doubles what it
+    may stage (at least by ``needed``), up to MAX_GROWN_STAGING_BYTES of records, and
+    the estimate it fills against moves towards the topic's observed ratio, its limit
+    growing with it within ``bound`` (``batch.max.size``). For records that compress
+    well this, not ``batch.size``, is what ends a hot batch: 1 KB records compressing
+    50:1 would otherwise close at 16 KB of records and 300 bytes on the wire, where
+    Java's 16 KB batch (which compresses as it appends) carries 800 KB of them, and each
+    batch costs the Sender, the request and the broker a fixed amount.
+
+    The charge makes the batch's ``capacity`` cover both what it stages and its limit,
+    under the same rules as :func:`grow`: never waiting, and for a single record
+    keeping four ``batch.size`` buffers free, so that across many partitions the
+    staged records stay within ``buffer.memory`` and a caller never blocks because a
+    batch grew.
     """
     builder = batch.builder
     factor = COMPRESSION_RATE_ESTIMATION_FACTOR
@@ -102,15 +102,16 @@ def _grow_staging(acc: RecordAccumulator, batch: ProducerBatch, bound: int, rows
     staged = limit / (ratio * factor)  # the records this batch may hold now
     if staged >= MAX_GROWN_STAGING_BYTES:
         return False
-    target = min(2 * staged, float(MAX_GROWN_STAGING_BYTES))
+    target = min(max(2 * staged, staged + needed), float(MAX_GROWN_STAGING_BYTES))
     observed = acc._ratio_estimator.estimation(batch.topic_partition.topic, acc.compression)
     new_ratio = max(observed, ratio * staged / target)
     new_limit = min(bound, max(limit, int(target * new_ratio * factor)))
     target = min(target, new_limit / (new_ratio * factor))
     if target <= staged * 1.01:
         return False
-    charge = int(target - max(staged, MAX_STAGING_BYTES)) + (new_limit - limit)
-    keep_free = 0 if rows_in_hand else acc._growth_keep_free
+    held = max(int(target), new_limit)
+    charge = held - batch.capacity
+    keep_free = acc._growth_keep_free if held > acc.batch_size and not rows_in_hand else 0
     if charge > 0 and not acc.free.try_grow(charge, keep_free):
         return False
     batch.grown += max(charge, 0)

@@ -37,9 +37,9 @@ from kproducer.record.codecs import (
 )
 from kproducer.record.compression_ratio import (
     MAX_STAGING_BYTES,
+    STAGING_RATIO_FLOOR,
     CompressionRatioEstimator,
     _initial_ratio,
-    staging_ratio_floor,
 )
 from kproducer.record.compression_worker import CompressionJob, CompressionWorker, submit_args
 from kproducer.record.crc import crc32c as _crc32c
@@ -66,7 +66,7 @@ __all__ = [
     "MemoryRecordsBuilder",
     "CompressionRatioEstimator",
     "MAX_STAGING_BYTES",
-    "staging_ratio_floor",
+    "STAGING_RATIO_FLOOR",
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
     "estimate_size_upper_bound",
     "RECORD_BATCH_OVERHEAD",
@@ -233,7 +233,7 @@ class MemoryRecordsBuilder:
             start = 0
         if estimated_compression_ratio is None:
             if ratio_estimator is not None and topic is not None:
-                estimated_compression_ratio = _initial_ratio(ratio_estimator, topic, ctype, write_limit)
+                estimated_compression_ratio = _initial_ratio(ratio_estimator, topic, ctype)
             else:
                 estimated_compression_ratio = 1.0
         self._set_state(
@@ -312,7 +312,7 @@ class MemoryRecordsBuilder:
         every ``batch.size`` bytes, so the argument checks are paid once, at config time.
         """
         self = cls.__new__(cls)
-        ratio = 1.0 if ratio_estimator is None else _initial_ratio(ratio_estimator, topic, compression, write_limit)
+        ratio = 1.0 if ratio_estimator is None else _initial_ratio(ratio_estimator, topic, compression)
         self._set_state(
             buffer, 2, compression, compression_level, write_limit, RECORD_BATCH_OVERHEAD, topic, ratio_estimator, ratio
         )

@@ -5,7 +5,7 @@ when the batch closes, so while it fills, its size is an estimate: the records'
 size times the estimated compression ratio (times 1.05, see
 :mod:`kproducer.record.default_record`). :class:`CompressionRatioEstimator`
 keeps that ratio per topic and codec (Java's ``CompressionRatioEstimator``);
-:func:`staging_ratio_floor` bounds how many uncompressed bytes a batch may stage.
+:data:`STAGING_RATIO_FLOOR` bounds how many uncompressed bytes a new batch may stage.
 """
 
 from __future__ import annotations
@@ -13,11 +13,21 @@ from __future__ import annotations
 import threading
 
 from kproducer.record.codecs import CompressionType
+from kproducer.record.default_record import COMPRESSION_RATE_ESTIMATION_FACTOR
 
-__all__ = ["MAX_GROWN_STAGING_BYTES", "MAX_STAGING_BYTES", "CompressionRatioEstimator", "staging_ratio_floor"]
+__all__ = ["MAX_GROWN_STAGING_BYTES", "MAX_STAGING_BYTES", "STAGING_RATIO_FLOOR", "CompressionRatioEstimator"]
 
-#: Most uncompressed bytes a compressed batch stages beyond ``batch.size`` (see ``staging_ratio_floor``).
+#: Uncompressed bytes a hot compressed batch typically stages once it has grown: the unit of the
+#: accumulator's backlog of batches waiting to be compressed.
 MAX_STAGING_BYTES = 256 * 1024
+
+#: The lowest compression-ratio estimate a new batch is built with. Records are staged
+#: uncompressed and compressed when the batch closes, so an estimate below 1 would let a batch
+#: hold ``write_limit / ratio`` bytes of records that ``buffer.memory`` never charged (Java
+#: compresses as it appends and so holds compressed bytes only). At this floor a new batch stages
+#: at most its ``write_limit``, the bytes it was charged; it stages more only as it grows, each
+#: step charged to ``buffer.memory`` first (``kproducer.accumulator.growth``).
+STAGING_RATIO_FLOOR = 1.0 / COMPRESSION_RATE_ESTIMATION_FACTOR
 
 #: Most uncompressed bytes a hot compressed batch may stage when the bytes past MAX_STAGING_BYTES
 #: are charged to ``buffer.memory`` (accumulator.growth._grow_staging): librdkafka's default
@@ -76,22 +86,6 @@ class CompressionRatioEstimator:
                 del self._ratios[key]
 
 
-def staging_ratio_floor(write_limit: int) -> float:
-    """The lowest compression-ratio estimate a batch of ``write_limit`` bytes is built with.
-
-    Records are staged uncompressed and compressed when the batch closes, so a
-    low estimate lets a batch hold ``write_limit / ratio`` bytes of records, which
-    ``buffer.memory`` does not count (Java compresses as it appends and holds
-    compressed bytes only). The floor keeps an open batch's records within
-    ``max(write_limit, MAX_STAGING_BYTES)``: 16 KB batches may stage up to 256 KiB
-    (like a compressor's own block buffers), batches of 256 KiB or more hold at
-    most their size of records, as librdkafka's and kafka-python's batches do.
-    """
-    return min(1.0, write_limit / MAX_STAGING_BYTES) if write_limit > 0 else 1.0
-
-
-def _initial_ratio(
-    estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int, write_limit: int
-) -> float:
+def _initial_ratio(estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int) -> float:
     """The estimate a new batch is built with: the topic's, never below the staging floor."""
-    return max(float(estimator.estimation(topic, compression)), staging_ratio_floor(write_limit))
+    return max(float(estimator.estimation(topic, compression)), STAGING_RATIO_FLOOR)

@@ -11,6 +11,7 @@ batch like the Python path (the integration test runs in both passes).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -300,7 +301,8 @@ def test_a_partition_the_breaker_muted_does_not_grow_past_batch_size() -> None:
 
 
 def test_compressed_growth_keeps_staged_records_within_the_staging_bound() -> None:
-    """A compressed batch stages its records uncompressed until it closes: growth keeps that <= 256 KiB."""
+    """A compressed batch stages its records uncompressed until it closes: before the topic's ratio is
+    known, growth keeps that within batch.max.size (256 KiB here)."""
     from kproducer.record.builder import MAX_STAGING_BYTES
 
     clock = FakeClock(START_MS)
@@ -363,13 +365,18 @@ def test_a_hot_compressed_batch_stages_past_256_kib_charged_to_buffer_memory() -
 
 
 def test_staging_does_not_grow_into_the_last_free_batches_for_single_records() -> None:
-    """A send() of one record keeps four batch.size buffers free, as KIP-782 growth does."""
+    """A send() of one record keeps four batch.size buffers free, as KIP-782 growth does: with six
+    buffers' worth of memory, a batch of records that compress 30:1 stages only what it was charged."""
     clock = FakeClock(START_MS)
     acc = make_acc(clock, batch_size=16_384, batch_max_size=262_144, memory=6 * 16_384, compression_type="lz4")
     _observed_ratio(acc, 0.03)
-    for v in _compressible(600):
+    for v in _compressible(40):
         append(acc, 0, clock, value=v)
-    assert all(b.grown == 0 for b in queued_batches(acc, 0))
+    batches = queued_batches(acc, 0)
+    assert len(batches) >= 2
+    # One step (to 32 KiB of records) left exactly four 16 KB buffers free; the next was refused.
+    assert batches[0].grown == 16_384
+    assert all(b.builder.uncompressed_size <= b.capacity for b in batches)
     complete_all(acc, make_cluster(), clock)
 
 
@@ -411,3 +418,47 @@ def test_idle_staging_buffers_are_bounded() -> None:
     assert pool.idle_bytes == 3 * MIN_RECYCLED_BYTES  # the fourth was dropped
     assert pool.take() is bufs[2] and pool.take() is bufs[1] and pool.take() is bufs[0]
     assert pool.take() is None and pool.idle_bytes == 0
+
+
+def test_buffer_memory_bounds_compressed_batches_over_a_thousand_partitions() -> None:
+    """lz4, 1 KB records that compress ~30:1, round robin over 1,000 partitions, nothing drained:
+    what the batches hold stays within what buffer.memory charged them, and what Python allocated
+    stays within buffer.memory plus the idle staging buffers and the records' own objects.
+
+    Before staging was charged, each open batch staged up to 256 KiB of records for free: 1,000
+    partitions held ~100 MB against a 32 MB buffer.memory."""
+    import tracemalloc
+
+    from kproducer.accumulator.staging import IDLE_BYTES
+
+    memory = 32 * 1024 * 1024
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=16_384, batch_max_size=262_144, memory=memory, compression_type="lz4")
+    _observed_ratio(acc, 0.03)
+    values = _compressible(64)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        appended = 0
+        with contextlib.suppress(BufferExhaustedError):
+            for i in range(100_000):
+                acc.append("t", i % 1000, clock.now, b"key", values[i % 64], None, None, 0, False, clock.now, None)
+                appended += 1
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    batches = acc._incomplete.copy_all()
+    charged = memory - acc.free.available_memory()
+    assert charged == sum(b.capacity for b in batches)  # the pool's accounting is the batches' capacities
+    for b in batches:
+        held = len(b.builder.buffer_object) + (0 if b.builder.buffer_object is b.buffer else len(b.buffer or b""))
+        # What a batch writes into: its pool buffer and staging, each at most what it was charged
+        # (the C encoder doubles a staging bytearray's length; untouched pages are not resident).
+        assert b.builder.uncompressed_size <= b.capacity, (b.topic_partition, b.builder.uncompressed_size, b.capacity)
+        assert held <= 2 * b.capacity + 2048
+    staged = sum(b.builder.uncompressed_size for b in batches)
+    assert staged <= memory
+    # Python's own allocations: buffer.memory, idle staging buffers, and per record a future and
+    # its bookkeeping (about 60 bytes a record here).
+    assert peak <= memory + IDLE_BYTES + appended * 256, (peak, appended)
+    assert appended < 100_000  # memory ran out: nothing was held beyond buffer.memory
