@@ -38,6 +38,7 @@ def test_a_reference_that_does_not_resolve_fails_the_build(tmp_path: Path) -> No
     # The same plugin settings as the site, on one page naming an object that does not exist.
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Broken\n\n::: kproducer.NoSuchProducer\n")
+    shutil.copy(REPO_ROOT / "docs" / "_hooks.py", tmp_path / "docs" / "_hooks.py")
     shutil.copytree(REPO_ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     config = (REPO_ROOT / "mkdocs.yml").read_text()
     config = config[: config.index("nav:")] + config[config.index("markdown_extensions:") :]
