@@ -1,4 +1,5 @@
-# Two entry points: `make run` (the main job on the embedded broker) and `make test`.
+# Two entry points: `make run` (the main job on the embedded broker) and `make test`;
+# `make docs` builds the documentation site.
 # Every target installs what it needs, idempotently: a stamp file records the
 # pyproject.toml it was installed from, so a changed dependency list reinstalls.
 PYTHON ?= python3
@@ -6,14 +7,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c 2>/dev/null | sha1sum | cut -c1-12)
-.PHONY: run run-exactly-once run-stream test lint typecheck bench install java stunnel codecs clean
+.PHONY: run run-exactly-once run-stream test lint typecheck bench docs install java stunnel codecs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PIP) install -q -e '.[test,dev,spark]'
+	$(PIP) install -q -e '.[test,dev,spark,docs]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -63,8 +64,13 @@ lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# The documentation site (guides and the API reference from the docstrings) into site/;
+# --strict fails on a broken link, a page missing from the nav or an unresolvable reference.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: install
 	$(PY) benchmarks/compare.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build site src/*.egg-info

@@ -6,7 +6,7 @@ prints each thread's user and system CPU time over the loop and its flush (from
 ``--python-codecs`` (no compression worker: the Python codecs on the Sender and the
 callers, as gzip and snappy always are), how long each thread's codec calls took in
 wall time against CPU time: the gap is the wait for the GIL after the codec let go
-of it (docs/internals.md, "Compression off the GIL").
+of it (benchmarks/RESULTS.md, "Compression off the GIL").
 
     .venv/bin/python benchmarks/thread_cpu.py --mode arrow --size 1024 --records 2000000 --config compression.type=lz4,acks=all
     .venv/bin/python benchmarks/thread_cpu.py --mode arrow --size 1024 --records 2000000 --config compression.type=lz4,acks=all --python-codecs

@@ -395,7 +395,7 @@ class RecordRouter:
             )
         if not self._parked_count & _YIELD_EVERY_PARKED:
             # The Sender needs the GIL in short slices to connect and fetch this metadata; a caller
-            # looping over send() keeps it for a switch interval (5 ms) each time (docs/internals.md,
+            # looping over send() keeps it for a switch interval (5 ms) each time (docs/architecture.md,
             # "The GIL and the Sender's system calls"). Hand it over now and then instead.
             _yield_gil(0)
         return rec.future

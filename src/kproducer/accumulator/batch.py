@@ -634,7 +634,7 @@ class ProducerBatch:
         holds a few KiB once compressed. Trimming the staging buffer gave its memory back
         to the allocator, and the next batch's staging took it again page by page: for 1 KB
         records and lz4, one page fault per 4 KiB of records, half the appending thread's
-        time (docs/internals.md, "Staging buffers"). So the compressed bytes are copied into
+        time (benchmarks/RESULTS.md, "Staging buffers"). So the compressed bytes are copied into
         the batch's pool buffer (``buffer``, the memory ``buffer.memory`` charged) and the
         staging buffer goes back to the accumulator for the next compressed batch.
         """

@@ -2,8 +2,8 @@
 
 A batch is sendable at ``batch.size``; until the Sender drains it, records keep
 going into it, and when it runs out of room :func:`grow` raises its limit,
-charged to ``buffer.memory`` first and never waiting (the rule and its
-measurements are in ``docs/internals.md``, "Expandable batches"). With a
+charged to ``buffer.memory`` first and never waiting (the rule is in
+``docs/architecture.md``, its measurements in ``benchmarks/RESULTS.md``, "Expandable batches"). With a
 circuit breaker, the drain also bounds the bytes past ``batch.size`` that the
 batches in flight to one leader hold between them (:func:`in_flight_growth_by_node`);
 :func:`release_growth` gives a batch's share back when it completes or comes

@@ -37,7 +37,7 @@ def close_for_appends(acc: RecordAccumulator, batch: ProducerBatch) -> None:
     runs after the lock is released (:func:`seal_if_behind`) or on the Sender thread. A
     codec lets go of the GIL while it works; compressing under the deque lock made the
     Sender's ready() wait for that lock, and then for the GIL, up to a switch interval
-    (docs/internals.md, "The GIL and the Sender's system calls").
+    (docs/architecture.md, "The GIL and the Sender's system calls").
     """
     was_writable = batch.is_writable
     batch.close_for_record_appends()

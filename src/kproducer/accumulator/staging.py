@@ -5,7 +5,7 @@ so a compressed batch's records are staged uncompressed, up to hundreds of KiB, 
 then take a few KiB. Giving each batch a fresh buffer that grows to that size, and
 trimming it after compression, returned the memory to the allocator and took it back
 one page fault per 4 KiB for the next batch: for 1 KB records and lz4, half of the
-appending thread's time went to the kernel (docs/internals.md, "Staging buffers").
+appending thread's time went to the kernel (benchmarks/RESULTS.md, "Staging buffers").
 So the staging buffer of a compressed batch is kept for the next one once the
 batch's compressed bytes have moved into its pool buffer
 (``ProducerBatch._leave_staging``).

@@ -346,8 +346,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "The socket send buffer (SO_SNDBUF); -1 keeps the OS default, which Linux grows with the "
         "connection (tcp_wmem). Java's default is 131072; kproducer, like librdkafka and "
         "kafka-python, leaves it to the OS: a request larger than the buffer is written in several "
-        "rounds, and the Sender thread waits up to one GIL switch interval for each (at 1M x 100 B, "
-        "131072 gave 0.67-0.73x confluent-kafka's records/s and -1 0.72-1.11x; docs/internals.md).",
+        "rounds, and the Sender thread waits up to one GIL switch interval for each "
+        "(measured in benchmarks/RESULTS.md).",
         Range(min=-1),
     ),
     ConfigKey(

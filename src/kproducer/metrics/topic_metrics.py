@@ -27,7 +27,7 @@ class _TopicStat:
     for each metric: about 55 objects per topic). A producer writing to thousands
     of topics would otherwise hold hundreds of thousands of objects that every full
     cyclic-GC pass walks, and those passes stall the Sender and the callers (the
-    measurement is in docs/internals.md, "Metrics"). The semantics are those of
+    measurement is in benchmarks/RESULTS.md, "Per-topic metrics"). The semantics are those of
     :class:`_SampledStat` (``num_samples + 1`` samples; a sample idle for the whole
     span is purged) and of :class:`Rate`'s elapsed-time rule; a test checks them
     against those classes.

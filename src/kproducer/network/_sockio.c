@@ -9,7 +9,7 @@
  * only when the caller's switch interval (sys.getswitchinterval(), 5 ms) runs out.
  * One Sender loop made five to ten such calls, so each loop waited tens of
  * milliseconds, batches piled up until buffer.memory was full and the caller
- * blocked (docs/internals.md, "The GIL and the Sender's system calls", has the
+ * blocked (benchmarks/RESULTS.md, "The GIL and the Sender's system calls", has the
  * measurements). These three functions make the same calls holding the GIL: the
  * Sender then lets go of it only where it really waits, in a select() with a
  * timeout.

@@ -172,7 +172,7 @@ def preload(api_keys: Iterable[ApiKey]) -> None:
     their dataclasses), and it does so while the caller is already busy in send(),
     getting the GIL back only once per switch interval after each file read. That
     made the first Metadata answer arrive 240-550 ms after the first send instead
-    of a few ms (docs/internals.md, "The GIL and the Sender's system calls"). A
+    of a few ms (benchmarks/RESULTS.md, "The GIL and the Sender's system calls"). A
     broker that negotiates lower versions still gets them loaded lazily.
     """
     for key in api_keys:

@@ -7,8 +7,8 @@ Sender thread, with a caller thread busy in ``send()``, each release costs up to
 one switch interval (5 ms) before the Sender runs again, because the caller takes
 the GIL at once and keeps it until the interval runs out (the "convoy effect").
 The calls here cannot block, so holding the GIL through them costs the caller
-microseconds. docs/internals.md ("The GIL and the Sender's system calls") has the
-measurements.
+microseconds. docs/architecture.md ("The GIL and the Sender's system calls") has the
+reasoning, benchmarks/RESULTS.md the measurements.
 
 Without the extension, or with ``KPRODUCER_PURE_PYTHON=1``, the same names are the
 socket and selector methods themselves: the same results and errors, only the GIL

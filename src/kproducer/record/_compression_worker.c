@@ -16,7 +16,7 @@
  * with dlopen: only their stable public functions are used (declared below, as
  * in lz4.h, lz4hc.h and zstd.h), so no headers are needed to build this, and a
  * machine without them keeps the Python path (kproducer.record.codecs, which
- * this mirrors byte layout for byte layout: docs/internals.md).
+ * this mirrors byte layout for byte layout: docs/architecture.md).
  *
  * Output layouts (Kafka's "Message Format" documentation, attributes bits 0-2):
  *   lz4:  the frame header given by the caller, then 64 KiB independent blocks,

@@ -734,7 +734,7 @@ class MemoryRecordsBuilder:
     def _write_crc(self) -> None:
         # gil_release_mode=0: keep the GIL. A batch's CRC takes microseconds (hardware CRC-32C),
         # while letting go of the GIL costs the Sender thread up to a switch interval (5 ms) to
-        # get it back from a busy caller thread, once per batch (docs/internals.md, "The GIL and
+        # get it back from a busy caller thread, once per batch (docs/architecture.md, "The GIL and
         # the Sender's system calls").
         with memoryview(self._buf) as mv:
             crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=0)

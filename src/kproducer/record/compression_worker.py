@@ -5,7 +5,7 @@ closed it when the Sender falls behind (:mod:`kproducer.accumulator.sealing`), w
 :func:`kproducer.record.codecs.compress`. That codec call lets go of the GIL, and
 with another thread busy in ``send()`` the caller of the codec then waits for the
 GIL far longer than the codec ran: for 1 KB records and lz4, 297 µs of wall time per
-256 KiB batch for 65 µs of CPU (docs/internals.md, "Compression off the GIL").
+256 KiB batch for 65 µs of CPU (benchmarks/RESULTS.md, "Compression off the GIL").
 librdkafka compresses on its own threads; this does the same with
 ``kproducer.record._compression_worker`` (C, built by setup.py): the thread that
 closes a batch queues its buffer (no GIL release), the worker compresses it into the

@@ -3,7 +3,7 @@
 The Sender needs the GIL in short slices to connect and fetch the topic's
 metadata; a caller looping over send() would otherwise keep it a switch interval
 (5 ms) at a time, and the first Metadata answer took 40-60 ms instead of 10-20
-(docs/internals.md, "The GIL and the Sender's system calls").
+(benchmarks/RESULTS.md, "The GIL and the Sender's system calls").
 """
 
 from __future__ import annotations
