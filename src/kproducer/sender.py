@@ -469,6 +469,10 @@ class Sender:
         if batch.is_done:
             # Already failed (in-flight expiry); its buffer was kept until the request finished.
             self._accumulator.deallocate(batch)
+            if self._guarantee_order:
+                # Its request is over: the partition's next batch may go (Java's completeBatch
+                # unmutes after every completion, an expired batch's included).
+                self._accumulator.unmute_partition(tp)
             return
         if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and tm is not None):
             # DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch; Java completes it as a success.

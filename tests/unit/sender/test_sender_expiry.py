@@ -170,6 +170,27 @@ def test_request_timeouts_past_the_retries_fail_with_a_timeout(make_rig: MakeRig
     assert len(rig.produce_bodies()) == 2
 
 
+def test_the_first_batch_expiring_in_flight_holds_the_next_under_max_in_flight_1(make_rig: MakeRig) -> None:
+    """Java's testWhenFirstBatchExpireNoSendSecondBatchIfGuaranteeOrder: the partition stays muted until
+    the expired batch's request completes, so the second batch cannot overtake it."""
+    rig = make_rig({**TIMEOUTS, "max.in.flight.requests.per.connection": 1, "enable.idempotence": False})
+    rig.client.max_in_flight = 5  # the network would allow more: the Sender's own mute must hold it
+    first = rig.send(b"1")
+    rig.run()
+    rig.clock.advance(1000)
+    second = rig.send(b"2")
+    rig.clock.advance(500)
+    rig.run()
+    _expiry(first)
+    assert not second.done()
+    assert rig.values() == [[b"1"]]
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 0), produce_response(0, 1))
+    rig.run()  # the first request's answer unmutes the partition
+    rig.run()
+    assert rig.values() == [[b"1"], [b"2"]]
+    assert second.result(0).offset == 1
+
+
 def test_expiry_frees_the_memory_of_queued_batches(make_rig: MakeRig) -> None:
     rig = make_rig({**TIMEOUTS, "buffer.memory": 64 * 1024, "batch.size": 16 * 1024})
     rig.client.unready.add(0)
