@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from kproducer.accumulator import RecordFuture
 from kproducer.errors import ClusterAuthorizationFailedError
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
@@ -20,9 +21,9 @@ TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 
 
-def _send_batches(rig: ProducerRig, sizes: list[int], partition: int = 0) -> list[object]:
+def _send_batches(rig: ProducerRig, sizes: list[int], partition: int = 0) -> list[RecordFuture]:
     """One batch of ``size`` records per entry, each drained (and left in flight) before the next."""
-    futs: list[object] = []
+    futs: list[RecordFuture] = []
     for size in sizes:
         futs += [rig.send(bytes([size]), partition=partition) for _ in range(size)]
         rig.run()
@@ -61,7 +62,7 @@ def test_a_retry_keeps_its_producer_id_epoch_and_base_sequence(rig: ProducerRig)
     rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 0), produce_response(6))
     rig.run()
     rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 2))
-    rig.run_until(lambda: all(f.done() for f in futs), step_ms=20)  # type: ignore[attr-defined]
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=20)
     assert rig.sequences() == [(1000, 0, 0, 2), (1000, 0, 2, 3), (1000, 0, 2, 3)]
 
 

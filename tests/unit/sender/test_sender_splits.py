@@ -1,0 +1,111 @@
+"""MESSAGE_TOO_LARGE on a batch of several records: the batch is split into batches of batch.size
+and they are sent again, every record and future preserved, in order (Java's
+``testIdempotentSplitBatchAndSend``, ``testSplitBatchAndSend``). A batch grows past batch.size
+(KIP-782) while its partition is hot; a broker whose message.max.bytes is lower refuses it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kproducer.accumulator import RecordFuture
+from kproducer.errors import KafkaTimeoutError
+from kproducer.network.protocol import ApiKey
+from kproducer.structs import TopicPartition
+from tests.support.mock_client import produce_response
+from tests.support.producer_rig import ProducerRig
+from tests.unit.sender.conftest import MakeRig
+
+TP0 = TopicPartition("t", 0)
+#: batch.size 1 KiB, growing up to 16 KiB: six 300-byte records make one batch of about 1.9 KB.
+GROWING = {"batch.size": 1024, "batch.max.size": 16384, "linger.ms": 1000}
+
+
+def _one_big_batch(rig: ProducerRig, n: int = 6, size: int = 300, partition: int = 0) -> list[RecordFuture]:
+    futs = [rig.send(bytes([i]) * size, label=i, partition=partition) for i in range(n)]
+    rig.clock.advance(1000)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10))
+    rig.run()
+    assert [b.record_count for b in rig.batches()] == [n]
+    return futs
+
+
+def _first_bytes(rig: ProducerRig) -> list[list[int]]:
+    return [[(v or b"\xff")[0] for v in batch] for batch in rig.values()]
+
+
+def test_a_split_without_idempotence_needs_no_producer_id(make_rig: MakeRig) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False})
+    futs = _one_big_batch(rig)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 0), produce_response(0, 3))
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    assert rig.client.requests(ApiKey.INIT_PRODUCER_ID) == []
+    assert _first_bytes(rig)[1:] == [[0, 1, 2], [3, 4, 5]]
+    assert [f.result(0).offset for f in futs] == [0, 1, 2, 3, 4, 5]
+    assert [s[:3] for s in rig.sequences()] == [(-1, -1, -1)] * 3
+
+
+def test_split_parts_keep_keys_headers_and_timestamps(make_rig: MakeRig) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False})
+    futs = []
+    for i in range(5):
+        futs.append(
+            rig.producer.send("t", bytes([i]) * 400, f"key-{i}".encode(), partition=0, timestamp=1_700_000_000_000 + i, headers=[("h", bytes([i]))])
+        )
+    rig.clock.advance(1000)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10))
+    rig.run()
+    rig.client.prepare(ApiKey.PRODUCE, *[produce_response(0, 10 * i) for i in range(5)])
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    records = [r for b in rig.batches()[1:] for r in b.records()]
+    assert [(r.key, r.timestamp, list(r.headers)) for r in records] == [
+        (f"key-{i}".encode(), 1_700_000_000_000 + i, [("h", bytes([i]))]) for i in range(5)
+    ]
+
+
+@pytest.mark.parametrize("compression", ["lz4", "gzip"])
+def test_a_compressed_batch_splits_with_its_records_intact(make_rig: MakeRig, compression: str) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False, "compression.type": compression})
+    values = [bytes(range(i, i + 200)) * 2 for i in range(8)]  # compressible, but not to nothing
+    futs = [rig.send(v) for v in values]
+    rig.clock.advance(1000)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10), *[produce_response(0, 0)] * 8)
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    assert all(f.exception(0) is None for f in futs)
+    parts = rig.values()[1:]
+    assert len(parts) >= 1 and [v for part in parts for v in part] == values
+
+
+def test_a_split_part_refused_again_is_split_again_ahead_of_the_rest(make_rig: MakeRig) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False, "batch.size": 700})
+    futs = _one_big_batch(rig, n=4)
+    # The parts hold two records each (batch.size); the first is refused too: split again, it still
+    # goes before the second part, and every record is delivered once, in order.
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10), produce_response(0, 10), produce_response(0, 20))
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    assert _first_bytes(rig) == [[0, 1, 2, 3], [0, 1], [0, 1], [2, 3]]
+    assert [f.result(0).offset for f in futs] == [10, 11, 20, 21]
+    assert rig.outcomes.labels() == [0, 1, 2, 3]
+
+
+def test_a_batch_refused_as_too_large_forever_ends_at_the_delivery_timeout(make_rig: MakeRig) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False, "delivery.timeout.ms": 31_000})
+    futs = _one_big_batch(rig, n=2, size=800)
+    rig.client.prepare(ApiKey.PRODUCE, *[produce_response(10)] * 50)
+    rig.run_until(lambda: all(f.done() for f in futs), loops=400, step_ms=100)
+    errors = [type(f.exception(0)).__name__ for f in futs]
+    # Single-record parts are not split further: they fail with the broker's error, or expire.
+    assert set(errors) <= {"RecordTooLargeError", "KafkaTimeoutError"}
+    assert len(rig.produce_bodies()) < 50
+
+
+def test_split_records_expire_from_the_original_batch_creation(make_rig: MakeRig) -> None:
+    rig = make_rig({**GROWING, "enable.idempotence": False, "delivery.timeout.ms": 31_000, "request.timeout.ms": 30_000})
+    futs = _one_big_batch(rig)
+    rig.client.unready.add(0)  # the parts cannot go out
+    rig.clock.advance(31_000 - 1000 - 1)
+    rig.run()
+    assert not any(f.done() for f in futs)
+    rig.clock.advance(1)
+    rig.run()
+    assert all(isinstance(f.exception(0), KafkaTimeoutError) for f in futs)
