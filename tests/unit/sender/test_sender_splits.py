@@ -34,6 +34,26 @@ def _first_bytes(rig: ProducerRig) -> list[list[int]]:
     return [[(v or b"\xff")[0] for v in batch] for batch in rig.values()]
 
 
+def test_an_idempotent_split_keeps_every_record_and_future_in_order(make_rig: MakeRig) -> None:
+    rig = make_rig(GROWING)
+    futs = _one_big_batch(rig)
+    assert not any(f.done() for f in futs)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 100), produce_response(0, 200))
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    assert _first_bytes(rig) == [[0, 1, 2, 3, 4, 5], [0, 1, 2], [3, 4, 5]]
+    assert [f.result(0).offset for f in futs] == [100, 101, 102, 200, 201, 202]
+    assert rig.outcomes.labels() == [0, 1, 2, 3, 4, 5]
+    # The parts carry the batch's producer id and epoch and its sequences, contiguously (Java's
+    # ProducerBatch.split): no gap, so no epoch bump and no InitProducerId.
+    assert rig.sequences()[1:] == [(1000, 0, 0, 3), (1000, 0, 3, 3)]
+    assert len(rig.client.requests(ApiKey.INIT_PRODUCER_ID)) == 1
+    assert all(b.size_in_bytes <= 1024 for b in rig.batches()[1:])
+    nxt = rig.send(b"n")
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 300))
+    rig.run_until(nxt.done, step_ms=1000)  # linger.ms
+    assert rig.sequences()[-1] == (1000, 0, 6, 1)  # the partition's sequence goes on after the parts
+
+
 def test_a_split_without_idempotence_needs_no_producer_id(make_rig: MakeRig) -> None:
     rig = make_rig({**GROWING, "enable.idempotence": False})
     futs = _one_big_batch(rig)

@@ -222,3 +222,19 @@ def test_a_forced_close_sends_no_end_txn_and_fails_what_is_in_flight(txn: Produc
     txn.producer.close(0)
     assert isinstance(fut.exception(0), ProducerClosedError)
     assert txn.client.requests(A.END_TXN) == []
+
+
+def test_a_split_inside_a_transaction_still_commits(make_rig: MakeRig) -> None:
+    """Java's testTransactionalSplitBatchAndSend: the parts are sent in the same transaction, which commits."""
+    rig = _txn_rig(make_rig, **{"batch.size": 1024, "batch.max.size": 16384, "linger.ms": 1000})
+    p = rig.producer
+    futs = [rig.send(bytes([i]) * 300, label=i) for i in range(6)]
+    rig.client.prepare(A.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    rig.run()
+    rig.clock.advance(1000)
+    rig.client.prepare(A.PRODUCE, produce_response(10), produce_response(0, 100), produce_response(0, 200))
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    assert [f.exception(0) for f in futs] == [None] * 6
+    rig.client.prepare(A.END_TXN, error_response(0))
+    _call(rig, p.commit_transaction, lambda: p.transaction_state is S.READY)
+    assert [e.committed for e in rig.client.requests(A.END_TXN)] == [True]
