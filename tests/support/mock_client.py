@@ -87,6 +87,8 @@ class MockClient:
     _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
     _in_flight: list[tuple[ClientRequest, Any]] = field(default_factory=list)
     wakeups: int = 0
+    #: Called on every wakeup (a test's latch: another thread asked the Sender to run).
+    on_wakeup: Callable[[], None] | None = None
     closed: bool = False
     #: The timeout of every poll, in order (a Sender that spins polls with 0).
     poll_timeouts: list[int] = field(default_factory=list)
@@ -191,6 +193,8 @@ class MockClient:
 
     def wakeup(self) -> None:
         self.wakeups += 1
+        if self.on_wakeup is not None:
+            self.on_wakeup()
 
     def close(self) -> None:
         self.closed = True
