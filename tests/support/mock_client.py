@@ -27,6 +27,7 @@ from kproducer.network.protocol import (
     PartitionProduceResponse,
     ProduceRequestData,
     ProduceResponseData,
+    RecordError,
 )
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 from tests.support.clock import FakeClock
@@ -268,16 +269,31 @@ def metadata_response(
 
 # ---------------------------------------------------------------- response bodies
 def produce_response(
-    codes: Mapping[TopicPartition, int] | int = 0, base_offset: int = 0, message: str | None = None
+    codes: Mapping[TopicPartition, int] | int = 0,
+    base_offset: int = 0,
+    message: str | None = None,
+    *,
+    record_errors: tuple[tuple[int, str | None], ...] = (),
+    throttle_time_ms: int = 0,
 ) -> Callable[[ProduceRequestData], ProduceResponseData]:
-    """A Produce response for every partition of the request: one code for all, or per partition."""
+    """A Produce response for every partition of the request: one code for all, or per partition.
+
+    ``record_errors`` (KIP-467: batch index, message) go with every failed partition.
+    """
 
     def respond(req: ProduceRequestData) -> ProduceResponseData:
         out = {}
         for i, tp in enumerate(req.partitions):
             code = codes if isinstance(codes, int) else codes.get(tp, 0)
-            out[tp] = PartitionProduceResponse(code, message if code else None, base_offset + 100 * i if code == 0 else -1, -1, -1, ())
-        return ProduceResponseData(out, 0)
+            out[tp] = PartitionProduceResponse(
+                code,
+                message if code else None,
+                base_offset + 100 * i if code == 0 else -1,
+                -1,
+                -1,
+                tuple(RecordError(index, text) for index, text in record_errors) if code else (),
+            )
+        return ProduceResponseData(out, throttle_time_ms)
 
     return respond
 

@@ -147,3 +147,22 @@ def test_non_retriable_failures_count_toward_the_mute_too(make_rig: MakeRig, cod
     assert fut.exception(0) is not None
     assert manager.state(TP1) is BreakerState.OPEN
     assert manager.state(TP0) is BreakerState.CLOSED
+
+
+def test_a_full_in_flight_window_mutes_the_leader_until_its_answer(make_rig: MakeRig) -> None:
+    """``enable.mute.inflight.full`` with max.in.flight.requests.per.connection=1: while node 0's one
+    request is out its partitions are muted (keyless records go elsewhere); its answer lifts the mute."""
+    rig, manager = _breaker_rig(
+        make_rig,
+        **{"producer.circuit.breaker.enable.mute.inflight.full": True, "max.in.flight.requests.per.connection": 1},
+    )
+    first = rig.send(b"a", partition=0)
+    rig.run()  # in flight to node 0, unanswered
+    rig.run()  # the next loop sees node 0's window full
+    assert manager.is_muted(TP0)
+    keyless = [rig.send(bytes([i]), partition=None) for i in range(3)]
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 1), produce_response(0, 2))
+    rig.run_until(lambda: first.done() and all(f.done() for f in keyless))
+    assert {f.result(0).partition for f in keyless} == {1}
+    rig.run()
+    assert not manager.is_muted(TP0)

@@ -121,3 +121,31 @@ def test_after_an_idempotent_batch_fails_the_next_one_waits_for_a_new_epoch(rig:
     rig.run_until(nxt.done)
     assert nxt.result(0).offset == 5
     assert rig.sequences(TP1) == [(1000, 1, 0, 1)]
+
+
+def test_record_errors_reach_the_records_they_name(make_rig: MakeRig) -> None:
+    """KIP-467 (Java's testRecordErrorPropagatedToApplication): the record the broker named fails with
+    its own message; the other records of the batch fail saying their batch held an invalid record."""
+    rig = make_rig({"enable.idempotence": False, "linger.ms": 5})
+    futs = [rig.send(bytes([i]), label=i) for i in range(3)]
+    rig.clock.advance(5)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(87, message="batch refused", record_errors=((1, "record 1 has a bad timestamp"),)))
+    rig.run()
+    named = futs[1].exception(0)
+    assert isinstance(named, InvalidRecordError) and "record 1 has a bad timestamp" in str(named)
+    for i in (0, 2):
+        other = futs[i].exception(0)
+        assert isinstance(other, KafkaError) and other is not named
+        assert "record 1 has a bad timestamp" not in str(other)
+    assert rig.outcomes.labels() == [0, 1, 2]
+
+
+def test_several_record_errors_each_reach_their_record(make_rig: MakeRig) -> None:
+    rig = make_rig({"enable.idempotence": False, "linger.ms": 5})
+    futs = [rig.send(bytes([i])) for i in range(4)]
+    rig.clock.advance(5)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(87, record_errors=((0, "first is bad"), (3, "last is bad"))))
+    rig.run()
+    assert "first is bad" in str(futs[0].exception(0)) and "last is bad" in str(futs[3].exception(0))
+    assert all(isinstance(f.exception(0), InvalidRecordError) for f in (futs[0], futs[3]))
+    assert all("bad" not in str(f.exception(0)) for f in (futs[1], futs[2]))

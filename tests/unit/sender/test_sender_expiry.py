@@ -202,3 +202,23 @@ def test_expiry_frees_the_memory_of_queued_batches(make_rig: MakeRig) -> None:
     assert rig.producer.metrics()["buffer-available-bytes"] == 64 * 1024
 
 
+
+
+def test_a_record_sent_from_an_expiry_callback_is_delivered(make_rig: MakeRig) -> None:
+    """Java's testAppendInExpiryCallback: callbacks run on the Sender's thread, inside its loop; a
+    send() there appends to the accumulator the loop is walking, and the record still goes out."""
+    rig = make_rig(TIMEOUTS)
+    rig.client.unready.add(0)
+    again: list[object] = []
+
+    def resend(_md: object, exc: BaseException | None) -> None:
+        if exc is not None:
+            again.append(rig.producer.send("t", b"again", partition=1))
+
+    rig.producer.send("t", b"first", partition=0, callback=resend)
+    rig.clock.advance(1500)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 6))
+    rig.run(2)
+    assert len(again) == 1
+    assert again[0].result(0).offset == 6  # type: ignore[attr-defined]
+    assert rig.values(TP1) == [[b"again"]]

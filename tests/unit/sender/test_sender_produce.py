@@ -158,3 +158,28 @@ def test_send_metrics_count_records_and_requests(rig: ProducerRig) -> None:
     assert m["record-send-total"] == 4
     assert m["record-error-total"] == 0
     assert m["batch-size-avg"] > 0
+
+
+def test_a_throttled_answer_is_recorded_in_the_throttle_metrics(rig: ProducerRig) -> None:
+    """KIP-219: the broker's throttle time of a Produce answer shows in produce-throttle-time-avg/max."""
+    fut = rig.send()
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 1, throttle_time_ms=250))
+    rig.run()
+    assert fut.result(0).offset == 1
+    m = rig.producer.metrics()
+    assert m["produce-throttle-time-max"] == 250
+
+
+def test_a_record_sent_from_a_delivery_callback_goes_out_in_a_later_loop(rig: ProducerRig) -> None:
+    chained: list[object] = []
+
+    def send_next(md: object, exc: BaseException | None) -> None:
+        if exc is None and not chained:
+            chained.append(rig.producer.send("t", b"next", partition=0))
+
+    rig.producer.send("t", b"first", partition=0, callback=send_next)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 1), produce_response(0, 2))
+    rig.run(2)
+    assert chained and chained[0].result(0).offset == 2  # type: ignore[attr-defined]
+    assert rig.values() == [[b"first"], [b"next"]]
+    assert [s[2] for s in rig.sequences()] == [0, 1]
