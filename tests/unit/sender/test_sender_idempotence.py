@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kproducer.accumulator import RecordFuture
-from kproducer.errors import ClusterAuthorizationFailedError
+from kproducer.errors import ClusterAuthorizationFailedError, KafkaTimeoutError
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
 from tests.support.mock_client import init_producer_id_response, produce_response
@@ -167,3 +167,45 @@ def test_duplicate_sequence_on_a_retry_completes_the_batch(rig: ProducerRig) -> 
     rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 1))
     rig.run_until(nxt.done)
     assert rig.sequences()[-1] == (1000, 0, 1, 1)  # the duplicate counted as delivered
+
+
+def test_a_failed_first_batch_resequences_the_one_behind_it_under_a_new_epoch(rig: ProducerRig) -> None:
+    """Java's testIdempotenceWithMultipleInflightsWhereFirstFailsFatallyAndSequenceOfFutureBatchesIsAdjusted:
+    the first batch fails for good (its records end with the error), the second, refused as out of
+    order behind it, is retried, under a bumped epoch from sequence 0."""
+    first = rig.send(b"1", label=1)
+    rig.run()
+    second = rig.send(b"2", label=2)
+    rig.run()
+    assert [s[2] for s in rig.sequences()] == [0, 1]
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(87), produce_response(45))
+    rig.run()
+    assert first.done() and not second.done()
+    rig.client.prepare(ApiKey.INIT_PRODUCER_ID, init_producer_id_response(1000, 1))
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 9))
+    rig.run_until(second.done, step_ms=20)
+    assert second.result(0).offset == 9
+    assert rig.sequences()[-1] == (1000, 1, 0, 1)
+    assert rig.values()[-1] == [b"2"]
+    assert rig.outcomes.labels() == [1, 2]
+
+
+def test_an_idempotent_batch_expiring_in_flight_bumps_the_epoch_once_its_request_is_over(make_rig: MakeRig) -> None:
+    rig = make_rig({"delivery.timeout.ms": 1500, "request.timeout.ms": 1000, "linger.ms": 0})
+    expired = rig.send(b"x")
+    rig.run()
+    rig.clock.advance(1500)
+    rig.run()
+    assert isinstance(expired.exception(0), KafkaTimeoutError)
+    nxt = rig.send(b"y")
+    rig.run(2)
+    # Its request is still out: no InitProducerId yet, and nothing new is sent meanwhile.
+    assert len(rig.client.requests(ApiKey.INIT_PRODUCER_ID)) == 1
+    assert len(rig.produce_bodies()) == 1
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(7))  # the expired request's late answer
+    rig.run()
+    rig.client.prepare(ApiKey.INIT_PRODUCER_ID, init_producer_id_response(1000, 1))
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 3))
+    rig.run_until(nxt.done, step_ms=20)
+    assert nxt.result(0).offset == 3
+    assert rig.sequences()[-1] == (1000, 1, 0, 1)

@@ -238,3 +238,37 @@ def test_a_split_inside_a_transaction_still_commits(make_rig: MakeRig) -> None:
     rig.client.prepare(A.END_TXN, error_response(0))
     _call(rig, p.commit_transaction, lambda: p.transaction_state is S.READY)
     assert [e.committed for e in rig.client.requests(A.END_TXN)] == [True]
+
+
+def test_an_abort_waits_for_the_produce_in_flight_before_end_txn(txn: ProducerRig) -> None:
+    p = txn.producer
+    fut = txn.send(partition=0)
+    txn.client.prepare(A.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    txn.run_until(lambda: bool(txn.produce_bodies()))
+    with pytest.raises(KafkaTimeoutError):
+        p.abort_transaction(0)
+    txn.client.prepare(A.END_TXN, error_response(0))
+    txn.run(3)
+    assert txn.client.requests(A.END_TXN) == []  # the Produce is still out
+    txn.client.prepare(A.PRODUCE, produce_response(0, 2))
+    txn.run_until(lambda: p.transaction_state is S.READY)
+    p.abort_transaction(0)
+    assert fut.result(0).offset == 2  # written, and hidden by the abort marker
+    assert _after_init(txn) == [A.ADD_PARTITIONS_TO_TXN, A.PRODUCE, A.END_TXN]
+    assert [e.committed for e in txn.client.requests(A.END_TXN)] == [False]
+
+
+def test_the_next_transaction_adds_its_partitions_again(txn: ProducerRig) -> None:
+    p = txn.producer
+    for committed in (True, False):
+        fut = txn.send(partition=0)
+        txn.client.prepare(A.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+        txn.client.prepare(A.PRODUCE, produce_response(0, 1))
+        txn.run_until(fut.done)
+        txn.client.prepare(A.END_TXN, error_response(0))
+        end = p.commit_transaction if committed else p.abort_transaction
+        _call(txn, end, lambda: p.transaction_state is S.READY)
+        p.begin_transaction()
+    assert _after_init(txn) == [A.ADD_PARTITIONS_TO_TXN, A.PRODUCE, A.END_TXN] * 2
+    assert [s[2] for s in txn.sequences()] == [0, 1]  # same producer id and epoch: the sequence goes on
+    assert [e.committed for e in txn.client.requests(A.END_TXN)] == [True, False]
