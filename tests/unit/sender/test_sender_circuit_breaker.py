@@ -166,3 +166,19 @@ def test_a_full_in_flight_window_mutes_the_leader_until_its_answer(make_rig: Mak
     assert {f.result(0).partition for f in keyless} == {1}
     rig.run()
     assert not manager.is_muted(TP0)
+
+
+def test_a_request_timeout_mutes_the_partition_at_request_timeout_ms(make_rig: MakeRig) -> None:
+    """A leader that never answers: the request times out after request.timeout.ms, the failure mutes
+    the partition at once, and the time-to-mute metric counts from when the request was sent."""
+    rig, manager = _breaker_rig(make_rig, **{"request.timeout.ms": 1000, "delivery.timeout.ms": 120_000})
+    rig.client.request_timeout_ms = 1000
+    fut = rig.send(b"a", partition=0)
+    rig.run()
+    rig.clock.advance(999)
+    rig.run()
+    assert manager.state(TP0) is BreakerState.CLOSED
+    rig.clock.advance(1)
+    rig.run()
+    assert manager.state(TP0) is BreakerState.OPEN and not fut.done()
+    assert rig.producer.metrics()["circuit-breaker-time-to-mute-max"] == 1000

@@ -272,3 +272,25 @@ def test_the_next_transaction_adds_its_partitions_again(txn: ProducerRig) -> Non
     assert _after_init(txn) == [A.ADD_PARTITIONS_TO_TXN, A.PRODUCE, A.END_TXN] * 2
     assert [s[2] for s in txn.sequences()] == [0, 1]  # same producer id and epoch: the sequence goes on
     assert [e.committed for e in txn.client.requests(A.END_TXN)] == [True, False]
+
+
+def test_unknown_producer_id_in_a_transaction_aborts_it_and_the_abort_bumps_the_epoch(txn: ProducerRig) -> None:
+    """KIP-360: the broker lost the producer's state; the transaction cannot commit, and its abort
+    re-initializes the producer id with a bumped epoch, after which a new transaction works."""
+    p = txn.producer
+    fut = txn.send(partition=0)
+    txn.client.prepare(A.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    txn.client.prepare(A.PRODUCE, produce_response(59))
+    txn.run_until(fut.done)
+    assert fut.exception(0) is not None
+    assert p.transaction_state is S.ABORTABLE_ERROR
+    txn.client.prepare(A.END_TXN, error_response(0))
+    txn.client.prepare(A.INIT_PRODUCER_ID, init_producer_id_response(500, 3))
+    _call(txn, p.abort_transaction, lambda: p.transaction_state is S.READY)
+    assert (p.producer_id, p.producer_epoch) == (500, 3)
+    p.begin_transaction()
+    nxt = txn.send(partition=0)
+    txn.client.prepare(A.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    txn.client.prepare(A.PRODUCE, produce_response(0, 4))
+    txn.run_until(nxt.done)
+    assert txn.sequences()[-1] == (500, 3, 0, 1)
