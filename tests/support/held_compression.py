@@ -40,13 +40,14 @@ class HeldJob:
     def wait(self) -> None:
         if not self.finished:
             self._worker.blocking_waits += 1
-            self._finish()
+            self.finish()
 
     def result(self) -> int | bytes:
         assert self.finished, "result() of a job still on the worker"
         return compress(self._codec, self._records)
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """The worker is done with this job: wake the Sender if it asked."""
         self.finished = True
         if self.wake_requested and self._worker.on_wake is not None:
             self._worker.on_wake()
@@ -84,5 +85,5 @@ class HeldWorker:
         todo = self.pending()
         todo = todo if count is None else todo[:count]
         for job in todo:
-            job._finish()  # noqa: SLF001 - the worker finishing its own job
+            job.finish()
         return len(todo)

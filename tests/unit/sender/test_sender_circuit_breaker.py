@@ -182,3 +182,28 @@ def test_a_request_timeout_mutes_the_partition_at_request_timeout_ms(make_rig: M
     rig.run()
     assert manager.state(TP0) is BreakerState.OPEN and not fut.done()
     assert rig.producer.metrics()["circuit-breaker-time-to-mute-max"] == 1000
+
+
+def test_records_of_a_muted_partition_still_expire_at_the_delivery_timeout(make_rig: MakeRig) -> None:
+    rig, manager = _breaker_rig(make_rig, **{"delivery.timeout.ms": 1500, "request.timeout.ms": 1000})
+    fut = rig.send(b"a", partition=0)
+    manager.mute(TP0)  # no probe: muted until unmuted
+    rig.clock.advance(1499)
+    rig.run()
+    assert not fut.done()
+    rig.clock.advance(1)
+    rig.run()
+    exc = fut.exception(0)
+    assert type(exc).__name__ == "KafkaTimeoutError" and "t-0" in str(exc)
+    assert rig.produce_bodies() == []
+
+
+def test_close_lifts_the_mutes_and_sends_what_waited_on_a_muted_partition(make_rig: MakeRig) -> None:
+    rig, manager = _breaker_rig(make_rig)
+    fut = rig.send(b"a", partition=0)
+    manager.mute(TP0)
+    rig.run()
+    assert rig.produce_bodies() == []
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 3))
+    rig.producer.close()
+    assert fut.result(0).offset == 3

@@ -144,3 +144,17 @@ def test_parked_records_for_two_partitions_keep_the_order_within_each(make_rig: 
     rig.run_until(lambda: len(rig.outcomes.calls) == 6)
     assert rig.values(TP0) == [[b"\x00", b"\x02", b"\x04"]]
     assert rig.values(TP1) == [[b"\x01", b"\x03", b"\x05"]]
+
+
+def test_parked_records_go_out_in_the_loop_whose_poll_brought_their_metadata(make_rig: MakeRig) -> None:
+    """The Sender sends the metadata request before its ready/drain pass and releases the parked
+    records as soon as the answer is in: they are drained in that same loop, not a poll later."""
+    rig = make_rig({"enable.idempotence": False}, known_topics=False)  # the client answers metadata when due
+    rig.client.answer_metadata()  # the brokers only
+    futs = [rig.send(bytes([i]), partition=0) for i in range(3)]
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 30))
+    asked = len(rig.client.metadata_requests)
+    rig.clock.advance(100)  # past the metadata retry backoff of the bootstrap answer
+    rig.run()
+    assert rig.client.metadata_requests[asked:] == [["t"]]
+    assert [f.result(0).offset for f in futs] == [30, 31, 32]
