@@ -129,3 +129,25 @@ def test_split_records_expire_from_the_original_batch_creation(make_rig: MakeRig
     rig.clock.advance(1)
     rig.run()
     assert all(isinstance(f.exception(0), KafkaTimeoutError) for f in futs)
+
+
+def test_a_batch_in_flight_behind_a_split_one_is_retried_after_the_parts(make_rig: MakeRig) -> None:
+    """Idempotence with several requests in flight: the broker refuses the big batch (sequence 0) as too
+    large and the batch behind it (sequence 6) as out of order; the parts take sequences 0 and 3 and
+    go first, then the batch behind them is retried with its own sequence: no gap, no new epoch."""
+    rig = make_rig(GROWING)
+    big = [rig.send(bytes([i]) * 300, label=i) for i in range(6)]
+    rig.clock.advance(1000)
+    rig.run()  # the big batch is out
+    behind = rig.send(b"behind", label="behind")
+    rig.clock.advance(1000)
+    rig.run()  # and the one behind it
+    assert [s[2:] for s in rig.sequences()] == [(0, 6), (6, 1)]
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10), produce_response(45))
+    rig.run()
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 100), produce_response(0, 200), produce_response(0, 300))
+    rig.run_until(lambda: behind.done() and all(f.done() for f in big), step_ms=100)
+    assert rig.sequences()[2:] == [(1000, 0, 0, 3), (1000, 0, 3, 3), (1000, 0, 6, 1)]
+    assert rig.outcomes.labels() == [0, 1, 2, 3, 4, 5, "behind"]
+    assert behind.result(0).offset == 300
+    assert len(rig.client.requests(ApiKey.INIT_PRODUCER_ID)) == 1
