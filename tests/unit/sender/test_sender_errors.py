@@ -84,10 +84,8 @@ def test_a_failed_record_is_counted_and_logged_at_warning(make_rig: MakeRig, cap
         rig.close()  # emits the failure summaries still held back by the rate limit
     assert rig.producer.take_failed_count() == 1
     assert rig.producer.metrics()["record-error-total"] == 1
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert any("t-1" in r.getMessage() or "'t'" in r.getMessage() or " t " in r.getMessage() for r in warnings), [
-        r.getMessage() for r in warnings
-    ]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("t-1" in m and "INVALID_RECORD" in m and "corrupt" in m for m in warnings), warnings
 
 
 def test_a_partition_missing_from_the_answer_fails_its_batch(make_rig: MakeRig) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kproducer.accumulator import RecordFuture
-from kproducer.errors import KafkaTimeoutError
+from kproducer.errors import KafkaTimeoutError, RecordTooLargeError
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
 from tests.support.mock_client import produce_response
@@ -108,15 +108,17 @@ def test_a_split_part_refused_again_is_split_again_ahead_of_the_rest(make_rig: M
     assert rig.outcomes.labels() == [0, 1, 2, 3]
 
 
-def test_a_batch_refused_as_too_large_forever_ends_at_the_delivery_timeout(make_rig: MakeRig) -> None:
-    rig = make_rig({**GROWING, "enable.idempotence": False, "delivery.timeout.ms": 31_000})
-    futs = _one_big_batch(rig, n=2, size=800)
-    rig.client.prepare(ApiKey.PRODUCE, *[produce_response(10)] * 50)
-    rig.run_until(lambda: all(f.done() for f in futs), loops=400, step_ms=100)
-    errors = [type(f.exception(0)).__name__ for f in futs]
-    # Single-record parts are not split further: they fail with the broker's error, or expire.
-    assert set(errors) <= {"RecordTooLargeError", "KafkaTimeoutError"}
-    assert len(rig.produce_bodies()) < 50
+def test_single_record_parts_refused_again_fail_with_message_too_large(make_rig: MakeRig) -> None:
+    """A part of one record cannot be split further: the broker's MESSAGE_TOO_LARGE is its outcome."""
+    rig = make_rig({**GROWING, "enable.idempotence": False})
+    futs = _one_big_batch(rig, n=2, size=800)  # parts of one record each
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(10), produce_response(10))
+    rig.run_until(lambda: all(f.done() for f in futs), step_ms=100)
+    for f in futs:
+        exc = f.exception(0)
+        assert isinstance(exc, RecordTooLargeError) and (exc.topic, exc.partition) == ("t", 0)
+    assert [len(b) for b in rig.values()] == [2, 1, 1]
+    assert rig.outcomes.labels() == [0, 1]
 
 
 def test_split_records_expire_from_the_original_batch_creation(make_rig: MakeRig) -> None:
