@@ -31,8 +31,11 @@ trigger count 100, 20 % and a 5 s retry interval. Each mode (breaker off, breake
 on, KIP-794 only) runs ``--runs`` times on a fresh cluster; the table gives per
 mode the distribution of the longest single send() call, the time from the fault
 to the first mute, and the healthy partitions' delivery rate after the fault
-relative to before it. Every send() call longer than ``--stall-ms`` (250) is
-explained on its own line: how long of it this thread waited in the BufferPool for
+relative to before it, per wall-clock second and per CPU second of this process
+(the mute should cost the healthy partitions little: about 0.9x or better per CPU
+second; tests/integration/mock_cluster/test_slow_broker_isolation.py checks the same
+scenario's correctness on a fake clock and leaves this figure to the benchmark).
+Every send() call longer than ``--stall-ms`` (250) is explained on its own line: how long of it this thread waited in the BufferPool for
 memory (and how much of the pool the slow leader held then), how long the garbage collector ran, how much CPU the whole process got
 meanwhile (against the 2 cores a full share would be), the machine's CPU pressure
 (``/proc/pressure/cpu``) around it, and where the calling thread and the Sender
@@ -339,12 +342,20 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         current = probe.current
         stalls: list[tuple[float, float]] = []
         stall_s = args.stall_ms / 1000.0
+        # This process's CPU seconds at the start of second 1 (second 0 holds the connection
+        # set-up), at the fault and at the end: healthy records per CPU second before and after.
+        cpu_at: dict[str, float] = {}
         try:
             while True:
                 now = clock()
                 if now >= end:
                     break
+                if "one" not in cpu_at and now - start >= 1.0:
+                    cpu_at["one"] = time.process_time()
+                was_done = fault.done
                 fault.apply_if_due(now)
+                if fault.done and not was_done:
+                    cpu_at["fault"] = time.process_time()
                 for _ in range(200):
                     t0 = clock()
                     current[0] = t0
@@ -360,6 +371,7 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 sent += 200
         finally:
             probe.stop()
+        cpu_at["end"] = time.process_time()
         metrics = p.metrics()
         mc.broker_set_rtt(slow, 0)
         p.close(60)
@@ -370,8 +382,15 @@ def _run_stall_once(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     after_secs = range(fault_second, int(args.duration))
     before = sum(per_second[s] for s in before_secs) / max(len(before_secs), 1)
     after = sum(per_second[s] for s in after_secs) / max(len(after_secs), 1)
+    cpu_before = cpu_at.get("fault", cpu_at["end"]) - cpu_at.get("one", cpu_at["end"])
+    cpu_after = cpu_at["end"] - cpu_at.get("fault", cpu_at["end"])
+    per_cpu_before = sum(per_second[s] for s in before_secs) / cpu_before if cpu_before > 0 else float("nan")
+    per_cpu_after = sum(per_second[s] for s in after_secs) / cpu_after if cpu_after > 0 else float("nan")
     return {
         "mode": mode,
+        "healthy_per_cpu_s_before": per_cpu_before,
+        "healthy_per_cpu_s_after": per_cpu_after,
+        "healthy_per_cpu_ratio": per_cpu_after / per_cpu_before if per_cpu_before else float("nan"),
         "longest_send_s": longest,
         "longest_send_at_s": longest_at,
         "longest_send_before_fault_s": longest_before,
@@ -504,6 +523,16 @@ def _span(values: list[float], fmt: str) -> str:
     return f"{fmt.format(v[len(v) // 2])} ({fmt.format(v[0])}–{fmt.format(v[-1])})"
 
 
+def _per_cpu_ratio(rs: list[dict[str, Any]]) -> str:
+    """Healthy records per CPU second of this process after the fault over before it: the mean of
+    the runs' ratios and their range (one run's short phase varies a lot in CPU cost)."""
+    ok = [r for r in rs if r["healthy_per_cpu_s_before"] == r["healthy_per_cpu_s_before"] and r["healthy_per_cpu_s_after"] > 0]
+    if not ok:
+        return "n/a"
+    ratios = [r["healthy_per_cpu_ratio"] for r in ok]
+    return f"{sum(ratios) / len(ratios):.2f} (runs {min(ratios):.2f}–{max(ratios):.2f})"
+
+
 def run_send_stall(args: argparse.Namespace) -> None:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()] if args.modes_given else STALL_MODES
     unknown = [m for m in modes if m not in STALL_MODES]
@@ -524,7 +553,9 @@ def run_send_stall(args: argparse.Namespace) -> None:
                 f"run {i + 1} {mode}: longest send() {r['longest_send_s'] * 1000:.0f} ms at t={r['longest_send_at_s']:.1f}s "
                 f"(before the fault {r['longest_send_before_fault_s'] * 1000:.0f} ms), "
                 f"mute {mute} after the fault, healthy {r['healthy_before']:.0f} -> {r['healthy_after']:.0f} rec/s "
-                f"({r['healthy_ratio']:.2f}x), delivered {r['delivered']:,}/{r['sent']:,} failed {r['failed']:,}, "
+                f"({r['healthy_ratio']:.2f}x; per CPU second {r['healthy_per_cpu_s_before']:,.0f} -> "
+                f"{r['healthy_per_cpu_s_after']:,.0f}, {r['healthy_per_cpu_ratio']:.2f}x), "
+                f"delivered {r['delivered']:,}/{r['sent']:,} failed {r['failed']:,}, "
                 f"load {r['loadavg']}, {r['metrics']}",
                 flush=True,
             )
@@ -532,9 +563,10 @@ def run_send_stall(args: argparse.Namespace) -> None:
     print(
         "| mode | runs | longest send() ms, median (min–max) | runs with a send() >= 1 s | "
         "longest send() before the fault ms | "
-        "fault -> first mute s, median (min–max) | healthy after/before, median (min–max) | failed records |"
+        "fault -> first mute s, median (min–max) | healthy after/before, median (min–max) | "
+        "healthy per CPU second after/before (all runs) | failed records |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, rs in results.items():
         longest = [r["longest_send_s"] * 1000 for r in rs]
         before = [r["longest_send_before_fault_s"] * 1000 for r in rs]
@@ -543,7 +575,7 @@ def run_send_stall(args: argparse.Namespace) -> None:
             f"| {mode} | {len(rs)} | {_span(longest, '{:,.0f}')} | {sum(1 for x in longest if x >= 1000)} | "
             f"{_span(before, '{:,.0f}')} | "
             f"{_span(mutes, '{:.2f}') if mode == 'breaker-on' else 'n/a'} | {_span([r['healthy_ratio'] for r in rs], '{:.2f}')} | "
-            f"{sum(r['failed'] for r in rs):,} |"
+            f"{_per_cpu_ratio(rs)} | {sum(r['failed'] for r in rs):,} |"
         )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "slow_broker_send_stall.json").write_text(json.dumps(results))

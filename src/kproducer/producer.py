@@ -118,13 +118,16 @@ class Producer:
         *,
         _clock: Clock | None = None,
         _client: KafkaClient | None = None,
+        _metadata: Metadata | None = None,
         _start_io_thread: bool = True,
         **kwargs: Any,
     ) -> None:
-        # ``_clock`` and ``_client`` are seams for tests (Java's Time and KafkaClient): a
-        # controllable clock and a scripted client drive the Sender without a broker. With
-        # ``_start_io_thread=False`` no I/O thread runs: the test calls the Sender's run_once()
-        # itself, so that a whole producer runs deterministically on one thread.
+        # ``_clock``, ``_client`` and ``_metadata`` are seams for tests (the Time, KafkaClient and
+        # ProducerMetadata that Java's KafkaProducer test constructor takes): a controllable clock
+        # and a scripted client that answers metadata requests into the same Metadata drive the
+        # Sender without a broker. With ``_start_io_thread=False`` no I/O thread runs: the test
+        # calls :meth:`run_sender_once` itself, so that a whole producer runs deterministically on
+        # one thread.
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
@@ -162,7 +165,7 @@ class Producer:
         self._idempotent = bool(cfg.enable_idempotence)
 
         coalesce_ms, coalesce_quiet_ms = _metadata_coalescing(int(cfg.linger_ms))
-        self._metadata = Metadata(
+        self._metadata = _metadata if _metadata is not None else Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
@@ -538,6 +541,16 @@ class Producer:
     def transaction_state(self) -> TransactionState | None:
         """The transactional producer's state (None for a non-transactional producer)."""
         return self._txn.state if self._txn is not None else None
+
+    def run_sender_once(self) -> None:
+        """One loop of the Sender on the calling thread (Java's ``Sender.runOnce``).
+
+        Only for a producer built without its I/O thread (the ``_start_io_thread=False`` seam):
+        deterministic tests drive the Sender loop by loop with a scripted client and clock.
+        """
+        if self._io_thread_started:
+            raise IllegalStateError("run_sender_once() is for a producer without its I/O thread; this one runs it")
+        self._sender.run_once()
 
     # ------------------------------------------------------------------ jobs kept in modules of their own
     # Functions taking the producer, bound here as its methods (no extra call per use).

@@ -171,7 +171,10 @@ def close(producer: Producer, timeout: float | None = None) -> None:
             timeout = max(0.0, timeout - (time.monotonic() - start))
     producer._sender.initiate_close()
     if not producer._io_thread_started:
-        # No I/O thread (a test drives the Sender): its closing work runs here.
+        # No I/O thread (a test drives the Sender): its closing work runs here. close(0) waits for
+        # nothing, as with the thread (and Java's close(Duration.ZERO)): what is left fails now.
+        if timeout is not None and timeout <= 0:
+            producer._sender.force_close()
         producer._sender.run()
     _join_io_thread(producer, timeout)
     if producer._io_thread.is_alive():

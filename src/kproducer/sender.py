@@ -469,6 +469,10 @@ class Sender:
         if batch.is_done:
             # Already failed (in-flight expiry); its buffer was kept until the request finished.
             self._accumulator.deallocate(batch)
+            if self._guarantee_order:
+                # Its request is over: the partition's next batch may go (Java's completeBatch
+                # unmutes after every completion, an expired batch's included).
+                self._accumulator.unmute_partition(tp)
             return
         if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and tm is not None):
             # DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch; Java completes it as a success.
@@ -480,8 +484,12 @@ class Sender:
         exc = error or error_for_code(error_code, error_message, topic=tp.topic, partition=tp.partition)
         if error_code == _MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
             log.warning("splitting a batch of %d records for %s after MESSAGE_TOO_LARGE", batch.record_count, tp)
-            if tm is not None and batch.base_sequence != NO_SEQUENCE:
-                tm.handle_failed_batch(batch, exc)
+            if tm is not None:
+                # Not a failure: the parts carry the batch's producer id, epoch and sequences
+                # (ProducerBatch.split), so the partition's sequence has no gap, no epoch bump is
+                # due, and a transaction stays committable (Java's completeBatch only removes the
+                # batch from the in-flight set before splitAndReenqueue).
+                tm.remove_in_flight(batch)
             self._accumulator.split_and_reenqueue(batch)
             self._accumulator.deallocate(batch)
             if self._guarantee_order:

@@ -27,6 +27,7 @@ from kproducer.network.protocol import (
     PartitionProduceResponse,
     ProduceRequestData,
     ProduceResponseData,
+    RecordError,
 )
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 from tests.support.clock import FakeClock
@@ -42,6 +43,8 @@ __all__ = [
     "add_partitions_response",
     "error_response",
     "txn_offset_commit_response",
+    "batches_of",
+    "records_of",
 ]
 
 
@@ -85,9 +88,25 @@ class MockClient:
     _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
     _in_flight: list[tuple[ClientRequest, Any]] = field(default_factory=list)
     wakeups: int = 0
+    #: Called on every wakeup (a test's latch: another thread asked the Sender to run).
+    on_wakeup: Callable[[], None] | None = None
     closed: bool = False
     #: The timeout of every poll, in order (a Sender that spins polls with 0).
     poll_timeouts: list[int] = field(default_factory=list)
+    #: The cluster as the brokers see it, served to ``metadata`` (topic -> partition count; partition
+    #: p led by node p % ``nodes`` unless ``leaders`` says otherwise). A topic not here is answered
+    #: UNKNOWN_TOPIC_OR_PARTITION.
+    broker_topics: dict[str, int] = field(default_factory=dict)
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
+    nodes: int = 2
+    #: Answer a metadata request whenever ``metadata`` says one is due (in ``poll``), as the real
+    #: client's metadata updater does; off, metadata changes only through :meth:`answer_metadata`.
+    serve_metadata: bool = False
+    #: The topics of every metadata request answered (None: all topics), in order.
+    metadata_requests: list[list[str] | None] = field(default_factory=list)
+    #: A request with no scripted answer fails after this long, as the real client's
+    #: ``request.timeout.ms`` (with every other unanswered request to its node: the connection closes).
+    request_timeout_ms: int | None = None
 
     # ------------------------------------------------------------ scripting
     def prepare(self, api_key: int, *responses: Responder) -> None:
@@ -117,17 +136,45 @@ class MockClient:
         self.sent_bodies.append(body)
         self._in_flight.append((request, body))
 
+    def answer_metadata(self, now: int | None = None) -> list[str] | None:
+        """Send ``metadata``'s next request and answer it from ``broker_topics`` now; the topics asked for."""
+        assert self.metadata is not None, "the client has no Metadata to answer into"
+        now = self.clock() if now is None else now
+        topics = self.metadata.topics_for_request(now)
+        self.metadata_requests.append(topics)
+        names = list(self.broker_topics) if topics is None else topics
+        self.metadata.handle_response(
+            metadata_response(names, self.broker_topics, self.nodes, self.leaders), topics, now
+        )
+        return topics
+
     def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
         self.poll_timeouts.append(timeout_ms)
+        if self.serve_metadata and self.metadata_request_due(now):
+            self.answer_metadata(now)
         done: list[ClientResponse] = []
         remaining: list[tuple[ClientRequest, Any]] = []
+        timed_out_nodes = {
+            r.node_id
+            for r, _b in self._in_flight
+            if self.request_timeout_ms is not None
+            and r.expect_response
+            and not self._scripts.get(int(r.api_key))
+            and now - r.send_ms >= self.request_timeout_ms
+        }
         for request, body in self._in_flight:
             if not request.expect_response:
                 done.append(ClientResponse(request, None, now))
                 continue
             script = self._scripts.get(int(request.api_key))
             if not script:
-                remaining.append((request, body))
+                if request.node_id in timed_out_nodes:
+                    from kproducer.errors import KafkaTimeoutError
+
+                    error = KafkaTimeoutError(f"request to node {request.node_id} timed out (mock)")
+                    done.append(ClientResponse(request, None, now, disconnected=True, timed_out=True, error=error))
+                else:
+                    remaining.append((request, body))
                 continue
             responder = script.popleft()
             answer = responder(body) if callable(responder) else responder
@@ -147,6 +194,8 @@ class MockClient:
 
     def wakeup(self) -> None:
         self.wakeups += 1
+        if self.on_wakeup is not None:
+            self.on_wakeup()
 
     def close(self) -> None:
         self.closed = True
@@ -175,7 +224,7 @@ class MockClient:
         return out
 
     def metadata_request_due(self, now: int) -> bool:
-        return False
+        return self.serve_metadata and self.metadata is not None and self.metadata.time_to_next_update(now) == 0
 
     def max_usable_produce_magic(self) -> int:
         return 2
@@ -194,18 +243,57 @@ def set_cluster(metadata: Metadata, cluster: Cluster) -> None:
     metadata._cluster = cluster  # noqa: SLF001 - a test seam on purpose
 
 
+def metadata_response(
+    names: Iterable[str], topics: Mapping[str, int], nodes: int, leaders: Mapping[TopicPartition, int]
+) -> Any:
+    """A Metadata response body (the fields ``Metadata`` reads) for ``names``: unknown ones UNKNOWN_TOPIC_OR_PARTITION."""
+    brokers = [SimpleNamespace(node_id=i, host="127.0.0.1", port=9092 + i, rack=None) for i in range(nodes)]
+    answer = []
+    for name in names:
+        count = topics.get(name)
+        parts = [
+            SimpleNamespace(
+                error_code=0,
+                partition_index=p,
+                leader_id=leaders.get(TopicPartition(name, p), p % nodes),
+                leader_epoch=0,
+                replica_nodes=[p % nodes],
+                isr_nodes=[p % nodes],
+                offline_replicas=[],
+            )
+            for p in range(count or 0)
+        ]
+        answer.append(SimpleNamespace(name=name, error_code=0 if count else 3, is_internal=False, partitions=parts))
+    return SimpleNamespace(brokers=brokers, cluster_id="mock", controller_id=0, topics=answer)
+
+
 # ---------------------------------------------------------------- response bodies
 def produce_response(
-    codes: Mapping[TopicPartition, int] | int = 0, base_offset: int = 0, message: str | None = None
+    codes: Mapping[TopicPartition, int] | int = 0,
+    base_offset: int = 0,
+    message: str | None = None,
+    *,
+    record_errors: tuple[tuple[int, str | None], ...] = (),
+    throttle_time_ms: int = 0,
 ) -> Callable[[ProduceRequestData], ProduceResponseData]:
-    """A Produce response for every partition of the request: one code for all, or per partition."""
+    """A Produce response for every partition of the request: one code for all, or per partition.
+
+    ``record_errors`` (KIP-467: batch index, message) go with every failed partition.
+    """
 
     def respond(req: ProduceRequestData) -> ProduceResponseData:
         out = {}
         for i, tp in enumerate(req.partitions):
             code = codes if isinstance(codes, int) else codes.get(tp, 0)
-            out[tp] = PartitionProduceResponse(code, message if code else None, base_offset + 100 * i if code == 0 else -1, -1, -1, ())
-        return ProduceResponseData(out, 0)
+            out[tp] = PartitionProduceResponse(
+                code,
+                message if code else None,
+                base_offset + 100 * i if code == 0 else -1,
+                -1,
+                -1,
+                tuple(RecordError(index, text) for index, text in record_errors) if code else (),
+            )
+        return ProduceResponseData(out, throttle_time_ms)
 
     return respond
 
@@ -258,3 +346,17 @@ def txn_offset_commit_response(codes: Mapping[TopicPartition, int] | int = 0) ->
 
 def partitions_of(produce_body: ProduceRequestData) -> Iterable[TopicPartition]:
     return produce_body.partitions
+
+
+def batches_of(produce_body: ProduceRequestData) -> dict[TopicPartition, bytes]:
+    """The record batch bytes of a Produce request, per partition (they sit between the framing chunks)."""
+    data = produce_body.buffers[1::2]
+    return {tp: bytes(b) for tp, b in zip(produce_body.partitions, data, strict=False)}
+
+
+def records_of(produce_body: ProduceRequestData, tp: TopicPartition) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record a Produce request carries for ``tp``, in order."""
+    from kproducer.record.reader import DefaultRecordBatch
+
+    batch = DefaultRecordBatch(memoryview(batches_of(produce_body)[tp]))
+    return [(r.key, r.value) for r in batch.records()]

@@ -41,7 +41,15 @@ class Rig:
         return self.client.requests(ApiKey.PRODUCE)
 
 
-def make_rig(*, idempotent: bool = True, retries: int = 10, batch_size: int = 16384, tm: TransactionManager | None = None) -> Rig:
+def make_rig(
+    *,
+    idempotent: bool = True,
+    retries: int = 10,
+    batch_size: int = 16384,
+    tm: TransactionManager | None = None,
+    compression: str = "none",
+    linger_ms: int = 0,
+) -> Rig:
     clock = FakeClock(10_000)
     metadata = Metadata(retry_backoff_ms=100)
     set_cluster(metadata, make_cluster({"t": 2}))
@@ -51,7 +59,8 @@ def make_rig(*, idempotent: bool = True, retries: int = 10, batch_size: int = 16
     acc = RecordAccumulator(
         batch_size=batch_size,
         buffer_pool=BufferPool(1 << 22, batch_size),
-        linger_ms=0,
+        compression_type=compression,
+        linger_ms=linger_ms,
         retry_backoff_ms=100,
         retry_backoff_max_ms=100,
         retry_backoff_jitter=0.0,

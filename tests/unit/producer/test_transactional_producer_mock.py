@@ -1,7 +1,7 @@
 """A whole transactional Producer on the scripted client and clock: init, begin, send, commit and abort.
 
 The Producer is built with ``_client`` (tests/support/mock_client.py), ``_clock`` and no
-I/O thread (``_start_io_thread=False``): each test calls the Sender's ``run_once()``
+I/O thread (``_start_io_thread=False``): each test calls ``Producer.run_sender_once()``
 itself, so the public API (send, the C lane when built, the state checks, futures,
 metrics, close) runs on one thread with nothing left to timing. A blocking call is made
 with ``timeout=0``: it raises KafkaTimeoutError with the operation started, the test runs
@@ -17,6 +17,7 @@ import pytest
 
 from kproducer import Producer
 from kproducer.errors import IllegalStateError, KafkaTimeoutError, TransactionAbortedError
+from kproducer.metadata import Metadata
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
 from kproducer.transaction_manager import TransactionState
@@ -38,18 +39,20 @@ S = TransactionState
 class Rig:
     def __init__(self, **config: object) -> None:
         self.clock = FakeClock(10_000)
-        self.client = MockClient(self.clock)
+        metadata = Metadata(clock_ms=self.clock)
+        set_cluster(metadata, make_cluster({"t": 2, "u": 1}))
+        self.client = MockClient(self.clock, metadata)
         conf: dict[str, object] = {"bootstrap.servers": "127.0.0.1:9092", "transactional.id": "tid", **config}
-        self.producer = Producer(conf, _clock=self.clock, _client=self.client, _start_io_thread=False)
-        self.client.metadata = self.producer._metadata  # noqa: SLF001 - the rig wires its parts
-        set_cluster(self.producer._metadata, make_cluster({"t": 2, "u": 1}))  # noqa: SLF001
+        self.producer = Producer(
+            conf, _clock=self.clock, _client=self.client, _metadata=metadata, _start_io_thread=False
+        )
 
     def run(self, until: Callable[[], bool], loops: int = 30) -> None:
         """Run the Sender's loop until ``until()`` holds (bounded)."""
         for _ in range(loops):
             if until():
                 return
-            self.producer._sender.run_once()  # noqa: SLF001
+            self.producer.run_sender_once()
         assert until(), "the Sender did not get there"
 
     def produce_bodies(self) -> list[object]:
@@ -62,8 +65,7 @@ def rig() -> Iterator[Rig]:
     try:
         yield r
     finally:
-        r.producer._sender.force_close()  # noqa: SLF001 - nothing may wait on an unscripted answer
-        r.producer.close(0)
+        r.producer.close(0)  # fails what is left: nothing may wait on an unscripted answer
 
 
 def init(rig: Rig) -> None:

@@ -193,59 +193,6 @@ def test_bad_input_errors_name_the_culprit() -> None:
             impl.append_arrow(bytearray(61), 61, 1000, 61, 0.0, 0, 0, (b"", b"", None, 0, 0, 2), None, None, 0, 0, None)  # type: ignore[attr-defined]
 
 
-def test_gil_released_by_crc32c_and_cramjam_for_large_buffers() -> None:
-    """CRC-32C and compression of a large buffer let another thread run (the GIL is released around them).
-
-    With a huge switch interval no thread is forced off the GIL, and the spinner
-    gives it up after every step (sleep(0)); so the spinner advances during a
-    call only if that call released the GIL. A GIL-holding call (bytes.count) is
-    the control.
-    """
-    import sys
-    import threading
-    import time
-
-    import cramjam
-    import crc32c
-
-    data = os.urandom(1 << 20) * 32  # 32 MiB: each call takes milliseconds
-    counter = [0]
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            counter[0] += 1
-            time.sleep(0)
-
-    def progress_during(work: object) -> int:
-        t = threading.Thread(target=spin)
-        t.start()
-        time.sleep(0.01)
-        before = counter[0]
-        work()  # type: ignore[operator]
-        progressed = counter[0] - before
-        stop.set()
-        t.join()
-        stop.clear()
-        return progressed
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(30.0)
-    try:
-        held = progress_during(lambda: data.count(b"\x01"))
-        released = {
-            # Hardware CRC-32C does 32 MiB in a few ms: repeat it so the window is long enough.
-            "crc32c": progress_during(lambda: [crc32c.crc32c(data) for _ in range(8)]),
-            "zstd": progress_during(lambda: cramjam.zstd.compress(data, level=1)),
-            "lz4": progress_during(lambda: cramjam.lz4.compress_block(data)),
-        }
-    finally:
-        sys.setswitchinterval(old)
-    assert held <= 2, f"control: the spinner advanced {held} times during a GIL-holding call"
-    for name, steps in released.items():
-        assert steps > 2, f"{name} on 32 MiB let the spinner advance only {steps} times: is the GIL held?"
-
-
 # ---------------------------------------------------------------- whole batches, C against pure Python
 @contextlib.contextmanager
 def _encoder(pure: bool) -> Iterator[None]:

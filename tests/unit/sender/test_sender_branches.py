@@ -88,7 +88,7 @@ def test_a_retriable_error_past_the_retries_fails_the_record() -> None:
         fut.result(0)
 
 
-def test_message_too_large_splits_and_bumps_the_producer_id() -> None:
+def test_message_too_large_splits_under_the_same_producer_id_and_sequences() -> None:
     r = make_rig(batch_size=1024)
     r.client.prepare(ApiKey.INIT_PRODUCER_ID, init_producer_id_response(1000, 0))
     r.run()
@@ -96,16 +96,17 @@ def test_message_too_large_splits_and_bumps_the_producer_id() -> None:
     r.client.prepare(ApiKey.PRODUCE, produce_response(10))
     r.run()
     assert not any(f.done() for f in futs)
-    # The split parts carry sequences of the old producer id: a new id is fetched first.
-    r.client.prepare(ApiKey.INIT_PRODUCER_ID, init_producer_id_response(1001, 0))
+    # The split parts keep the batch's producer id, epoch and sequences (Java's ProducerBatch.split).
     r.client.prepare(ApiKey.PRODUCE, *[produce_response(0, base_offset=i * 10) for i in range(8)])
     for _ in range(10):
         r.clock.advance(100)
         r.run()
     assert all(f.done() for f in futs)
     assert [f.result(0).offset >= 0 for f in futs] == [True] * 4
-    assert len(r.produce_bodies()) >= 2  # the rejected batch, then its part(s) under the new id
-    assert all(_batch_state(r, i)[0] == 1001 for i in range(1, len(r.produce_bodies())))
+    assert len(r.produce_bodies()) >= 2  # the rejected batch, then its part(s)
+    assert all(_batch_state(r, i)[:2] == (1000, 0) for i in range(len(r.produce_bodies())))
+    assert _batch_state(r, 1)[2] == 0
+    assert len(r.client.requests(ApiKey.INIT_PRODUCER_ID)) == 1
 
 
 def test_duplicate_sequence_is_a_success(rig: Rig) -> None:
