@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from kproducer.errors import ConfigError, KafkaError, error_class_for_code
 from kproducer.metadata import Cluster
+from kproducer.properties import UsageError
 
 __all__ = ["main", "SUBCOMMANDS", "format_metadata"]
 
@@ -45,10 +46,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str
     cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-
-
-class UsageError(Exception):
-    """A user mistake the CLI reports in one line with exit code 2."""
 
 
 def describe_error_code(code: int) -> str:
@@ -233,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, not this __main__ copy: subcommands raise kproducer.cli.UsageError.
+    # Run the imported module's main, not this __main__ copy: subcommands raise kproducer.properties.UsageError.
     from kproducer.cli import main as _main
 
     sys.exit(_main())

@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_key_values(items: Sequence[str], option: str) -> list[tuple[str, str]]:
     """``KEY=VALUE`` option values; a malformed one is a usage error naming the option."""
-    from kproducer.cli import UsageError
+    from kproducer.properties import UsageError
 
     out = []
     for item in items:

@@ -159,11 +159,7 @@ class KafkaError(Exception):
 
     def txn_requires_abort(self) -> bool:
         """confluent-kafka's ``txn_requires_abort()``: the open transaction can only be aborted now."""
-        if self._txn_abortable:
-            return True
-        from kproducer.transaction_manager import ABORTABLE_ERRORS
-
-        return int(self.code) in ABORTABLE_ERRORS
+        return self._txn_abortable or int(self.code) in ABORTABLE_ERRORS
 
     # Defined last: inside the class body this name shadows the builtin for what follows.
     def str(self) -> builtins.str:  # noqa: A003 - confluent-kafka's KafkaError.str()
@@ -784,6 +780,18 @@ def error_codes(*classes: type[KafkaError]) -> frozenset[int]:
 #: INVALID_PRODUCER_EPOCH and PRODUCER_FENCED: a newer producer with the same transactional.id
 #: (or a newer epoch of this producer id) took over, so this one cannot go on.
 PRODUCER_FENCED_CODES: frozenset[int] = error_codes(InvalidProducerEpochError, ProducerFencedError)
+
+#: The transaction cannot commit; the user must abort it and may go on with a new one (the Java
+#: client's TransactionManager classification; ``txn_requires_abort()`` answers from it).
+ABORTABLE_ERRORS: frozenset[int] = error_codes(
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    IllegalGenerationError,  # TxnOffsetCommit: the consumer's generation is stale
+    UnknownMemberIdError,
+    UnknownProducerIdError,
+    InvalidProducerIdMappingError,
+    TransactionAbortableError,  # KIP-890
+)
 
 
 def error_class_for_code(code: int) -> type[KafkaError]:

@@ -229,8 +229,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kproducer.cli import UsageError
-    from kproducer.properties import client_properties
+    from kproducer.properties import UsageError, client_properties
 
     props: dict[str, Any] = {**client_properties(args), **_parse_props(args.producer_props)}
     if args.bootstrap_servers:

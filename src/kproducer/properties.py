@@ -16,7 +16,11 @@ from typing import Any
 
 from kproducer.errors import ConfigError
 
-__all__ = ["add_client_arguments", "client_properties", "parse_properties", "read_properties"]
+__all__ = ["UsageError", "add_client_arguments", "client_properties", "parse_properties", "read_properties"]
+
+
+class UsageError(Exception):
+    """A user mistake a CLI subcommand reports in one line with exit code 2 (``kproducer.cli``)."""
 
 _SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}

@@ -353,7 +353,7 @@ class ProducerConfig:
 def _validate_security(values: dict[str, Any], originals: Mapping[str, Any]) -> None:
     """The SASL and TLS rules that span keys; the SSLContext itself is built (and its files read)
     by the network layer, once per producer."""
-    from kproducer.network.sasl import resolve_sasl_settings
+    from kproducer.config.sasl import resolve_sasl_settings
 
     protocol = values["security.protocol"]
     if protocol.startswith("SASL_"):

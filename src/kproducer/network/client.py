@@ -74,7 +74,7 @@ def security_options(cfg: Any) -> dict[str, Any]:
 
         out["ssl_context"] = build_ssl_context(cfg)
     if protocol_name in ("SASL_PLAINTEXT", "SASL_SSL"):
-        from kproducer.network.sasl import resolve_sasl_settings
+        from kproducer.config.sasl import resolve_sasl_settings
 
         out["sasl"] = resolve_sasl_settings(cfg.as_dict(), mechanism_explicit=cfg.explicitly_set("sasl.mechanism"))
     return out

@@ -20,8 +20,8 @@ As in the Java client's ``TransactionManager``, one object holds both halves
   read from a group id or a consumer's group metadata.
 """
 
+from kproducer.errors import ABORTABLE_ERRORS
 from kproducer.transaction_manager.error_classes import (
-    ABORTABLE_ERRORS,
     COORDINATOR_MOVED_ERRORS,
     EPOCH_BUMP_PRODUCE_ERRORS,
     FATAL_ERRORS,

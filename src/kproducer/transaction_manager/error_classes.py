@@ -2,8 +2,9 @@
 
 As the Java client's ``TransactionManager`` handlers classify them: find the coordinator
 again, retry at the same coordinator, make the transaction abortable (the user must abort
-it), or make the producer fatal (every later call raises until ``close()``). Codes in none
-of these tables are fatal for the request at hand.
+it; that table, ``ABORTABLE_ERRORS``, is in :mod:`kproducer.errors`, where an error's
+``txn_requires_abort()`` reads it), or make the producer fatal (every later call raises
+until ``close()``). Codes in none of these tables are fatal for the request at hand.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from kproducer.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
@@ -25,10 +24,8 @@ from kproducer.errors import (
     OutOfOrderSequenceNumberError,
     RequestTimedOutError,
     TopicAuthorizationFailedError,
-    TransactionAbortableError,
     TransactionalIdAuthorizationFailedError,
     TransactionCoordinatorFencedError,
-    UnknownMemberIdError,
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -48,16 +45,6 @@ COORDINATOR_MOVED_ERRORS: frozenset[int] = error_codes(
 #: Transient at the same coordinator: retry after a backoff.
 RETRY_ERRORS: frozenset[int] = error_codes(
     CoordinatorLoadInProgressError, ConcurrentTransactionsError, UnknownTopicOrPartitionError
-)
-#: The transaction cannot commit; the user must abort it and may go on with a new one.
-ABORTABLE_ERRORS: frozenset[int] = error_codes(
-    TopicAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,  # TxnOffsetCommit: the consumer's generation is stale
-    UnknownMemberIdError,
-    UnknownProducerIdError,
-    InvalidProducerIdMappingError,
-    TransactionAbortableError,  # KIP-890
 )
 #: The producer cannot go on: every later call raises until close().
 FATAL_ERRORS: frozenset[int] = PRODUCER_FENCED_CODES | error_codes(

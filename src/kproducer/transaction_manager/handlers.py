@@ -15,11 +15,10 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kproducer.errors import PRODUCER_FENCED_CODES, KafkaError, error_for_code
+from kproducer.errors import ABORTABLE_ERRORS, PRODUCER_FENCED_CODES, KafkaError, error_for_code
 from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, ApiKey
 from kproducer.structs import TopicPartition
 from kproducer.transaction_manager.error_classes import (
-    ABORTABLE_ERRORS,
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_MOVED_ERRORS,
     FATAL_ERRORS,

@@ -17,6 +17,7 @@ import pytest
 
 from kproducer import Producer
 from kproducer.config import ProducerConfig
+from kproducer.config.sasl import parse_jaas_config
 from kproducer.errors import (
     AuthenticationError,
     ConfigError,
@@ -24,7 +25,6 @@ from kproducer.errors import (
     SslAuthenticationError,
     UnsupportedSaslMechanismError,
 )
-from kproducer.network.sasl import parse_jaas_config
 from tests.support.readback import read_topic
 from tests.support.secured import (
     MECHANISMS,
