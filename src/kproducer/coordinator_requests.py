@@ -36,7 +36,7 @@ from kproducer.transaction_manager import TransactionManager, TxnRequest
 if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
     from kproducer.metadata import Metadata
-    from kproducer.sender import KafkaClient
+    from kproducer.network.kafka_client import KafkaClient
 
 # The Sender's logger: these lines were the Sender's before they moved here.
 log = logging.getLogger("kproducer.sender")

@@ -74,7 +74,8 @@ from kproducer.validation import check_headers, check_partition, check_timestamp
 if TYPE_CHECKING:
     # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
-    from kproducer.sender import Clock, KafkaClient
+    from kproducer.network.kafka_client import KafkaClient
+    from kproducer.sender import Clock
 
 log = logging.getLogger(__name__)
 

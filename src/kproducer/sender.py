@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kproducer.coordinator_requests import MAX_POLL_MS, CoordinatorRequestSender
 from kproducer.errors import (
@@ -45,7 +45,8 @@ from kproducer.errors import (
     error_for_code,
 )
 from kproducer.failure_log import FailureLog
-from kproducer.network.client import ClientRequest, ClientResponse
+from kproducer.network.client import ClientRequest
+from kproducer.network.kafka_client import KafkaClient
 from kproducer.network.protocol import (
     ApiKey,
     ProduceRequestData,
@@ -76,41 +77,6 @@ _STALE_LEADER_CODES = error_codes(
 
 #: The producer's clock: monotonic milliseconds (Java's ``Time``); tests pass a controllable one.
 Clock = Callable[[], int]
-
-
-class KafkaClient(Protocol):
-    """What the Sender needs of the network layer (Java's ``KafkaClient``).
-
-    :class:`kproducer.network.client.NetworkClient` is the real one; tests drive the
-    Sender with a scripted mock (``tests/support/mock_client.py``), as Java's
-    ``MockClient`` does, so that every completion branch runs without a broker.
-    """
-
-    def ready(self, node_id: int, now: int) -> bool: ...
-
-    def send(self, request: ClientRequest, now: int) -> None: ...
-
-    def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]: ...
-
-    def wakeup(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def least_loaded_node(self, now: int) -> int | None: ...
-
-    def connection_delay(self, node_id: int, now: int) -> int: ...
-
-    def authentication_error(self, node_id: int) -> KafkaError | None: ...
-
-    def stalled_connections(self, now: int, after_ms: int) -> Mapping[int, int]: ...
-
-    def in_flight_request_count(self, node_id: int | None = None) -> int: ...
-
-    def in_flight_requests_by_node(self) -> dict[int, int]: ...
-
-    def metadata_request_due(self, now: int) -> bool: ...
-
-    def max_usable_produce_magic(self) -> int: ...
 
 
 class Sender:
@@ -676,4 +642,4 @@ class Sender:
             log.exception("circuit breaker on_complete raised")
 
 
-__all__ = ["Sender", "KafkaClient", "Clock"]
+__all__ = ["Sender", "Clock"]

@@ -1,7 +1,7 @@
 """A scripted network client for driving the Sender deterministically, on the fake clock.
 
 Modelled on the Java client's ``MockClient`` and ``MockTime``: the Sender is built
-with :class:`MockClient` (it satisfies ``kproducer.sender.KafkaClient``) and the
+with :class:`MockClient` (it satisfies ``kproducer.network.kafka_client.KafkaClient``) and the
 tests' :class:`~tests.support.clock.FakeClock`; a test scripts responses per API (``client.prepare(...)``),
 calls ``sender.run_once()`` and looks at what was sent. Nothing sleeps: ``poll``
 answers every in-flight request that has a scripted response, in send order, and
