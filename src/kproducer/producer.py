@@ -79,9 +79,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Callback", "DeliveryCallback", "OnDelivery", "Producer"]
+__all__ = ["Callback", "OnDelivery", "Producer"]
 
-DeliveryCallback = Callback  # the name this module exported before callback=/on_delivery= were split
 
 _client_ids = itertools.count(1)
 

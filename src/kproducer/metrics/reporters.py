@@ -40,7 +40,7 @@ from kproducer.metrics.registry import PRODUCER_GROUP, MetricName, Metrics
 from kproducer.metrics.topic_metrics import PRODUCER_TOPIC_GROUP
 
 # The module's logger before it moved into the metrics package: logging configs name it.
-logger = logging.getLogger("kproducer.metrics_reporter")
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "MetricsReporter",

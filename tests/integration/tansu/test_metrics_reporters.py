@@ -43,15 +43,6 @@ def test_names_follow_each_system_conventions() -> None:
     )
 
 
-def test_the_former_module_path_still_imports_the_same_reporters() -> None:
-    import kproducer.metrics.reporters as reporters
-    import kproducer.metrics_reporter as former
-
-    assert former.__all__ == reporters.__all__
-    for name in reporters.__all__:
-        assert getattr(former, name) is getattr(reporters, name)
-
-
 def test_prometheus_exposition_scraped_over_http(tansu: EmbeddedBroker, topic_name: str) -> None:
     from prometheus_client import CollectorRegistry
     from prometheus_client.parser import text_string_to_metric_families
