@@ -9,12 +9,10 @@ from kproducer.accumulator.accumulator import (
 from kproducer.accumulator.batch import BatchState, FinalState, ProducerBatch, Thunk
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
-from kproducer.common.backoff import ExponentialBackoff  # its home before kproducer.common
 
 __all__ = [
     "BatchState",
     "BufferPool",
-    "ExponentialBackoff",
     "FinalState",
     "NodeLatencyStats",
     "ProduceRequestResult",

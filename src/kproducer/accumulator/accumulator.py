@@ -8,32 +8,28 @@ the buffer for a new batch is allocated from the BufferPool *outside* the lock
 (it may block up to ``max.block.ms``), then the append is retried under the lock
 before a new batch is created (the double-lock pattern of Java's ``RecordAccumulator.append``).
 
-This module holds the accumulator's state, ``append`` and the helpers it calls
-for each record (the C send lane appends into the same deques and batches).
-The other jobs live next to it as functions taking the accumulator, bound here
-as its methods: ``ready`` (the ready check), ``drain``, ``growth`` (KIP-782
-expandable batches and the in-flight growth budget), ``requeue`` (retries and
-splits), ``expiry_and_abort``, ``muted_partitions`` (the circuit breaker's
-moves and memory bound), ``sealing`` (compression before the drain) and
-``bulk_append`` (``append_many``); ``incomplete``, ``deques`` and
-``collaborators`` hold the types. It stays one file at about 600 lines because
-the per-record path is not split across modules: each call level or lookup
-added there is paid on every ``send()``.
+One class owns the accumulator's state, as Java's ``RecordAccumulator`` does, and
+every job that reads or changes it is a method here, in sections: the append path
+(``append`` and its helpers; the C send lane appends into the same deques and
+batches), the Sender's ready check and drain, KIP-782 growth and the in-flight growth
+budget, sealing (compressing full batches before the drain), requeue (retries and
+splits), expiry and abort, the circuit breaker's moves off muted partitions, and
+``append_many`` for ``send_batch``/``send_arrow``. ``incomplete``, ``deques``,
+``staging`` and ``collaborators`` hold the types it is made of.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import random
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from kproducer.accumulator import bulk_append, expiry_and_abort, growth, muted_partitions, requeue, sealing
-from kproducer.accumulator import drain as _drain
-from kproducer.accumulator import ready as _ready
-from kproducer.accumulator.batch import DeliveryCallback, ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
+from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
+from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
 from kproducer.accumulator.collaborators import (
     CircuitBreakManagerLike,
     CircuitBreakRoutingLike,
@@ -43,22 +39,22 @@ from kproducer.accumulator.collaborators import (
 )
 from kproducer.accumulator.deques import UNKNOWN_PARTITION, PartitionDeque, TopicInfo
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.accumulator.growth import release_growth_locked
 from kproducer.accumulator.incomplete import IncompleteBatches
-from kproducer.accumulator.ready import NodeLatencyStats, ReadyCheckResult
 from kproducer.accumulator.staging import StagingBuffers
 from kproducer.common import ExponentialBackoff, monotonic_ms
-from kproducer.errors import IllegalStateError, ProducerClosedError
+from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
+    COMPRESSION_RATE_ESTIMATION_FACTOR,
     MAX_STAGING_BYTES,
     CompressionRatioEstimator,
     MemoryRecordsBuilder,
     estimate_size_upper_bound,
 )
 from kproducer.record.codecs import CompressionType, compression_type_for_name, validate_compression_level
+from kproducer.record.compression_ratio import MAX_GROWN_STAGING_BYTES
 from kproducer.record.compression_worker import CompressionWorker, start_worker
-from kproducer.structs import TopicPartition
+from kproducer.structs import PartitionInfo, TopicPartition
 
 __all__ = [
     "CircuitBreakManagerLike",
@@ -71,6 +67,69 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+NO_DELAY = 2**63 - 1  # "no deadline": the ready check's delay when nothing is waiting on time
+
+
+class ReadyCheckResult(NamedTuple):
+    """Leader nodes with sendable data, when to look again, and topics whose leader is unknown."""
+
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: int
+    unknown_leader_topics: set[str]
+
+
+class NodeLatencyStats:
+    """When a node last had data ready and when it was last drained (Java's NodeLatencyStats).
+
+    ``ready_time_ms - drain_time_ms`` is how long data waited for a node that was
+    not ready: past ``partitioner.availability.timeout.ms`` its partitions leave
+    the adaptive partitioner's choice.
+    """
+
+    __slots__ = ("ready_time_ms", "drain_time_ms")
+
+    def __init__(self, now_ms: int) -> None:
+        self.ready_time_ms = now_ms
+        self.drain_time_ms = now_ms
+
+
+def batch_backoff_ms(batch: ProducerBatch) -> int:
+    """How long a retried batch waits before it is sent again (0 on its first try)."""
+    return batch.retry_backoff_ms if batch.attempts > 0 else 0
+
+
+# An open batch drained with at least this many bytes of records is compressed by the compression
+# worker; a smaller one (linger.ms ran out on a quiet partition) here, at once: a few microseconds.
+WORKER_DRAIN_BYTES = 32 * 1024
+
+
+def _should_stop_draining(first: ProducerBatch, tp: TopicPartition, tm: TransactionManagerLike) -> bool:
+    """Idempotence gates (Java's shouldStopDrainBatchesForPartition)."""
+    if tm.should_stop_draining():
+        return True
+    if first.has_sequence():
+        first_in_flight = tm.first_in_flight_sequence(tp)
+        if first_in_flight != NO_SEQUENCE and first.base_sequence != first_in_flight:
+            # A retried batch waits until the batches before it are resolved.
+            return True
+    return False
+
+
+# How far past the backlog limit a caller lets the compression worker fall behind before it waits.
+_WORKER_BACKLOG_FACTOR = 4
+
+
+def _insert_in_sequence_order(batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
+    """Before the first queued batch with a higher (or no) sequence."""
+    position = 0
+    for queued in batches:
+        if queued.has_sequence() and queued.base_sequence < batch.base_sequence:
+            position += 1
+        else:
+            break
+    batches.insert(position, batch)
 
 Headers = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
 BytesLike = bytes | bytearray | memoryview
@@ -462,7 +521,7 @@ class RecordAccumulator:
                 pool.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
             if self._to_seal:
-                sealing.seal_if_behind(self)
+                self.seal_if_behind()
 
     def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
         """Muted by the circuit breaker, or probe-due but already holding its probe batch."""
@@ -562,28 +621,921 @@ class RecordAccumulator:
             future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
         )
 
-    # ------------------------------------------------------------------ jobs kept in modules of their own
-    # Each takes the accumulator as its first argument and is bound here as a method, so callers
-    # and the Sender see one RecordAccumulator (as in Java) at no extra call per use.
-    append_many = bulk_append.append_many  # the bulk path of send_batch/send_arrow
-    _grow = growth.grow  # KIP-782: an open batch grows (append's helper, once per full batch)
-    _closed_for_appends = sealing.close_for_appends  # and queued for compression before the drain
-    seal_full_batches = sealing.seal_full_batches
-    in_flight_growth_by_node = growth.in_flight_growth_by_node
-    ready = _ready.ready  # the Sender's ready check
-    _partition_ready = _ready.topic_ready  # one topic's part of it, looked up on the instance
-    update_node_latency_stats = _ready.update_node_latency_stats
-    drain = _drain.drain  # the Sender's drain
-    expired_batches = expiry_and_abort.expired_batches
-    queued_batches_led_by = expiry_and_abort.queued_batches_led_by
-    abort_incomplete_batches = expiry_and_abort.abort_incomplete_batches
-    abort_undrained_batches = expiry_and_abort.abort_undrained_batches
-    reenqueue = requeue.reenqueue
-    split_and_reenqueue = requeue.split_and_reenqueue
-    reset_producer_state_of_queued_batches = requeue.reset_producer_state_of_queued_batches
-    move_unsent_off_muted = muted_partitions.move_unsent_off_muted  # circuit breaker
-    _await_room_while_muted = muted_partitions.await_room_while_muted
-    queued_bytes_by_node = muted_partitions.queued_bytes_by_node
+    # ------------------------------------------------------------------ ready: the Sender's ready check
+    # The Sender's ready check: which leader nodes have a partition worth draining now, and when to look again.
+    #
+    # Java's ``RecordAccumulator.ready``. It also feeds each topic's partitioner the
+    # queue sizes KIP-794's adaptive partitioning weighs, and keeps the per-node
+    # latency stats behind ``partitioner.availability.timeout.ms``. Runs on the
+    # Sender thread, once per loop: the functions take the accumulator, whose
+    # queues and flags they read.
+
+    def _muted_delay_ms(self, tp: TopicPartition, now_ms: int) -> int | None:
+        """None when the partition may send; else how long until it might (``NO_DELAY``: unknown)."""
+        if tp in self._muted:
+            return NO_DELAY
+        breaker = self._breaker
+        if breaker is None or not breaker.is_muted(tp):
+            return None
+        # A partition muted by the circuit breaker sends only its probe, once the probe is due.
+        retry_at = breaker.retry_at_ms(tp)
+        if retry_at is None or breaker.probe_in_flight(tp):
+            return NO_DELAY
+        return None if now_ms >= retry_at else retry_at - now_ms
+
+    def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
+        """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``).
+
+        A partition is sendable when its first batch is full (or more than one is
+        queued), linger.ms has passed, the pool has waiters, the accumulator is
+        closing, or a flush is in progress, and it is not backing off after a
+        retry. Muted partitions are skipped. Along the way each topic's queue sizes
+        feed its partitioner's load stats (KIP-794 adaptive partitioning).
+        """
+        ready_nodes: set[int] = set()
+        next_delay = NO_DELAY
+        unknown_leader_topics: set[str] = set()
+        exhausted = self.free.queued() > 0
+        active = self._active
+        for topic, info in list(active.items()):
+            # Dropped first, put back if a batch is found: an append that races this scan puts its
+            # topic back itself (after appending), so no topic with a batch is ever left out.
+            active.pop(topic, None)
+            next_delay, holds_batches = self._partition_ready(
+                cluster, now_ms, topic, info, next_delay, ready_nodes, unknown_leader_topics, exhausted
+            )
+            if holds_batches:
+                active[topic] = info
+        return ReadyCheckResult(ready_nodes, next_delay, unknown_leader_topics)
+
+    def _partition_ready(
+        self,
+        cluster: Cluster,
+        now_ms: int,
+        topic: str,
+        info: TopicInfo,
+        next_delay: int,
+        ready_nodes: set[int],
+        unknown_leader_topics: set[str],
+        exhausted: bool,
+    ) -> tuple[int, bool]:
+        """The next ready-check delay, and whether any of the topic's deques holds a batch."""
+        entries = list(info.batches.items())
+        holds_batches = False
+        queue_sizes: list[int] | None = None
+        partition_ids: list[int] | None = None
+        if self.adaptive_partitioning_enable and len(entries) >= len(cluster.partitions_for_topic(topic)):
+            queue_sizes = [0] * len(entries)
+            partition_ids = [0] * len(entries)
+        index = -1
+        flushing = self.flush_in_progress()
+        breaker = self._routing
+        worker = self.compression_worker
+        for partition, dq in entries:
+            tp = TopicPartition(topic, partition)
+            leader = cluster.leader_for(tp)
+            # Partitions the circuit breaker closed to records stay out of the adaptive choice.
+            counted = leader is not None and (breaker is None or not self._closed_to_records(breaker, tp))
+            if counted and queue_sizes is not None and partition_ids is not None:
+                index += 1
+                partition_ids[index] = partition
+            with dq.lock:
+                if not dq.batches:
+                    continue
+                holds_batches = True
+                batch = dq.batches[0]
+                waited = batch.waited_time_ms(now_ms)
+                backoff_ms = batch_backoff_ms(batch)
+                backing_off = batch.attempts > 0 and waited < backoff_ms
+                deque_size = len(dq.batches)
+                full = deque_size > 1 or batch.is_full()
+                # Still on the compression worker: not drainable yet, and the worker wakes the Sender.
+                compressing = worker is not None and batch.compression_pending()
+            if leader is None:
+                unknown_leader_topics.add(topic)
+                continue
+            if counted and queue_sizes is not None:
+                queue_sizes[index] = deque_size
+                if self.partition_availability_timeout_ms > 0:
+                    stats = self._node_stats.get(leader.id)
+                    if (
+                        stats is not None
+                        and stats.ready_time_ms - stats.drain_time_ms > self.partition_availability_timeout_ms
+                    ):
+                        # The leader has not been drainable for too long: keep the partitioner away from it.
+                        index -= 1
+            if leader.id in ready_nodes:
+                continue
+            muted_delay = self._muted_delay_ms(tp, now_ms)
+            if muted_delay is not None:
+                next_delay = min(next_delay, muted_delay)
+                continue
+            if compressing:
+                continue
+            time_to_wait = backoff_ms if backing_off else self.linger_ms
+            expired = waited >= time_to_wait
+            sendable = full or expired or exhausted or self.closed or flushing
+            if sendable and not backing_off:
+                ready_nodes.add(leader.id)
+            else:
+                next_delay = min(next_delay, max(time_to_wait - waited, 0))
+        if holds_batches:
+            info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
+        else:
+            # Idle until its next batch: no queue is longer than another, so choose uniformly.
+            info.partitioner.update_partition_load_stats(None, None, 0)
+        return next_delay, holds_batches
+
+    def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
+        """The Sender reports a ready node it could (or could not) drain (Java's updateNodeLatencyStats)."""
+        if self.partition_availability_timeout_ms <= 0:
+            return
+        stats = self._node_stats.get(node_id)
+        if stats is None:
+            stats = self._node_stats.setdefault(node_id, NodeLatencyStats(now_ms))
+        if can_drain:
+            stats.drain_time_ms = now_ms
+        stats.ready_time_ms = now_ms
+
+    # ------------------------------------------------------------------ drain: the batches each ready node gets
+    # The Sender's drain: the batches each ready node gets in its next produce request (Java's ``RecordAccumulator.drain``).
+    #
+    # Per node, the partitions it leads are visited from a rotating index, so that
+    # none starves; each gives its first batch while the request stays within
+    # ``max.request.size``. The drain is where a batch gets its producer id, epoch
+    # and sequence (idempotence), where a transactional producer's partitions wait
+    # for AddPartitionsToTxn, and where a circuit breaker's muted partitions send
+    # only their probe.
+    #
+    # With a circuit breaker it also charges KIP-782's in-flight growth budget: the
+    # bytes past ``batch.size`` that the batches in flight to one leader may hold
+    # (see ``in_flight_growth_by_node``).
+
+    def drain(
+        self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
+    ) -> dict[int, list[ProducerBatch]]:
+        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``)."""
+        out: dict[int, list[ProducerBatch]] = {}
+        for node_id in node_ids:
+            out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)
+        return out
+
+    def _partition_index(
+        self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
+    ) -> dict[tuple[str, int], int]:
+        cached = self._node_index.get(node_id)
+        if cached is not None and cached[0] is cluster:
+            return cached[1]
+        index = {(p.topic, p.partition): i for i, p in enumerate(parts)}
+        self._node_index[node_id] = (cluster, index)
+        return index
+
+    def _drain_candidates(
+        self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
+    ) -> list[int]:
+        """Positions in ``parts`` of the node's partitions that hold batches, in order."""
+        index = self._partition_index(cluster, node_id, parts)
+        found: list[int] = []
+        for topic, info in list(self._active.items()):
+            for partition, dq in list(info.batches.items()):
+                if dq.batches:  # a peek; the drain looks again under the lock
+                    i = index.get((topic, partition))
+                    if i is not None:
+                        found.append(i)
+        found.sort()
+        return found
+
+    def _drain_node(
+        self, cluster: Cluster, node_id: int, max_size: int, now_ms: int
+    ) -> list[ProducerBatch]:
+        parts = cluster.partitions_for_node(node_id)
+        ready: list[ProducerBatch] = []
+        if not parts:
+            return ready
+        n = len(parts)
+        start = self._drain_index.get(node_id, 0) % n
+        size = 0
+        tm = self._tm
+        transactional = self._transactional
+        worker = self.compression_worker
+        # The partitions holding batches, in the node's order, from the rotating drain index on:
+        # the same visit order as walking every partition, without the empty ones.
+        candidates = self._drain_candidates(cluster, node_id, parts)
+        k = bisect.bisect_left(candidates, start)
+        for i in candidates[k:] + candidates[:k]:
+            # Next time start after this partition, unless we stop at it below.
+            self._drain_index[node_id] = (i + 1) % n
+            part = parts[i]
+            tp = TopicPartition(part.topic, part.partition)
+            if tp in self._muted:
+                continue
+            dq = self._deque(tp)
+            if dq is None:
+                continue
+            with dq.lock:
+                if not dq.batches:
+                    continue
+                first = dq.batches[0]
+                if first.attempts > 0 and first.waited_time_ms(now_ms) < batch_backoff_ms(first):
+                    continue
+                if worker is not None:
+                    if first.is_writable and first.builder.uncompressed_size >= WORKER_DRAIN_BYTES:
+                        # A hot batch drained while still open: its records go to the worker too, rather
+                        # than to a codec on this thread (which waits for the GIL after it), and the
+                        # batch goes out on a later pass.
+                        self._closed_for_appends(first)
+                    if first.compression_pending():
+                        continue  # the worker wakes the Sender when it is done
+                if ready and size + first.estimated_size_in_bytes() > max_size:
+                    # This request is full; this partition goes first next time.
+                    self._drain_index[node_id] = i
+                    break
+                if tm is not None and not first.has_sequence() and tm.retry_in_flight(tp):
+                    # Stricter than Java: no new batch of a partition while a retried one is in
+                    # flight. Java relies on the new leader rejecting the newer sequence
+                    # (OUT_OF_ORDER); when the leader moves twice in a row, the retry can land
+                    # after the newer batch on a broker that does not check sequences
+                    # (librdkafka's mock cluster does not: 1 run in 20 of
+                    # test_leader_move_mid_stream broke the order), so the producer keeps the
+                    # order itself. Only this partition waits, and only while it recovers.
+                    continue
+                if tm is not None and _should_stop_draining(first, tp, tm):
+                    self._drain_index[node_id] = i
+                    break
+                if transactional and tm is not None and not tm.may_drain_partition(tp):
+                    # Not in the transaction yet: the Sender sends AddPartitionsToTxn first.
+                    continue
+                excess = first.capacity - self.batch_size
+                if excess > 0 and self._routing is not None:
+                    # KIP-782 growth in flight, bounded per leader (see in_flight_growth_by_node).
+                    held = self._in_flight_growth.get(node_id, 0)
+                    if held > 0 and held + excess > self._in_flight_growth_limit:
+                        continue
+                breaker = self._breaker
+                if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
+                    continue
+                batch = dq.batches.popleft()
+                if excess > 0 and self._routing is not None:
+                    with self._incomplete.lock:
+                        self._in_flight_growth[node_id] = self._in_flight_growth.get(node_id, 0) + excess
+                        batch.growth_node = node_id
+                if tm is not None and not batch.has_sequence():
+                    producer_id, epoch = tm.producer_id_and_epoch()
+                    sequence = tm.next_sequence(tp)
+                    batch.set_producer_state(producer_id, epoch, sequence, transactional)
+                    tm.increment_sequence(tp, batch.record_count)
+                    log.debug(
+                        "assigned producer id %d, epoch %d, sequence %d to a batch of %d records for %s",
+                        producer_id,
+                        epoch,
+                        sequence,
+                        batch.record_count,
+                        tp,
+                    )
+            batch.close()
+            size += batch.estimated_size_in_bytes()
+            ready.append(batch)
+            batch.drained(now_ms)
+        if ready:
+            self._record_drained(ready, now_ms)
+        return ready
+
+    def _record_drained(self, batches: list[ProducerBatch], now_ms: int) -> None:
+        """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
+        for sensor, figure in (
+            (self._queue_time_sensor, lambda b: float(b.queue_time_ms())),
+            (self._batch_size_sensor, lambda b: float(b.estimated_size_in_bytes())),
+            (self._compression_rate_sensor, lambda b: b.compression_rate()),
+        ):
+            if sensor is None:
+                continue
+            record_each = getattr(sensor, "record_each", None)
+            if record_each is not None:
+                record_each([figure(b) for b in batches], now_ms)
+            else:
+                for b in batches:
+                    sensor.record(figure(b), now_ms)
+
+    # ------------------------------------------------------------------ growth: KIP-782 expandable batches and the in-flight growth budget
+    # KIP-782 expandable batches: growing a hot partition's open batch, and the in-flight growth budget per leader.
+    #
+    # A batch is sendable at ``batch.size``; until the Sender drains it, records keep
+    # going into it, and when it runs out of room :func:`grow` raises its limit,
+    # charged to ``buffer.memory`` first and never waiting (the rule is in
+    # ``docs/architecture.md``, its measurements in ``benchmarks/RESULTS.md``, "Expandable batches"). With a
+    # circuit breaker, the drain also bounds the bytes past ``batch.size`` that the
+    # batches in flight to one leader hold between them (:func:`in_flight_growth_by_node`);
+    # :func:`release_growth` gives a batch's share back when it completes or comes
+    # back for a retry. The budget is guarded by the incomplete-batches lock.
+
+    def _grow(self, batch: ProducerBatch, needed: int, *, rows_in_hand: bool = False) -> bool:
+        """Let an open batch that ran out of room take more records (KIP-782 expandable batches).
+
+        The limit doubles (at least by ``needed`` bytes), up to ``batch.size`` freely and past
+        it up to ``batch.max.size`` (bounded by ``max.request.size``; ``batch.size`` again for a
+        topic whose broker refused a batch as too large). Each step is charged to
+        ``buffer.memory`` first and never waits: past ``batch.size`` it must leave room for four
+        ``batch.size`` batches still free and nobody queued for memory, so many partitions' open
+        batches keep Java's footprint and a caller never blocks because a batch grew. A
+        partition the circuit breaker muted on its own does not grow past ``batch.size``. The
+        batch is the last of its deque, not yet drained (its partition is hot), and the deque
+        lock is held. False: it stays as it is, and the caller closes it.
+
+        ``rows_in_hand``: a bulk call (``send_batch``, ``send_arrow``) still holding rows for
+        this partition. Then the four free buffers are not kept: refusing would only make the
+        same call open a new ``batch.size`` batch for those rows at once, taking the same memory
+        as more, smaller batches (each with its own per-batch cost for the Sender and the
+        broker). Nobody queued for memory is still required, so growth never jumps a waiter.
+        """
+        builder = batch.builder
+        if batch.buffer is None or batch.is_split_batch or builder.magic != 2:
+            return False
+        limit = builder.write_limit
+        tp = batch.topic_partition
+        routing = self._routing
+        muted = routing is not None and tp in routing.partitions_to_vacate()
+        if tp.topic in self._growth_capped or muted:
+            # A topic whose broker refused a grown batch, or a partition the circuit breaker muted:
+            # its batches wait for a leader that is not answering, so they stay at batch.size.
+            bound = self.batch_size
+        else:
+            bound = self.batch_max_size
+        if self.compression is not CompressionType.NONE:
+            # A muted partition's compressed batch stages no more records than it was charged.
+            return not muted and self._grow_staging(batch, bound, needed, rows_in_hand)
+        if limit >= bound:
+            return False
+        target = max(limit * 2, limit + needed)
+        if target > bound:
+            if limit + needed > bound:
+                return False
+            target = bound
+        keep_free = self._growth_keep_free if target > self.batch_size and not rows_in_hand else 0
+        if not self.free.try_grow(target - limit, keep_free):
+            return False
+        batch.grown += target - limit
+        builder.grow_write_limit(target)
+        return True
+
+    def _grow_staging(self, batch: ProducerBatch, bound: int, needed: int, rows_in_hand: bool) -> bool:
+        """Let a compressed batch stage more uncompressed records, every byte charged to ``buffer.memory`` first.
+
+        A compressed batch's size is its records' size times the estimated ratio, and its
+        records are staged uncompressed until it closes. A new batch stages at most the
+        bytes it was charged (``STAGING_RATIO_FLOOR``); past that, each step doubles what it
+        may stage (at least by ``needed``), up to MAX_GROWN_STAGING_BYTES of records, and
+        the estimate it fills against moves towards the topic's observed ratio, its limit
+        growing with it within ``bound`` (``batch.max.size``). For records that compress
+        well this, not ``batch.size``, is what ends a hot batch: 1 KB records compressing
+        50:1 would otherwise close at 16 KB of records and 300 bytes on the wire, where
+        Java's 16 KB batch (which compresses as it appends) carries 800 KB of them, and each
+        batch costs the Sender, the request and the broker a fixed amount.
+
+        The charge makes the batch's ``capacity`` cover both what it stages and its limit,
+        under the same rules as :func:`grow`: never waiting, and for a single record
+        keeping four ``batch.size`` buffers free, so that across many partitions the
+        staged records stay within ``buffer.memory`` and a caller never blocks because a
+        batch grew.
+        """
+        builder = batch.builder
+        factor = COMPRESSION_RATE_ESTIMATION_FACTOR
+        limit = builder.write_limit
+        ratio = builder.estimated_compression_ratio
+        staged = limit / (ratio * factor)  # the records this batch may hold now
+        if staged >= MAX_GROWN_STAGING_BYTES:
+            return False
+        target = min(max(2 * staged, staged + needed), float(MAX_GROWN_STAGING_BYTES))
+        observed = self._ratio_estimator.estimation(batch.topic_partition.topic, self.compression)
+        new_ratio = max(observed, ratio * staged / target)
+        new_limit = min(bound, max(limit, int(target * new_ratio * factor)))
+        target = min(target, new_limit / (new_ratio * factor))
+        if target <= staged * 1.01:
+            return False
+        held = max(int(target), new_limit)
+        charge = held - batch.capacity
+        keep_free = self._growth_keep_free if held > self.batch_size and not rows_in_hand else 0
+        if charge > 0 and not self.free.try_grow(charge, keep_free):
+            return False
+        batch.grown += max(charge, 0)
+        builder.set_estimated_compression_ratio(new_ratio)
+        if new_limit > limit:
+            builder.grow_write_limit(new_limit)
+        return True
+
+    def release_growth(self, batch: ProducerBatch) -> None:
+        """The batch is no longer in flight: its bytes past batch.size leave its leader's budget."""
+        if batch.growth_node >= 0:
+            with self._incomplete.lock:
+                self.release_growth_locked(batch)
+
+    def release_growth_locked(self, batch: ProducerBatch) -> None:
+        node = batch.growth_node
+        if node < 0:
+            return
+        batch.growth_node = -1
+        left = self._in_flight_growth.get(node, 0) - (batch.capacity - self.batch_size)
+        if left > 0:
+            self._in_flight_growth[node] = left
+        else:
+            self._in_flight_growth.pop(node, None)
+
+    def in_flight_growth_by_node(self) -> dict[int, int]:
+        """Bytes past ``batch.size`` held by the batches in flight, per leader node (with a circuit breaker).
+
+        KIP-782 lets a waiting batch grow to ``batch.max.size``; a batch that is sent
+        keeps its partition, so a leader that then stops answering keeps what its
+        in-flight window carried until the requests complete, whatever the breaker
+        decides. With a breaker, the drain sends a grown batch to a leader only while
+        that leader's in-flight growth stays within an eighth of ``buffer.memory`` (or
+        when it has none in flight, so that progress is never blocked); a grown batch
+        that waits stays in its queue, where a mute can still move it. A muted
+        leader therefore holds at most its in-flight window at ``batch.size`` per
+        batch plus that eighth, instead of
+        ``max.in.flight.requests.per.connection`` x partitions x ``batch.max.size``.
+        """
+        with self._incomplete.lock:
+            return dict(self._in_flight_growth)
+
+    # ------------------------------------------------------------------ sealing: compressing full batches before the drain
+    # Compressing full batches before the drain (``ProducerBatch.seal``), on the Sender thread or by a caller.
+    #
+    # With compression on, a batch closed for appends joins a queue, so that batches
+    # waiting to be drained hold compressed bytes rather than records:
+    #
+    # * with the native compression worker (lz4 and zstd, :mod:`kproducer.record.compression_worker`)
+    #   the batch's records go to the worker at once, and each Sender loop installs the
+    #   finished results, in order, without waiting for an unfinished one;
+    # * otherwise the Sender compresses the queue itself each loop.
+    #
+    # When the uncompressed backlog passes a limit (the Sender or the worker is not
+    # keeping up), the caller that closed the batch seals the backlog itself, waiting for
+    # the worker's results or compressing: backpressure, as Java's callers compress their
+    # own records. Uncompressed producers never queue here.
+
+    def _closed_for_appends(self, batch: ProducerBatch) -> None:
+        """No more records into ``batch``; queue it for compression (compressed producers only).
+
+        Called with the batch's deque lock held, so it only queues: the compression itself
+        runs after the lock is released (:func:`seal_if_behind`) or on the Sender thread. A
+        codec lets go of the GIL while it works; compressing under the deque lock made the
+        Sender's ready() wait for that lock, and then for the GIL, up to a switch interval
+        (docs/architecture.md, "The GIL and the Sender's system calls").
+        """
+        was_writable = batch.is_writable
+        batch.close_for_record_appends()
+        if not was_writable or self.compression is CompressionType.NONE:
+            return  # (append's second try meets the same full batch again)
+        worker = self.compression_worker
+        if worker is not None:
+            batch.start_compression(worker)  # queued on the native worker, no GIL wait (False: Python later)
+        with self._seal_lock:
+            self._to_seal.append(batch)
+            self._unsealed_bytes += batch.builder.uncompressed_size
+
+    def seal_if_behind(self) -> None:
+        """After an append, outside any deque lock: seal the backlog when the Sender is not keeping up.
+
+        Backpressure, as Java's callers compress their own records: past the backlog limit
+        the appending caller compresses the queued full batches itself, or waits for the
+        worker's results.
+        """
+        if self._unsealed_bytes <= self._seal_backlog_bytes:  # an unlocked read: at worst one append late
+            return
+        if self.compression_worker is None:
+            self.seal_full_batches(wait=True)
+            return
+        # With the worker, the backlog is mostly batches it has finished and the Sender has not taken
+        # yet: take those. Waiting for an unfinished one lets go of the GIL, and getting it back from
+        # the Sender cost callers 1.5 ms a time (zstd, 100 B records: 57 waits, 88 ms of a 0.53 s run);
+        # so a caller waits only when the worker itself is far behind.
+        self.seal_full_batches(wait=False)
+        if self._unsealed_bytes > _WORKER_BACKLOG_FACTOR * self._seal_backlog_bytes:
+            self.seal_full_batches(wait=True)
+
+    def seal_full_batches(self, *, wait: bool = True) -> None:
+        """Seal the full batches closed for appends, oldest first (see ProducerBatch.seal).
+
+        ``wait=False`` (the Sender's loop): stop at the first batch still on the compression
+        worker, rather than wait for it; the worker takes the queue in the same order.
+        """
+        if not self._to_seal:  # every Sender loop: no lock when there is nothing (always, uncompressed)
+            return
+        while True:
+            with self._seal_lock:
+                if not self._to_seal:
+                    return
+                batch = self._to_seal[0]
+                if not wait and batch.compression_running():
+                    return
+                self._to_seal.popleft()
+                self._unsealed_bytes -= batch.builder.uncompressed_size
+            if not batch.is_done:
+                batch.seal()
+
+    # ------------------------------------------------------------------ requeue: retries and splits
+    # Batches coming back from the Sender to the front of their queue: retried, split, or given a new producer id.
+    #
+    # Java's ``RecordAccumulator.reenqueue`` and ``splitAndReenqueue``. With
+    # idempotence a batch that already has a sequence goes back in sequence order, so
+    # that the partition's batches are sent again in the order the broker expects.
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+        """Put a batch back at the front of its deque for a retry, in sequence order when idempotent."""
+        batch.reenqueued(now_ms)
+        self.release_growth(batch)
+        batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
+        dq = self._deque_or_create(batch.topic_partition)
+        with dq.lock:
+            if self._tm is not None and batch.has_sequence():
+                _insert_in_sequence_order(dq.batches, batch)
+            else:
+                dq.batches.appendleft(batch)
+            self._active[batch.topic_partition.topic] = self._topic(batch.topic_partition.topic)
+
+    def split_and_reenqueue(self, big_batch: ProducerBatch) -> int:
+        """Split a batch rejected with MESSAGE_TOO_LARGE and queue the parts at the front; the number of parts.
+
+        The caller still deallocates ``big_batch`` (its buffer goes back to the pool).
+        """
+        topic = big_batch.topic_partition.topic
+        if self.compression is not CompressionType.NONE:
+            # The estimate was too optimistic: start again from the observed ratio.
+            self._ratio_estimator.update_estimation(topic, self.compression, big_batch.compression_rate())
+        magic = big_batch.magic
+        if big_batch.capacity > self.batch_size:
+            # The broker's message.max.bytes (or the topic's max.message.bytes) is below what the
+            # batch grew to: this topic's batches stay within batch.size from now on.
+            self._growth_capped.add(topic)
+
+        def factory(buf: bytearray) -> MemoryRecordsBuilder:
+            return self._builder(buf, magic, topic)
+
+        parts = big_batch.split(self.batch_size, factory)
+        dq = self._deque_or_create(big_batch.topic_partition)
+        for part in reversed(parts):
+            self._incomplete.add(part)
+            with dq.lock:
+                if self._tm is not None and part.has_sequence():
+                    _insert_in_sequence_order(dq.batches, part)
+                else:
+                    dq.batches.appendleft(part)
+                self._active[topic] = self._topic(topic)
+        return len(parts)
+
+    def reset_producer_state_of_queued_batches(self) -> None:
+        """A new producer id is coming: queued batches lose their old sequences and get new ones at drain."""
+        for _tp, dq in self._all_deques():
+            with dq.lock:
+                for batch in dq.batches:
+                    if batch.has_sequence():
+                        batch.reset_producer_state(-1, -1, NO_SEQUENCE)
+
+    # ------------------------------------------------------------------ expiry and abort
+    # Batches that end without a broker's answer: queued past ``delivery.timeout.ms``, or aborted.
+    #
+    # Java's ``RecordAccumulator.expiredBatches`` and ``abortIncompleteBatches``. The
+    # Sender fails expired batches through their futures; a forced close (or a
+    # fatal idempotence error, for the batches never drained) aborts them here.
+
+    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
+        """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
+        expired: list[ProducerBatch] = []
+        for info in list(self._active.values()):
+            for dq in list(info.batches.values()):
+                self._expire_deque(dq, now_ms, expired)
+        return expired
+
+    def queued_batches_led_by(self, cluster: Cluster, node_id: int) -> list[ProducerBatch]:
+        """Every queued batch of the partitions ``node_id`` leads, removed from their deques, in deque order.
+
+        For a leader that refuses this client's TLS handshake or SASL credentials: its batches can only
+        wait for ``delivery.timeout.ms``, so the Sender fails them with the refusal at once.
+        """
+        taken: list[ProducerBatch] = []
+        for topic, info in list(self._active.items()):
+            for partition, dq in list(info.batches.items()):
+                leader = cluster.leader_for(TopicPartition(topic, partition))
+                if leader is None or leader.id != node_id:
+                    continue
+                with dq.lock:
+                    batches = dq.batches
+                    while batches:
+                        batch = batches.popleft()
+                        batch.abort_record_appends()
+                        taken.append(batch)
+        return taken
+
+    def _expire_deque(
+        self, dq: PartitionDeque, now_ms: int, expired: list[ProducerBatch]
+    ) -> None:
+        with dq.lock:
+            batches = dq.batches
+            while batches:
+                batch = batches[0]
+                if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                    batches.popleft()
+                    batch.abort_record_appends()
+                    expired.append(batch)
+                else:
+                    break
+
+    def _abort_batches(self, reason: BaseException, undrained_only: bool = False) -> None:
+        for batch in self._incomplete.copy_all():
+            dq = self._deque(batch.topic_partition)
+            aborted = not undrained_only
+            if dq is not None:
+                with dq.lock:
+                    if undrained_only:
+                        if self._tm is not None:
+                            aborted = not batch.has_sequence()
+                        else:
+                            aborted = not batch.is_closed
+                    if aborted:
+                        batch.abort_record_appends()
+                        try:
+                            dq.batches.remove(batch)
+                        except ValueError:
+                            pass
+            if not aborted:
+                continue
+            if not batch.is_done:
+                try:
+                    batch.abort(reason)
+                except IllegalStateError:
+                    log.debug("batch %r completed while being aborted", batch)
+            self.deallocate(batch)
+
+    def abort_incomplete_batches(self, reason: BaseException | None = None) -> None:
+        """Fail and deallocate every incomplete batch (forced close), waiting out in-progress appends."""
+        exc = reason if reason is not None else ProducerClosedError("Producer is closed forcefully.")
+        for _ in range(10_000):
+            self._abort_batches(exc)
+            if not self.appends_in_progress():
+                break
+            time.sleep(0.001)
+        self._abort_batches(exc)
+
+    def abort_undrained_batches(self, reason: BaseException) -> None:
+        """Fail and deallocate the batches that were never drained (fatal idempotence error)."""
+        self._abort_batches(reason, undrained_only=True)
+
+    # ------------------------------------------------------------------ muted partitions: the circuit breaker's moves and memory bound
+    # Partitions the circuit breaker muted: what the accumulator does about the memory their batches hold.
+    #
+    # A muted partition is not drained (only its probe is), so what is queued for it
+    # stays in ``buffer.memory``. Never-sent keyless batches move to an open
+    # partition of the same topic (:func:`move_unsent_off_muted`); a caller opening a
+    # new batch of pinned records for a muted partition waits once those hold half
+    # the pool (:func:`await_room_while_muted`); :func:`queued_bytes_by_node` shows
+    # which leaders hold the memory. Called by the Sender (moves, reports) and, for
+    # the wait, by ``append`` before it allocates a new batch.
+
+    def move_unsent_off_muted(self, cluster: Cluster) -> tuple[int, int]:
+        """Move never-sent keyless batches off partitions the circuit breaker muted; (batches, records) moved.
+
+        A muted partition is not drained (only its probe is), so the batches
+        queued for it would hold their share of ``buffer.memory`` until
+        ``delivery.timeout.ms``, and a caller of any partition blocks once the pool
+        is empty. A batch that was never drained and holds only keyless records the
+        built-in partitioner placed (see ``ProducerBatch.movable``) has no claim to
+        its partition: it moves, whole and with its buffer, to the open partition of
+        the same topic with the shortest queue (KIP-794's measure of load), in
+        queue order. A batch that was sent keeps its partition (and, idempotent,
+        its sequence); keyed and explicitly partitioned records never move.
+        """
+        routing = self._routing
+        if routing is None:
+            return 0, 0
+        vacate = routing.partitions_to_vacate()
+        if not vacate:
+            return 0, 0
+        view = routing.cluster_view(cluster)
+        moved_batches = moved_records = 0
+        for tp in sorted(vacate, key=lambda t: (t.topic, t.partition)):
+            dq = self._deque(tp)
+            if dq is None or not dq.batches:
+                continue
+            targets = [
+                p.partition for p in view.available_partitions_for_topic(tp.topic) if p.partition != tp.partition
+            ]
+            if not targets:
+                continue  # every partition of the topic is muted: nowhere better to go
+            with dq.lock:
+                movable = [b for b in dq.batches if b.movable]
+                if not movable:
+                    continue
+                for batch in movable:
+                    dq.batches.remove(batch)
+                    self._closed_for_appends(batch)
+            info = self._topic(tp.topic)
+            for batch in movable:
+                # The open partition with the fewest queued batches (a peek; exactness is not needed).
+                target = min(targets, key=lambda p: len(info.batches[p].batches) if p in info.batches else 0)
+                tdq = info.deque_for(target)
+                batch.move_to(TopicPartition(tp.topic, target))
+                with tdq.lock:
+                    queued = tdq.batches
+                    if queued and queued[-1].is_writable:
+                        queued.insert(len(queued) - 1, batch)  # the open batch stays last, for appends
+                    else:
+                        queued.append(batch)
+                self._active[tp.topic] = info
+                moved_batches += 1
+                moved_records += batch.record_count
+        if moved_records and self._moved_sensor is not None:
+            self._moved_sensor.record(float(moved_records))
+        return moved_batches, moved_records
+
+    def _await_room_while_muted(self, tp: TopicPartition, max_time_to_block_ms: int) -> int:
+        """Before a new batch of keyed or explicit records for a muted partition: wait for room.
+
+        Such records keep their partition, and a muted partition is not drained, so
+        without a bound they would take the whole pool and block every caller. The
+        partitions muted on their own may hold half of ``buffer.memory`` between them
+        (keyless batches have moved off them, so this is what their pinned records
+        hold); beyond that the caller adding to them waits, up to ``max.block.ms``,
+        for the partition to reopen or for room, then gets BufferExhaustedError. The
+        other half stays for the partitions that drain, so only the callers sending
+        to muted partitions ever wait here. Returns what is left of the block time.
+        """
+        routing = self._routing
+        if routing is None or tp not in routing.partitions_to_vacate():
+            return max_time_to_block_ms
+        limit = self.free.total_memory // 2
+        deadline = time.monotonic() + max(0, max_time_to_block_ms) / 1000.0
+        while True:
+            if self.closed:
+                raise ProducerClosedError("Producer closed while send in progress")
+            vacate = routing.partitions_to_vacate()
+            if tp not in vacate:
+                break
+            held = sum(b.capacity for t in vacate for b in tuple(self._queued_led_by(t)))
+            if held + self.batch_size <= limit:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferExhaustedError(
+                    f"{tp.topic}-{tp.partition} is muted by the circuit breaker and the muted partitions hold "
+                    f"{held} bytes, half of buffer.memory ({self.free.total_memory}); no room for a new batch "
+                    f"within {max_time_to_block_ms} ms (max.block.ms)",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                )
+            pool = self.free
+            if isinstance(pool, BufferPool) and pool.must_not_wait():
+                raise MemoryWouldBlock(self.batch_size, poll_s=0.02)  # an event loop awaits instead
+            # Polled: nothing on the send or drain path pays for waking these rare waiters.
+            time.sleep(min(remaining, 0.02))
+        return max(0, int((deadline - time.monotonic()) * 1000))
+
+    def _queued_led_by(self, tp: TopicPartition) -> deque[ProducerBatch]:
+        dq = self._deque(tp)
+        return deque() if dq is None else dq.batches
+
+    def queued_bytes_by_node(self, cluster: Cluster) -> dict[int, int]:
+        """Buffer bytes held by the batches queued here, per leader node (-1: leader unknown)."""
+        out: dict[int, int] = {}
+        for topic, info in list(self._topic_info.items()):
+            for partition, dq in list(info.batches.items()):
+                held = sum(b.capacity for b in tuple(dq.batches))
+                if held:
+                    leader = cluster.leader_for(TopicPartition(topic, partition))
+                    node = -1 if leader is None else leader.id
+                    out[node] = out.get(node, 0) + held
+        return out
+
+    # ------------------------------------------------------------------ bulk append: send_batch and send_arrow
+    # The bulk append: a range of a ``send_batch``/``send_arrow`` call into batches of ``batch.size``, in order.
+    #
+    # The same deques, BufferPool, sticky partitioner (KIP-794) and circuit-breaker
+    # rules as ``RecordAccumulator.append``, one lock round per batch instead of per
+    # record: the records themselves are encoded by ``ProducerBatch.try_append_many``
+    # (the C speedups when present).
+
+    def append_many(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        values: Any,
+        keys: Any,
+        indices: bytes | None,
+        start: int,
+        end: int,
+        encoded_headers: bytes | None,
+        arrow: bool,
+        sink: BulkSink,
+        callback: DeliveryCallback | None,
+        max_record_size: int,
+        max_time_to_block_ms: int,
+        cluster: Cluster | None,
+        *,
+        memory: MemorySource | None = None,
+    ) -> bool:
+        """Append records ``start..end`` of a bulk call, filling batches of ``batch.size`` in order.
+
+        The same deques, BufferPool and sticky partitioner as :meth:`append`
+        (``partition == -1``: the sticky partition, which moves on as batches fill).
+        Each batch gets one :class:`BulkRange` per call. ``max_record_size`` bounds
+        the buffer a new batch needs. Returns whether the Sender should be woken.
+        """
+        topic_info = self._topic(topic)
+        pool: MemorySource = self.free if memory is None else memory
+        sticky = partition == UNKNOWN_PARTITION
+        if sticky and cluster is None:
+            raise ValueError("append_many with partition -1 needs the cluster for the built-in partitioner")
+        breaker = self._routing
+        if breaker is not None and sticky and cluster is not None:
+            # As in append(): the sticky partition is chosen among partitions the breaker has not muted.
+            cluster = breaker.cluster_view(cluster)
+        self._appends_in_progress.append(None)
+        buffer: bytearray | None = None
+        wake = False
+        forced_switches = 0
+        try:
+            while start < end:
+                effective = topic_info.partitioner.peek_current_partition(cluster) if sticky else partition  # type: ignore[arg-type]
+                if (
+                    sticky
+                    and breaker is not None
+                    and forced_switches < 3
+                    and self._closed_to_records(breaker, TopicPartition(topic, effective))
+                    and cluster.available_partitions_for_topic(topic)  # type: ignore[union-attr]
+                ):
+                    forced_switches += 1
+                    topic_info.partitioner.update_partition_info(effective, 0, cluster, True)  # type: ignore[arg-type]
+                    continue
+                dq = topic_info.deque_for(effective)
+                with dq.lock:
+                    if sticky and self._partition_changed(topic_info, effective, cluster):
+                        continue
+                    if self.closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    now = self._clock()
+                    batches = dq.batches
+                    last = batches[-1] if batches else None
+                    appended = 0
+                    crossed = False  # a batch became sendable (or closed) in this round
+                    if last is not None and last.is_writable:
+                        builder = last.builder
+                        before = builder.estimated_size_in_bytes()
+                        was_full = last.is_full()
+                        while True:
+                            count = last.try_append_many(
+                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                            )
+                            if count and not sticky:
+                                last.pinned = True
+                            start += count
+                            if start >= end or not self._grow(last, 0, rows_in_hand=True):
+                                break
+                        appended = builder.estimated_size_in_bytes() - before
+                        crossed = start < end or (not was_full and last.is_full())
+                        if start < end:
+                            self._closed_for_appends(last)
+                        if crossed or len(batches) > 1:
+                            wake = True
+                    if start < end and buffer is not None:
+                        magic = self._magic()
+                        batch = self._new_batch(TopicPartition(topic, effective), buffer, magic, now)
+                        buffer = None
+                        batch.pinned = not sticky
+                        before = batch.builder.estimated_size_in_bytes()
+                        count = batch.try_append_many(
+                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                        )
+                        if count == 0:  # pragma: no cover - an empty batch takes its first record
+                            raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
+                        start += count
+                        while start < end and self._grow(batch, 0, rows_in_hand=True):
+                            start += batch.try_append_many(
+                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
+                            )
+                        appended += batch.builder.estimated_size_in_bytes() - before
+                        batches.append(batch)
+                        self._active[topic] = topic_info
+                        self._incomplete.add(batch)
+                        wake = True
+                        crossed = crossed or batch.is_full() or start < end
+                        if start < end:
+                            self._closed_for_appends(batch)
+                    if sticky and appended:
+                        topic_info.partitioner.update_partition_info(
+                            effective, appended, cluster, crossed and self._all_batches_full(dq)  # type: ignore[arg-type]
+                        )
+                if self._to_seal:
+                    self.seal_if_behind()  # outside the deque lock (see self._closed_for_appends)
+                if start < end and buffer is None:
+                    if not sticky and self._routing is not None:
+                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
+                    size = max(self.batch_initial_size, max_record_size)
+                    # Outside the deque lock: this may block for up to max.block.ms.
+                    buffer = pool.allocate(size, max_time_to_block_ms)
+            return wake
+        finally:
+            if buffer is not None:
+                pool.deallocate(buffer, len(buffer))
+            self._appends_in_progress.pop()
 
     def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
         return self._node_stats.get(node_id)
@@ -594,7 +1546,7 @@ class RecordAccumulator:
         with self._incomplete.lock:
             self._incomplete.remove_locked(batch)
             if batch.growth_node >= 0:
-                release_growth_locked(self, batch)
+                self.release_growth_locked(batch)
             if batch.deallocated:
                 log.debug("batch %r was already deallocated", batch)
                 return

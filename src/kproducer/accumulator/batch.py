@@ -262,7 +262,7 @@ class ProducerBatch:
         # batch of keyless records the built-in partitioner placed may move to another partition.
         self.pinned = is_split_batch
         # The leader node whose in-flight growth budget this batch's bytes past batch.size are
-        # charged to while it is in flight (-1: not charged); see kproducer.accumulator.drain.
+        # charged to while it is in flight (-1: not charged); see RecordAccumulator._record_drained.
         self.growth_node = -1
         # Compressed batches: where the staging buffer goes once the records are compressed and
         # moved into ``buffer`` (the accumulator's recycler, see _leave_staging); None otherwise.

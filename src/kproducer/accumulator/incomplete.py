@@ -2,7 +2,7 @@
 
 ``flush()`` waits on them, a forced close aborts them, and ``deallocate`` forgets
 each one exactly once. The lock also guards KIP-782's in-flight growth budget
-(see ``growth``), because ``deallocate`` gives a batch's growth back in the same
+(``RecordAccumulator.in_flight_growth_by_node``), because ``deallocate`` gives a batch's growth back in the same
 step as it forgets the batch.
 """
 

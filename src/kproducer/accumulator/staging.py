@@ -1,6 +1,6 @@
 """Staging buffers: where compressed batches write their records before they are compressed.
 
-kproducer compresses a batch when it closes (:mod:`kproducer.accumulator.sealing`),
+kproducer compresses a batch when it closes (``RecordAccumulator.seal_full_batches``),
 so a compressed batch's records are staged uncompressed, up to hundreds of KiB, and
 then take a few KiB. Giving each batch a fresh buffer that grows to that size, and
 trimming it after compression, returned the memory to the allocator and took it back

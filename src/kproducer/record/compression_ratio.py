@@ -26,11 +26,11 @@ MAX_STAGING_BYTES = 256 * 1024
 #: hold ``write_limit / ratio`` bytes of records that ``buffer.memory`` never charged (Java
 #: compresses as it appends and so holds compressed bytes only). At this floor a new batch stages
 #: at most its ``write_limit``, the bytes it was charged; it stages more only as it grows, each
-#: step charged to ``buffer.memory`` first (``kproducer.accumulator.growth``).
+#: step charged to ``buffer.memory`` first (``RecordAccumulator._grow_staging``).
 STAGING_RATIO_FLOOR = 1.0 / COMPRESSION_RATE_ESTIMATION_FACTOR
 
 #: Most uncompressed bytes a hot compressed batch may stage when the bytes past MAX_STAGING_BYTES
-#: are charged to ``buffer.memory`` (accumulator.growth._grow_staging): librdkafka's default
+#: are charged to ``buffer.memory`` (``RecordAccumulator._grow_staging``): librdkafka's default
 #: ``batch.size``, 1,000,000 bytes of records, rounded to 1 MiB.
 MAX_GROWN_STAGING_BYTES = 1024 * 1024
 

@@ -1,7 +1,7 @@
 """Full batches compressed on a native thread that never needs the GIL (lz4 and zstd).
 
 Without it, a full batch is compressed by the Sender thread, or by the caller that
-closed it when the Sender falls behind (:mod:`kproducer.accumulator.sealing`), with
+closed it when the Sender falls behind (``RecordAccumulator.seal_full_batches``), with
 :func:`kproducer.record.codecs.compress`. That codec call lets go of the GIL, and
 with another thread busy in ``send()`` the caller of the codec then waits for the
 GIL far longer than the codec ran: for 1 KB records and lz4, 297 µs of wall time per

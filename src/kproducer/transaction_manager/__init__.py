@@ -10,9 +10,6 @@ As in the Java client's ``TransactionManager``, one object holds both halves
   (Java's ``TxnPartitionMap``), which the accumulator's drain and the Sender consult.
 * ``requests``: a queued coordinator request (:class:`TxnRequest`), the order requests go
   out in (:class:`Priority`) and what a caller waits on (:class:`TransactionalRequestResult`).
-* ``handlers``: the coordinator requests (FindCoordinator, InitProducerId,
-  AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), their response handlers and
-  the one handler of their broker errors.
 * ``error_classes``: how each broker error is handled, as tables: :data:`RETRY_ERRORS`,
   :data:`COORDINATOR_MOVED_ERRORS`, :data:`ABORTABLE_ERRORS` and :data:`FATAL_ERRORS` (the
   Java client's classification).

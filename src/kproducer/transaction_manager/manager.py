@@ -11,16 +11,18 @@ As in the Java client's ``TransactionManager``, one object holds both halves:
 
 * **Transactions** (``transactional.id``): the state machine of ``state`` (changed only by
   :meth:`TransactionManager._transition_to`), the caller-thread operations that start
-  each step, and the Sender's side: the priority queue of coordinator requests (built by
-  ``handlers``), sent between produce requests, and the one handler of their broker
-  errors, which reads the tables of ``error_classes``.
+  each step, and the Sender's side: the priority queue of coordinator requests (one
+  method per request, as Java's ``TxnRequestHandler`` subclasses, each with its response
+  handler), sent between produce requests, and the one handler of their broker errors,
+  which reads the tables of ``error_classes``.
 
 The Sender thread owns the protocol state; the caller threads only start
 operations (``begin_transaction()``, ``commit_transaction()``...) under
 ``self._lock`` and wait on a :class:`TransactionalRequestResult`.
 
-(Just over 600 lines: the state machine's guards and the operations that use them are
-kept together; the handlers, sequences, state tables and error classes are apart.)
+One class owns this state, so the state machine's guards, the operations that use them
+and the request handlers that change it are its methods; the sequences, state tables,
+queued-request types and error classes are the types it is made of, in their own modules.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import (
+    ABORTABLE_ERRORS,
     PRODUCER_FENCED_CODES,
     FatalError,
     IllegalStateError,
@@ -40,12 +43,22 @@ from kproducer.errors import (
     TransactionAbortedError,
     error_for_code,
 )
-from kproducer.network.api_keys import ApiKey
+from kproducer.network.api_keys import COORDINATOR_KEY_GROUP, ApiKey
 from kproducer.structs import TopicPartition
-from kproducer.transaction_manager import handlers
-from kproducer.transaction_manager.error_classes import FATAL_PRODUCE_ERRORS
+from kproducer.transaction_manager.error_classes import (
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_MOVED_ERRORS,
+    FATAL_ERRORS,
+    FATAL_PRODUCE_ERRORS,
+    INVALID_PRODUCER_ID_MAPPING,
+    OPERATION_NOT_ATTEMPTED,
+    RETRY_ERRORS,
+    RETRY_OR_MOVED_ERRORS,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_PRODUCER_ID,
+)
 from kproducer.transaction_manager.group_metadata import GroupMetadata
-from kproducer.transaction_manager.requests import TransactionalRequestResult, TxnRequest
+from kproducer.transaction_manager.requests import Priority, TransactionalRequestResult, TxnRequest
 from kproducer.transaction_manager.sequences import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -59,6 +72,10 @@ if TYPE_CHECKING:
 
 # The package's logger, as when the transaction manager was one module.
 log = logging.getLogger("kproducer.transaction_manager")
+
+
+#: A consumer group's offsets to commit in the transaction: the offset and its metadata, per partition.
+Offsets = Mapping[TopicPartition, tuple[int, str | None]]
 
 
 class TransactionManager:
@@ -411,7 +428,7 @@ class TransactionManager:
             self._transition_to(TransactionState.INITIALIZING)
             result = TransactionalRequestResult("init_transactions")
             self._pending_results["init_transactions"] = result
-            self._enqueue(handlers.init_producer_id(self, result, bump=False))
+            self._enqueue(self._init_producer_id_request(result, bump=False))
             return result
 
     def begin_transaction(self) -> None:
@@ -457,7 +474,7 @@ class TransactionManager:
     def _end_transaction(self, operation: str, committed: bool) -> TransactionalRequestResult:
         result = TransactionalRequestResult(operation)
         self._pending_results[operation] = result
-        self._enqueue(handlers.end_txn(self, result, committed))
+        self._enqueue(self._end_txn_request(result, committed))
         return result
 
     def _complete_transaction(self, result: TransactionalRequestResult) -> None:
@@ -471,7 +488,7 @@ class TransactionManager:
                 # KIP-360: after an abort whose batches left a sequence gap, get a new epoch
                 # (the coordinator checks ours first) so the next transaction starts clean.
                 self._transition_to(TransactionState.INITIALIZING)
-                self._enqueue(handlers.init_producer_id(self, result, bump=True))
+                self._enqueue(self._init_producer_id_request(result, bump=True))
                 return
             self._transition_to(TransactionState.READY)
         result.done()
@@ -485,7 +502,7 @@ class TransactionManager:
             if self._state is not TransactionState.IN_TRANSACTION:
                 raise self._illegal("send_offsets_to_transaction")
             result = TransactionalRequestResult("send_offsets_to_transaction")
-            self._enqueue(handlers.add_offsets_to_txn(self, offsets, group, result))
+            self._enqueue(self._add_offsets_to_txn_request(offsets, group, result))
             return result
 
     # ================================================================== the Sender's side
@@ -517,7 +534,7 @@ class TransactionManager:
                 parts = set(self._pending_partitions)
                 self._pending_partitions.clear()
                 self._partitions_being_added.update(parts)
-                self._enqueue(handlers.add_partitions_to_txn(self, parts))
+                self._enqueue(self._add_partitions_to_txn_request(parts))
             wait = 1 << 30
             skipped: list[tuple[int, int, TxnRequest]] = []
             chosen: TxnRequest | None = None
@@ -568,7 +585,7 @@ class TransactionManager:
             flying = self._in_flight_request
             if flying is not None and flying.api_key is ApiKey.FIND_COORDINATOR and flying.coordinator_key == k:
                 return
-        self._enqueue(handlers.find_coordinator(self, key_type, k))
+        self._enqueue(self._find_coordinator_request(key_type, k))
 
     def set_in_flight(self, req: TxnRequest | None) -> None:
         self._in_flight_request = req
@@ -614,3 +631,248 @@ class TransactionManager:
     @property
     def partitions_in_transaction(self) -> frozenset[TopicPartition]:
         return frozenset(self._partitions_in_txn)
+
+    # ------------------------------------------------------------------ coordinator requests and their handlers
+    #
+    # One method per request, as Java's ``TransactionManager`` has one ``TxnRequestHandler``
+    # subclass per request (FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+    # TxnOffsetCommit, EndTxn). Each returns a :class:`~kproducer.transaction_manager.requests.TxnRequest`
+    # whose ``build`` makes the request body for the version the Sender negotiated and whose
+    # ``on_response`` applies the answer to the manager, on the Sender thread. A broker error goes
+    # to the manager's one error handler, which reads the tables of ``error_classes``. Like Java's
+    # inner handler classes, these work on the manager's own state.
+
+    def _required_transactional_id(self) -> str:
+        tid = self.transactional_id
+        assert tid is not None, "only a transactional producer sends this request"
+        return tid
+
+    def _end_txn_request(self, result: TransactionalRequestResult, committed: bool) -> TxnRequest:
+        """EndTxn(COMMIT or ABORT): on success the transaction is complete."""
+        tid = self._required_transactional_id()
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            return protocol.build_end_txn_request(version, tid, self.producer_id, self.producer_epoch, committed)
+
+        def on_response(body: Any) -> None:
+            code = int(body.error_code)
+            if code == 0:
+                self._complete_transaction(result)
+            else:
+                self._handle_error(req, code, None)
+
+        req = TxnRequest("EndTxn", ApiKey.END_TXN, Priority.END_TXN, build, on_response, result=result, is_end_txn=True)
+        return req
+
+    def _add_offsets_to_txn_request(
+        self, offsets: Offsets, group: GroupMetadata, result: TransactionalRequestResult
+    ) -> TxnRequest:
+        """AddOffsetsToTxn: the group's offsets join the transaction; then TxnOffsetCommit writes them."""
+        tid = self._required_transactional_id()
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            return protocol.build_add_offsets_to_txn_request(version, tid, self.producer_id, self.producer_epoch, group.group_id)
+
+        def on_response(body: Any) -> None:
+            code = int(body.error_code)
+            if code != 0:
+                self._handle_error(req, code, None)
+                return
+            self._transaction_started = True
+            self._enqueue(self._txn_offset_commit_request(offsets, group, result))
+
+        req = TxnRequest(
+            "AddOffsetsToTxn", ApiKey.ADD_OFFSETS_TO_TXN, Priority.ADD_PARTITIONS_OR_OFFSETS, build, on_response, result=result
+        )
+        return req
+
+    def _txn_offset_commit_request(
+        self, offsets: Offsets, group: GroupMetadata, result: TransactionalRequestResult
+    ) -> TxnRequest:
+        """TxnOffsetCommit, to the group coordinator: a retry carries only the partitions that failed."""
+        tid = self._required_transactional_id()
+        remaining = dict(offsets)
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            return protocol.build_txn_offset_commit_request(
+                version,
+                tid,
+                group.group_id,
+                self.producer_id,
+                self.producer_epoch,
+                remaining,
+                generation_id=group.generation_id,
+                member_id=group.member_id,
+                group_instance_id=group.group_instance_id,
+            )
+
+        def on_response(body: Any) -> None:
+            errors = protocol.txn_offset_commit_errors(body)
+            failed = {tp: c for tp, c in errors.items() if c != 0}
+            for tp in errors:
+                if tp not in failed:
+                    remaining.pop(tp, None)
+            if not failed:
+                result.done()
+                return
+            # The worst error decides; only the partitions that failed are sent again.
+            code = next((c for c in failed.values() if c in FATAL_ERRORS or c not in RETRY_OR_MOVED_ERRORS), None)
+            if code is None:
+                code = next(iter(failed.values()))
+            self._handle_error(req, code, None)
+
+        req = TxnRequest(
+            "TxnOffsetCommit",
+            ApiKey.TXN_OFFSET_COMMIT,
+            Priority.ADD_PARTITIONS_OR_OFFSETS,
+            build,
+            on_response,
+            coordinator=COORDINATOR_KEY_GROUP,
+            coordinator_key=group.group_id,
+            result=result,
+        )
+        return req
+
+    def _init_producer_id_request(self, result: TransactionalRequestResult, bump: bool) -> TxnRequest:
+        """InitProducerId for the transactional id; with ``bump``, naming the current id and epoch (KIP-360)."""
+        tid = self.transactional_id
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            pid, epoch = (self.producer_id, self.producer_epoch) if bump else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return protocol.build_init_producer_id_request(version, tid, self.transaction_timeout_ms, pid, epoch)
+
+        def on_response(body: Any) -> None:
+            code = int(body.error_code)
+            if code != 0:
+                self._handle_error(req, code, None)
+                return
+            self.set_producer_id_and_epoch(int(body.producer_id), int(body.producer_epoch))
+            with self._lock:
+                self._epoch_bump_required = False
+                self._transition_to(TransactionState.READY)
+            result.done()
+
+        req = TxnRequest("InitProducerId", ApiKey.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID, build, on_response, result=result)
+        return req
+
+    def _add_partitions_to_txn_request(self, partitions: set[TopicPartition]) -> TxnRequest:
+        """AddPartitionsToTxn: the partitions join the transaction before their first batch drains."""
+        tid = self._required_transactional_id()
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            return protocol.build_add_partitions_to_txn_request(
+                version, tid, self.producer_id, self.producer_epoch, sorted(req.partitions or ())
+            )
+
+        def on_response(body: Any) -> None:
+            parts = set(req.partitions or ())
+            errors = protocol.add_partitions_to_txn_errors(body)
+            failed = {tp: c for tp, c in errors.items() if c != 0 and c != OPERATION_NOT_ATTEMPTED}
+            with self._lock:
+                if not failed:
+                    self._partitions_in_txn.update(parts)
+                    self._partitions_being_added.difference_update(parts)
+                    self._transaction_started = True
+                    return
+            code = next((c for c in failed.values() if c != TOPIC_AUTHORIZATION_FAILED), None)
+            if code is None:
+                topics = sorted({tp.topic for tp in failed})
+                with self._lock:
+                    self._partitions_being_added.difference_update(parts)
+                self.transition_to_abortable(
+                    error_for_code(
+                        TOPIC_AUTHORIZATION_FAILED,
+                        f"not authorized to write to topic(s) {', '.join(topics)} in a transaction",
+                    )
+                )
+                return
+            self._handle_error(req, code, None)
+
+        req = TxnRequest(
+            "AddPartitionsToTxn",
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            Priority.ADD_PARTITIONS_OR_OFFSETS,
+            build,
+            on_response,
+            partitions=set(partitions),
+        )
+        return req
+
+    def _find_coordinator_request(self, key_type: int, key: str) -> TxnRequest:
+        """FindCoordinator for ``key`` (the transactional id or a group id), to any broker."""
+
+        from kproducer.network import protocol  # the schemas load with the network layer
+
+        def build(version: int) -> Any:
+            return protocol.build_find_coordinator_request(version, key, key_type)
+
+        def on_response(body: Any) -> None:
+            try:
+                found = protocol.find_coordinator_result(body, key)
+            except protocol.ProtocolError as e:
+                self.transition_to_fatal(KafkaError(str(e)))
+                return
+            if found.error_code == 0:
+                self._coordinators[(key_type, key)] = found.node_id
+                log.debug("coordinator for %s is node %d (%s:%d)", key, found.node_id, found.host, found.port)
+                return
+            self._handle_error(req, found.error_code, found.error_message)
+
+        req = TxnRequest(
+            "FindCoordinator", ApiKey.FIND_COORDINATOR, Priority.FIND_COORDINATOR, build, on_response, coordinator=None, coordinator_key=key
+        )
+        return req
+
+    def _handle_error(self, req: TxnRequest, code: int, message: str | None) -> None:
+        """One broker error on a coordinator request, by the tables of ``error_classes``."""
+        now = self._clock()
+        req.attempts += 1
+        if code in COORDINATOR_MOVED_ERRORS:
+            if req.api_key is ApiKey.FIND_COORDINATOR:
+                self.requeue(req, now)
+                return
+            log.info("%s: %s; finding the coordinator again", req.name, error_for_code(code).name)
+            if req.coordinator is not None:
+                self.lookup_coordinator(req.coordinator, req.coordinator_key)
+            self.requeue(req, now, 0)
+            return
+        if code in RETRY_ERRORS:
+            # CONCURRENT_TRANSACTIONS on a transaction's first AddPartitionsToTxn means the previous
+            # transaction's markers are still being written, which clears within a few ms: retry
+            # after 20 ms there instead of retry.backoff.ms, as Java's AddPartitionsToTxnHandler does.
+            quick = (
+                code == CONCURRENT_TRANSACTIONS
+                and req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN
+                and not self._partitions_in_txn
+            )
+            log.debug("%s: %s; retrying", req.name, error_for_code(code).name)
+            self.requeue(req, now, 20 if quick else None)
+            return
+        exc = error_for_code(code, message)
+        if code in ABORTABLE_ERRORS and self._state is not TransactionState.INITIALIZING:
+            if req.api_key is ApiKey.ADD_PARTITIONS_TO_TXN:
+                self._partitions_being_added.clear()
+            if code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING):
+                self._epoch_bump_required = True
+                if not self._epoch_bump_possible(exc):
+                    return
+            if req.is_end_txn and self._state is TransactionState.ABORTING_TRANSACTION:
+                self.transition_to_fatal(exc)
+                return
+            self.transition_to_abortable(exc)
+            if req.result is not None and req.api_key is not ApiKey.END_TXN:
+                req.result.done(exc)
+            return
+        if code in PRODUCER_FENCED_CODES:
+            exc = self.fenced_error(code)
+        self.transition_to_fatal(exc)

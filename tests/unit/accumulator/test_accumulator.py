@@ -1201,7 +1201,7 @@ def test_full_batches_are_compressed_by_the_native_worker(monkeypatch: pytest.Mo
 
 def test_an_open_batch_drained_with_enough_records_goes_to_the_worker_first() -> None:
     """A hot batch drained while still open is compressed by the worker, not on the Sender's thread."""
-    from kproducer.accumulator.drain import WORKER_DRAIN_BYTES
+    from kproducer.accumulator.accumulator import WORKER_DRAIN_BYTES
 
     clock = FakeClock(START_MS)
     acc = make_acc(clock, compression_type="zstd", batch_size=64 * 1024, memory=1024 * 1024)
