@@ -356,6 +356,11 @@ class Sender:
             sensors.record_drained(batches, now)
 
         def on_response(response: Any) -> None:
+            # The request's views of the batch buffers: answered, so its bytes were written (an
+            # acks=0 request completes on send, and then the selector may still hold a view). With
+            # no view left, BufferPool.deallocate takes a batch.size buffer back for the next
+            # batch, as Java's BufferPool does, instead of a fresh zero-filled one per batch.
+            records.clear()
             self._handle_produce_response(node_id, by_tp, response, now)
 
         acks, timeout_ms, transactional_id = self._acks, self._request_timeout_ms, self._transactional_id
