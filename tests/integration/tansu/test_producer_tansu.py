@@ -521,3 +521,31 @@ def test_exception_in_callback_is_logged_and_delivery_goes_on(
     assert ok == list(range(0, 20, 2))
     assert "user callback exploded" in caplog.text
     assert len(read_topic(tansu.bootstrap, topic_name, 21)) == 21
+
+
+def test_completed_batches_give_their_buffers_back_to_the_pool(tansu: TansuBroker, topic_name: str) -> None:
+    """As Java's BufferPool: a completed batch's batch.size buffer goes back on the free list for
+    the next batch. The produce request used to keep its views of the batches until after their
+    completion, so every buffer was still exported then and dropped, and each batch took a fresh
+    zero-filled one. The records still arrive whole: a reused buffer never holds a sent batch's bytes
+    while its request reads them."""
+    create_topic(tansu.bootstrap, topic_name, 20)
+    p = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 0})
+    pool = p._pool
+    try:
+        sent = [(b"key-%d" % (i % 200), b"value-%d" % i) for i in range(3000)]
+        for key, value in sent:
+            p.send(topic_name, value, key)
+        p.flush()
+        assert pool.free_size() > 0  # 0 before: no batch.size buffer was ever reused
+        p.send(topic_name, b"after", b"key-0").result(30)
+    finally:
+        p.close()
+    got = read_topic(tansu.bootstrap, topic_name, len(sent) + 1)
+    by_key: dict[bytes, list[bytes]] = {}
+    for m in got:
+        by_key.setdefault(m.key, []).append(m.value)
+    want: dict[bytes, list[bytes]] = {}
+    for key, value in [*sent, (b"key-0", b"after")]:
+        want.setdefault(key, []).append(value)
+    assert by_key == want  # every record once, in send order per key
