@@ -32,10 +32,11 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kproducer.compat._common import PeerPartitioner, bootstrap_with_port, refuse
 from kproducer.compat.kafka import errors
+from kproducer.compat.kafka.structs import OffsetAndMetadata, RecordMetadata
 from kproducer.errors import KafkaError as _KproducerError
 from kproducer.errors import RecordTooLargeError
 from kproducer.producer import Producer
@@ -52,28 +53,6 @@ _CLIENT = "kafka-python"
 _translate = errors.translate
 _COMPRESSION = {None: "none", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
 _INT_MAX = 2147483647
-
-
-class RecordMetadata(NamedTuple):
-    """What ``future.get()`` returns: kafka-python's fields, in its order (``checksum`` is None for format v2)."""
-
-    topic: str
-    partition: int
-    topic_partition: TopicPartition
-    offset: int
-    timestamp: int
-    checksum: int | None
-    serialized_key_size: int
-    serialized_value_size: int
-    serialized_header_size: int
-
-
-class OffsetAndMetadata(NamedTuple):
-    """An offset to commit with ``send_offsets_to_transaction``, its metadata and leader epoch."""
-
-    offset: int
-    metadata: str
-    leader_epoch: int = -1
 
 
 class FutureRecordMetadata:
