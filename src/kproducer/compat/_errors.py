@@ -51,10 +51,10 @@ class ErrorTranslator:
         cls = self.target(type(error))
         if cls is None:
             return error
-        out: Any = cls.__new__(cls)
-        kerrors.KafkaError.__init__(out, error.message, topic=error.topic, partition=error.partition)
-        if error._txn_abortable:
-            out._txn_abortable = True
+        # Every class a kproducer error maps to derives from kproducer's KafkaError (its __init__).
+        make: Any = cls
+        out = make(error.message, topic=error.topic, partition=error.partition)
+        vars(out).update(vars(error))  # the whole instance state: message, topic, partition, transaction flags
         out.__cause__ = error
         return cast(BaseException, out)
 

@@ -82,9 +82,11 @@ class BatchBuilder:
     """aiokafka's ``BatchBuilder``: records for one ``send_batch`` call, up to ``max_batch_size`` bytes.
 
     A record is accepted while the batch, in Kafka's v2 record format, stays
-    within ``max_batch_size`` (the first record always is), the test aiokafka
-    applies, so the same records fill the same batches. ``send_batch`` puts
-    them on one partition in order.
+    below ``max_batch_size`` (the first record always is): the test of
+    aiokafka's compiled record builder, the one its wheels install, so the same
+    records fill the same batches. (aiokafka's pure-Python fallback also takes a
+    record that ends exactly at ``max_batch_size``.) ``send_batch`` puts them on
+    one partition in order.
     """
 
     def __init__(
@@ -124,7 +126,7 @@ class BatchBuilder:
             offset, timestamp - self._first_timestamp, byte_len(key_bytes), byte_len(value_bytes),
             encode_headers(hdrs)[1],
         )
-        if offset and self._size + size > self._batch_size:
+        if offset and self._size + size >= self._batch_size:
             self.close()
             return None
         self._records.append((timestamp, key_bytes, value_bytes, hdrs))

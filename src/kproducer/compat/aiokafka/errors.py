@@ -9,7 +9,10 @@ too). Broker errors are matched by their protocol code. Client-side names:
 raises it for transactional calls out of place; here it also derives from
 ``IllegalStateError``, which aiokafka raises for the others); ``ProducerClosed``,
 ``ProducerFenced``, ``KafkaTimeoutError``, ``KafkaConfigurationError`` and
-``AuthenticationFailedError`` are kproducer's errors of those names' meaning.
+``AuthenticationFailedError`` are kproducer's errors of those names' meaning, and
+``NETWORK_EXCEPTION`` (code 13, which aiokafka names by its pre-1.0 meaning) is
+``KafkaConnectionError``. ``retriable`` is the Java client's classification,
+which differs from aiokafka's for a few codes (2, 9, 51, 70-72).
 Names kproducer never raises (consumer and connection internals) exist so that
 ``except`` clauses naming them still run.
 """
@@ -129,6 +132,7 @@ FetchSessionIdNotFound(BrokerResponseError) = #70
 InvalidFetchSessionEpoch(BrokerResponseError) = #71
 ListenerNotFound(BrokerResponseError) = #72
 MemberIdRequired(BrokerResponseError) = #79
+NetworkError -> KafkaConnectionError
 """
 
 translate = build_errors(__name__, globals(), _TABLE)
