@@ -31,9 +31,12 @@ def bootstrap_with_port(servers: str | Iterable[str]) -> list[str]:
     return out
 
 
-def refuse(client: str, keyword: str, reason: str) -> ConfigError:
-    """The error for a keyword of ``client`` that has no meaning on kproducer, naming it and why."""
-    return ConfigError(f"{client} keyword {keyword!r} is not supported by kproducer's adapter: {reason}")
+def refuse(error_class: type[ConfigError], client: str, keyword: str, reason: str) -> ConfigError:
+    """The error for a keyword of ``client`` that has no meaning on kproducer, naming it and why.
+
+    ``error_class`` is the adapter's configuration error (a ConfigError, so a ValueError).
+    """
+    return error_class(f"{client} keyword {keyword!r} is not supported by kproducer's adapter: {reason}")
 
 
 class PeerPartitioner:

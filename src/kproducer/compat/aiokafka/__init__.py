@@ -216,19 +216,19 @@ class AIOKafkaProducer:
                 stacklevel=2,
             )
         if ssl_context is not None:
-            raise refuse(
-                _CLIENT, "ssl_context",
+            raise _refused(
+                "ssl_context",
                 "kproducer builds its TLS context from files; use kproducer.AsyncProducer with "
                 "security.protocol=SSL and ssl.truststore.location / ssl.keystore.location (docs/security.md)",
             )
         sasl = security_protocol.upper().startswith("SASL")
         if sasl and sasl_mechanism.upper() == "GSSAPI":
-            raise refuse(_CLIENT, "sasl_mechanism='GSSAPI'", "kproducer does not speak Kerberos")
+            raise _refused("sasl_mechanism='GSSAPI'", "kproducer does not speak Kerberos")
         if sasl_kerberos_domain_name is not None or sasl_kerberos_service_name != "kafka":
-            raise refuse(_CLIENT, "sasl_kerberos_*", "kproducer does not speak Kerberos")
+            raise _refused("sasl_kerberos_*", "kproducer does not speak Kerberos")
         if sasl_oauth_token_provider is not None:
-            raise refuse(
-                _CLIENT, "sasl_oauth_token_provider",
+            raise _refused(
+                "sasl_oauth_token_provider",
                 "aiokafka's token providers are coroutines and kproducer calls its provider on its I/O thread; "
                 "use kproducer.AsyncProducer with sasl.oauthbearer.token.provider (a plain callable)",
             )
@@ -507,6 +507,11 @@ def _settle(out: asyncio.Future[RecordMetadata], timestamp: int, fut: asyncio.Fu
             0 if md.timestamp == timestamp else 1, None,
         )
     )
+
+
+def _refused(keyword: str, reason: str) -> BaseException:
+    """A keyword with no meaning here: aiokafka's KafkaConfigurationError (a ValueError), naming it and why."""
+    return refuse(errors.KafkaConfigurationError, _CLIENT, keyword, reason)
 
 
 def _is_aiokafka_default(partitioner: Any) -> bool:

@@ -251,7 +251,7 @@ def _config(configs: dict[str, Any]) -> dict[str, Any]:
         raise errors.KafkaConfigurationError(f"Unrecognized configs: {unknown}")
     for name, (default, reason) in _REFUSED.items():
         if name in configs and configs[name] != default and not (name == "metric_reporters" and not configs[name]):
-            raise refuse(_CLIENT, name, reason)
+            raise refuse(errors.KafkaConfigurationError, _CLIENT, name, reason)
     out: dict[str, Any] = {dotted: configs[name] for name, dotted in _RENAMED.items() if name in configs}
     out["bootstrap.servers"] = bootstrap_with_port(configs.get("bootstrap_servers", "localhost"))
     if "acks" in configs:
@@ -306,7 +306,10 @@ class KafkaProducer:
                 config["partitioner.class"] = PeerPartitioner(partitioner)
             else:
                 raise TypeError(f"partitioner {partitioner!r} has no partition() method and is not callable")
-        self._producer = Producer(config)
+        try:
+            self._producer = Producer(config)
+        except _KproducerError as e:
+            raise _translate(e)
         self._closed = False
 
     # ------------------------------------------------------------------ send
