@@ -164,9 +164,8 @@ class AIOKafkaProducer:
     time). ``request_timeout_ms`` also bounds the waits of ``send()`` for
     metadata and buffer memory (``max.block.ms``), as in aiokafka.
 
-    Refused, naming the keyword: ``ssl_context`` (kproducer builds its TLS context
-    from files: use :class:`~kproducer.aio.AsyncProducer` with ``ssl.*``
-    settings), ``sasl_mechanism='GSSAPI'`` and the ``sasl_kerberos_*`` keywords
+    ``ssl_context`` is used as it is (kproducer's ``ssl.context``). Refused,
+    naming the keyword: ``sasl_mechanism='GSSAPI'`` and the ``sasl_kerberos_*`` keywords
     (no Kerberos), ``sasl_oauth_token_provider`` (aiokafka's providers are
     coroutines; kproducer calls its token provider on its I/O thread).
     """
@@ -215,12 +214,6 @@ class AIOKafkaProducer:
                 DeprecationWarning,
                 stacklevel=2,
             )
-        if ssl_context is not None:
-            raise _refused(
-                "ssl_context",
-                "kproducer builds its TLS context from files; use kproducer.AsyncProducer with "
-                "security.protocol=SSL and ssl.truststore.location / ssl.keystore.location (docs/security.md)",
-            )
         sasl = security_protocol.upper().startswith("SASL")
         if sasl and sasl_mechanism.upper() == "GSSAPI":
             raise _refused("sasl_mechanism='GSSAPI'", "kproducer does not speak Kerberos")
@@ -265,6 +258,8 @@ class AIOKafkaProducer:
         }
         if not enable_idempotence:
             config["max.in.flight.requests.per.connection"] = 1
+        if ssl_context is not None:
+            config["ssl.context"] = ssl_context
         if client_id is not None:
             config["client.id"] = client_id
         if transactional_id is not None:

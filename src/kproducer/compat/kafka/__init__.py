@@ -185,7 +185,6 @@ class _ClusterView:
 # kafka-python's configuration names with no counterpart here, with why, refused when set to anything
 # but kafka-python's default.
 _REFUSED: dict[str, tuple[Any, str]] = {
-    "ssl_context": (None, "kproducer builds its TLS context from ssl_cafile / ssl_certfile / ssl_keyfile"),
     "ssl_crlfile": (None, "kproducer does not check certificate revocation lists"),
     "sasl_kerberos_name": (None, "kproducer does not speak Kerberos (GSSAPI)"),
     "sasl_kerberos_service_name": ("kafka", "kproducer does not speak Kerberos (GSSAPI)"),
@@ -240,7 +239,7 @@ _RENAMED = {
 # Taken and used here, not passed on.
 _ADAPTER_KEYS = frozenset(
     {"key_serializer", "value_serializer", "partitioner", "acks", "compression_type", "retries", "api_version",
-     "send_buffer_bytes", "receive_buffer_bytes", "ssl_check_hostname", "sasl_mechanism"}
+     "send_buffer_bytes", "receive_buffer_bytes", "ssl_check_hostname", "sasl_mechanism", "ssl_context"}
 )
 
 
@@ -276,6 +275,15 @@ def _config(configs: dict[str, Any]) -> dict[str, Any]:
         out["sasl.mechanism"] = configs["sasl_mechanism"]
     if configs.get("connections_max_idle_ms", 0) is None:
         out["connections.max.idle.ms"] = -1
+    if configs.get("ssl_context") is not None:
+        # kafka-python ignores its other ssl_* settings when given a context: said here, not silently.
+        ignored = sorted(name for name in configs if name.startswith("ssl_") and name != "ssl_context")
+        if ignored:
+            log.warning("kafka-python ssl_context is given, so %s are not used (as in kafka-python)", ", ".join(ignored))
+        for name in ignored:
+            out.pop(_RENAMED.get(name, ""), None)
+        out.pop("ssl.endpoint.identification.algorithm", None)
+        out["ssl.context"] = configs["ssl_context"]
     if out.get("transactional.id") and configs.get("enable_idempotence") is False:
         raise errors.KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
     return out
