@@ -120,3 +120,10 @@ def test_transactional_calls_without_transactional_id_raise_illegal_operation(ta
                 await p.begin_transaction()
 
     asyncio.run(run())
+
+
+def test_custom_and_explicit_default_partitioners_place_records_as_aiokafka(tansu: TansuBroker) -> None:
+    peer_obs, ours_obs, peer_records, ours_records = _run_both(tansu, "aiokafka_partitioner", 3, 24)
+    assert ours_obs == peer_obs
+    assert ours_records == peer_records
+    assert {o[2] for o in ours_obs if o[0] == "custom"} == {0, 1, 2}

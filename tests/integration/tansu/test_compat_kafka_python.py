@@ -116,3 +116,11 @@ def test_configuration_names_unknown_and_refused() -> None:
     # kafka-python's defaults, given explicitly, are accepted.
     KafkaProducer(bootstrap_servers="localhost:1", metrics_enabled=True, metric_reporters=[], retries=float("inf"),
                   max_block_ms=100).close(0)
+
+
+def test_custom_partitioner_and_serializer_classes_as_kafka_python(tansu: TansuBroker) -> None:
+    peer_obs, ours_obs, peer_records, ours_records = _run_both(tansu, "kafka_partitioner", 3, 21)
+    assert ours_obs == peer_obs
+    assert ours_records == peer_records
+    assert ours_obs[-1] == ("tombstone", 0, -1)
+    assert {o[1] for o in ours_obs[:-1]} == {0, 1, 2}

@@ -36,6 +36,7 @@ from typing import Any
 from kproducer.aio import AsyncProducer
 from kproducer.compat._common import PeerPartitioner, bootstrap_with_port, refuse
 from kproducer.compat.aiokafka import errors
+from kproducer.compat.aiokafka import partitioner as _partitioner
 from kproducer.compat.aiokafka.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kproducer.errors import KafkaError as _KproducerError
 from kproducer.record.builder import RECORD_BATCH_OVERHEAD
@@ -512,4 +513,6 @@ def _refused(keyword: str, reason: str) -> BaseException:
 def _is_aiokafka_default(partitioner: Any) -> bool:
     """aiokafka's own DefaultPartitioner (murmur2 of the key): kproducer's built-in does the same for keys."""
     cls = type(partitioner) if not isinstance(partitioner, type) else partitioner
+    if cls is _partitioner.DefaultPartitioner:
+        return True
     return cls.__name__ == "DefaultPartitioner" and cls.__module__.startswith("aiokafka")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.compat._common import PeerPartitioner, bootstrap_with_port, refuse
 from kproducer.compat.kafka import errors
+from kproducer.compat.kafka import partitioner as _partitioner
 from kproducer.compat.kafka.structs import OffsetAndMetadata, RecordMetadata
 from kproducer.errors import KafkaError as _KproducerError
 from kproducer.errors import RecordTooLargeError
@@ -303,6 +304,11 @@ class KafkaProducer:
         if api_version not in (None, "auto"):
             log.info("kafka-python api_version=%r is not used: kproducer negotiates versions with the broker", api_version)
         config = _config(configs)
+        # Serializer objects are closed with the producer, as kafka-python does.
+        self._serializer_objects: list[Any] = [
+            s for s in (configs.get("key_serializer"), configs.get("value_serializer"))
+            if callable(getattr(s, "close", None)) and callable(getattr(s, "serialize", None))
+        ]
         self._key_serializer = _serializer(configs.get("key_serializer"))
         self._value_serializer = _serializer(configs.get("value_serializer"))
         partitioner = configs.get("partitioner")
@@ -366,11 +372,16 @@ class KafkaProducer:
 
     def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
         """Flush within ``timeout`` s (None: as long as it takes), fail what is left, and stop."""
+        if self._closed:
+            return
         self._closed = True
         try:
             self._producer.close(timeout)
         except _KproducerError as e:
             raise _translate(e)
+        finally:
+            for serializer in self._serializer_objects:
+                serializer.close()
 
     def __enter__(self) -> KafkaProducer:
         return self
@@ -457,7 +468,10 @@ def _serializer(spec: Any) -> Callable[[str, list[tuple[str, bytes]], Any], Any]
 
 
 def _is_kafka_builtin(partitioner: Any) -> bool:
-    """kafka-python's DefaultPartitioner (murmur2 of the key) or StickyPartitioner: kproducer's built-in does
-    the same for keys (and KIP-480's sticky choice for keyless records)."""
+    """kafka-python's DefaultPartitioner (murmur2 of the key) or StickyPartitioner (this module's or
+    kafka-python's own, not a subclass): kproducer's built-in does the same for keys, and a sticky
+    choice for keyless records."""
     cls = partitioner if isinstance(partitioner, type) else type(partitioner)
+    if cls in (_partitioner.DefaultPartitioner, _partitioner.StickyPartitioner):
+        return True
     return cls.__name__ in ("DefaultPartitioner", "StickyPartitioner") and cls.__module__.startswith("kafka.")
