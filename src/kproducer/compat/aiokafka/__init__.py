@@ -156,10 +156,10 @@ class BatchBuilder:
 class AIOKafkaProducer:
     """aiokafka's ``AIOKafkaProducer`` on kproducer (see the module's documentation).
 
-    The keywords are aiokafka's, with aiokafka's defaults, except that with
-    neither ``acks`` nor ``enable_idempotence`` given the producer is
-    idempotent with ``acks='all'`` (the Java client's default since Kafka 3.0)
-    where aiokafka takes ``acks=1``: pass ``acks=1`` for aiokafka's. Without
+    The keywords are aiokafka's, with aiokafka's defaults, except that without
+    ``enable_idempotence`` the producer is idempotent unless ``acks`` is 0 or 1
+    (the Java client's default since Kafka 3.0), where aiokafka takes ``acks=1``
+    and no idempotence: pass ``acks=1`` for aiokafka's. Without
     idempotence one request per connection is in flight, so that a retry cannot
     reorder a partition's records (aiokafka sends one batch per partition at a
     time). ``request_timeout_ms`` also bounds the waits of ``send()`` for
@@ -233,7 +233,7 @@ class AIOKafkaProducer:
         if transactional_id is not None:
             enable_idempotence = True
         if enable_idempotence is None:
-            # Neither given: the idempotent producer (acks=all); acks given alone: aiokafka's rule.
+            # Not given: idempotent (acks=all), as the Java client, unless acks=0 or 1 asks otherwise.
             enable_idempotence = acks is _missing or acks in ("all", -1)
         if enable_idempotence:
             if acks is _missing:
