@@ -76,17 +76,32 @@ def test_transaction_program_on_the_adapter(tansu: TansuBroker) -> None:
     import aiokafka.errors
 
     with pytest.raises(aiokafka.errors.KafkaError):
-        asyncio.run(asyncio.wait_for(peer.main(tansu.bootstrap, topic, f"txn-peer-{next(_ids)}"), 60))
+        asyncio.run(asyncio.wait_for(peer.main(tansu.bootstrap, topic, f"txn-peer-{next(_ids)}", "group-peer"), 60))
 
     ours = load("aiokafka_transaction", "aiokafka", switched=True)
-    observed = asyncio.run(ours.main(tansu.bootstrap, topic, f"txn-ours-{next(_ids)}"))
-    assert observed[-1] == ("aborted", "the application gives up")
+    group = f"group-{next(_ids)}"
+    observed = asyncio.run(ours.main(tansu.bootstrap, topic, f"txn-ours-{next(_ids)}", group))
+    assert observed[-2:] == [("outside a transaction", "IllegalOperation"), ("aborted", "the application gives up")]
     assert [o[1] for o in observed[:5]] == [0, 1, 2, 3, 4]
     # confluent-kafka reads read_committed: the aborted record is not there, the committed ones are.
     values = [r.value for r in read_topic(tansu.bootstrap, topic, 6, partitions=2)]
+    assert _committed(tansu.bootstrap, group, topic, 0) == 3
     assert sorted(v for v in values if v is not None) == sorted(
         [b"committed-%d" % i for i in range(5)] + [b"committed-explicitly"]
     )
+
+
+def _committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    """The group's committed offset, read by confluent-kafka (independent of kproducer)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        [tp] = consumer.committed([CkTopicPartition(topic, partition)], timeout=10)
+        return int(tp.offset)
+    finally:
+        consumer.close()
 
 
 def test_errors_are_aiokafkas_names_and_kproducers_classes() -> None:
