@@ -53,7 +53,7 @@ from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_cal
 from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
 from kproducer.producer import Producer
 from kproducer.record import native
-from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicPartition
+from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicPartition, metadata_type
 
 if TYPE_CHECKING:
     from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
@@ -169,7 +169,8 @@ class _Completions:
             # Acknowledged as a whole: each record's metadata comes from the batch's outcome.
             tp = result.topic_partition
             moved = _settle_group(
-                group, RecordMetadata, tp.topic, tp.partition, result.base_offset, result.log_append_time
+                group, metadata_type(result.log_append_time), tp.topic, tp.partition, result.base_offset,
+                result.log_append_time,
             )
             for i in moved:
                 self._settle_one(group[i], group[i + 1])

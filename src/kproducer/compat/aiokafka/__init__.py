@@ -336,11 +336,9 @@ class AIOKafkaProducer:
         """Queue one record; the returned future resolves to its RecordMetadata (or raises its error)."""
         key_bytes = key if self._key_serializer is None else self._key_serializer(key)
         value_bytes = value if self._value_serializer is None else self._value_serializer(value)
-        # The create time is fixed here, so that the metadata can tell it from a LogAppendTime.
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         try:
             fut = await self._producer.send(
-                topic, value_bytes, key_bytes, partition=partition, timestamp=timestamp,
+                topic, value_bytes, key_bytes, partition=partition, timestamp=timestamp_ms,
                 headers=list(headers) if headers else None,
             )
         except _KproducerError as e:
@@ -350,13 +348,13 @@ class AIOKafkaProducer:
             if error is not None:
                 # Failed before it reached a batch (too large...): aiokafka raises these from send().
                 raise _translate(error)
-        return self._relay(fut, timestamp)
+        return self._relay(fut)
 
-    def _relay(self, fut: asyncio.Future[_KRecordMetadata], timestamp: int) -> asyncio.Future[RecordMetadata]:
+    def _relay(self, fut: asyncio.Future[_KRecordMetadata]) -> asyncio.Future[RecordMetadata]:
         """The future aiokafka's send() returns: aiokafka's RecordMetadata, aiokafka's exceptions."""
         loop = self._loop or asyncio.get_running_loop()
         out: asyncio.Future[RecordMetadata] = loop.create_future()
-        fut.add_done_callback(partial(_settle, out, timestamp))
+        fut.add_done_callback(partial(_settle, out))
         return out
 
     async def send_and_wait(
@@ -394,7 +392,7 @@ class AIOKafkaProducer:
                 )
             except _KproducerError as e:
                 raise _translate(e)
-            futures.append(self._relay(fut, timestamp))
+            futures.append(self._relay(fut))
         gathered = asyncio.gather(*futures)
         loop = self._loop or asyncio.get_running_loop()
         out: asyncio.Future[RecordMetadata] = loop.create_future()
@@ -484,7 +482,7 @@ class AIOKafkaProducer:
         return f"<kproducer.compat.aiokafka.AIOKafkaProducer on {self._producer!r}>"
 
 
-def _settle(out: asyncio.Future[RecordMetadata], timestamp: int, fut: asyncio.Future[_KRecordMetadata]) -> None:
+def _settle(out: asyncio.Future[RecordMetadata], fut: asyncio.Future[_KRecordMetadata]) -> None:
     """Done-callback of kproducer's future: settle aiokafka's (skipped if the application cancelled it)."""
     if fut.cancelled():
         if not out.done():
@@ -499,8 +497,7 @@ def _settle(out: asyncio.Future[RecordMetadata], timestamp: int, fut: asyncio.Fu
     md = fut.result()
     out.set_result(
         RecordMetadata(
-            md.topic, md.partition, TopicPartition(md.topic, md.partition), md.offset, md.timestamp,
-            0 if md.timestamp == timestamp else 1, None,
+            md.topic, md.partition, md.topic_partition, md.offset, md.timestamp, md.timestamp_type, None,
         )
     )
 
