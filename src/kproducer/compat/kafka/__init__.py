@@ -411,7 +411,7 @@ class KafkaProducer:
                 if tag_name == "topic":
                     group = f"producer-topic-metrics.{tag_value}"
                 elif tag_name == "node-id":
-                    group = f"producer-node-metrics.{tag_value}"
+                    group = f"producer-node-metrics.node-{tag_value}"
             out.setdefault(group, {})[name] = value
         return out
 
