@@ -11,7 +11,8 @@ names, shapes and exceptions only). What stays as in kafka-python:
   kafka-python's :class:`RecordMetadata` or exception, on the producer's I/O
   thread (kafka-python's sender thread), or at once when the record is already
   complete.
-- A record larger than ``max_request_size``, a serializer's exception, a send
+- A record larger than ``max_request_size``, a buffer still full after
+  ``max_block_ms`` (``KafkaTimeoutError``), a serializer's exception, a send
   after ``close()`` (``IllegalStateError``) and a record with neither key nor
   value (``ValueError``) raise from ``send()``.
 - Serializers: a callable ``f(obj)`` or a ``Serializer`` with
@@ -38,8 +39,8 @@ from kproducer.compat._common import PeerPartitioner, bootstrap_with_port, refus
 from kproducer.compat.kafka import errors
 from kproducer.compat.kafka import partitioner as _partitioner
 from kproducer.compat.kafka.structs import OffsetAndMetadata, RecordMetadata
+from kproducer.errors import BufferExhaustedError, RecordTooLargeError
 from kproducer.errors import KafkaError as _KproducerError
-from kproducer.errors import RecordTooLargeError
 from kproducer.producer import Producer
 from kproducer.structs import PartitionInfo, TopicPartition
 
@@ -355,8 +356,9 @@ class KafkaProducer:
             raise _translate(e)
         if rf.done():
             error = rf.exception(0)
-            if isinstance(error, RecordTooLargeError):
-                # MESSAGE_TOO_LARGE before it reached a batch: kafka-python raises it from send().
+            if isinstance(error, (RecordTooLargeError, BufferExhaustedError)):
+                # Too large, or buffer.memory still full after max_block_ms: kafka-python raises these
+                # (MessageSizeTooLargeError, KafkaTimeoutError) from send() itself.
                 raise _translate(error)
         header_size = sum(len(k.encode("utf-8")) + len(v or b"") for k, v in headers) if headers else -1
         return FutureRecordMetadata(rf, header_size)
