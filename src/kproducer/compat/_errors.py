@@ -19,6 +19,7 @@ listed by each adapter.
 from __future__ import annotations
 
 import builtins
+import importlib
 from collections.abc import MutableMapping
 from typing import Any, cast
 
@@ -59,7 +60,7 @@ class ErrorTranslator:
         return cast(BaseException, out)
 
 
-def build_errors(module: str, namespace: MutableMapping[str, Any], table: str) -> ErrorTranslator:
+def build_errors(module: str, namespace: MutableMapping[str, Any], table: str, peer: str | None = None) -> ErrorTranslator:
     """Create the classes described by ``table`` in ``namespace`` (a module's globals); return their translator.
 
     One line per class, in dependency order: ``Name(Parent, ...) = target`` where
@@ -73,7 +74,13 @@ def build_errors(module: str, namespace: MutableMapping[str, Any], table: str) -
     aiokafka and kafka-python programs read. A kproducer class is translated to
     the last line naming it; a code kproducer has no class for gives a class
     that derives from BrokerResponseError and is never raised.
+
+    ``peer``: the other client's errors module. When it is installed, each class
+    also derives from the peer's class of the same name, so that a program that
+    still imports its exceptions from the peer (it consumes with the peer's
+    consumer, say) catches the producer's errors too.
     """
+    peer_module = _import_peer(peer)
     by_kproducer: dict[type[BaseException], type[BaseException]] = {}
     root: type[BaseException] | None = None
     for raw in table.strip().splitlines():
@@ -104,6 +111,14 @@ def build_errors(module: str, namespace: MutableMapping[str, Any], table: str) -
             kclass = getattr(kerrors, target)
         if kclass is not None and not any(issubclass(p, kclass) for p in parents):
             parents.insert(0 if parents and parents[0] in (RuntimeError, Exception) else len(parents), kclass)
+        peer_cls = getattr(peer_module, name, None)
+        if (
+            isinstance(peer_cls, type) and issubclass(peer_cls, BaseException)
+            and not any(issubclass(p, peer_cls) for p in parents)
+        ):
+            # Before any builtin base (RuntimeError, Exception), which the peer's class derives from too.
+            builtin_at = [i for i, p in enumerate(parents) if p.__module__ == "builtins"]
+            parents.insert(builtin_at[0] if builtin_at else len(parents), peer_cls)
         attrs: dict[str, Any] = {"__module__": module, "__qualname__": name, "__doc__": _doc(name, kclass, mapped)}
         if code is not None:
             attrs["errno"] = code
@@ -115,6 +130,16 @@ def build_errors(module: str, namespace: MutableMapping[str, Any], table: str) -
             by_kproducer[kclass] = cls
     assert root is not None
     return ErrorTranslator(by_kproducer, root)
+
+
+def _import_peer(peer: str | None) -> Any:
+    """The peer's errors module if it is installed (it is optional: nothing here needs it)."""
+    if peer is None:
+        return None
+    try:
+        return importlib.import_module(peer)
+    except ImportError:
+        return None
 
 
 def _doc(name: str, kclass: type[BaseException] | None, mapped: bool) -> str:

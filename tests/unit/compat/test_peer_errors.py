@@ -100,3 +100,34 @@ def test_translation_keeps_topic_partition_and_pickles() -> None:
     plain = ValueError("x")
     assert kafka_errors.translate(plain) is plain
     assert kafka_errors.translate(error) is error
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [(aio_errors, aiokafka_errors), (kafka_errors, kafka_python_errors)])
+def test_with_the_peer_installed_its_own_except_clauses_catch_the_adapters_errors(ours: object, theirs: object) -> None:
+    # A program that keeps `from aiokafka.errors import ...` (it still consumes with aiokafka, say)
+    # catches what the adapter raises.
+    for name in _exception_names(theirs):
+        assert issubclass(getattr(ours, name), getattr(theirs, name)), name
+    error = ours.translate(kerrors.RecordTooLargeError("too big"))  # type: ignore[attr-defined]
+    try:
+        raise error
+    except theirs.MessageSizeTooLargeError as caught:  # type: ignore[attr-defined]
+        assert caught is error
+
+
+def test_the_adapters_work_without_the_peer_installed() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; sys.modules['aiokafka'] = None; sys.modules['kafka'] = None\n"
+        "from kproducer import errors as ke\n"
+        "from kproducer.compat.aiokafka import AIOKafkaProducer, errors as a\n"
+        "from kproducer.compat.kafka import KafkaProducer, errors as k\n"
+        "e = a.translate(ke.RecordTooLargeError('x')); assert type(e).__name__ == 'MessageSizeTooLargeError'\n"
+        "e = k.translate(ke.RecordTooLargeError('x')); assert isinstance(e, k.BrokerResponseError)\n"
+        "assert 'aiokafka.errors' not in sys.modules or sys.modules['aiokafka.errors'] is None\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -13,7 +13,9 @@ raises it for transactional calls out of place; here it also derives from
 ``NETWORK_EXCEPTION`` (code 13, which aiokafka names by its pre-1.0 meaning) is
 ``KafkaConnectionError``. ``retriable`` is the Java client's classification,
 which differs from aiokafka's for a few codes (2, 9, 51, 70-72).
-Names kproducer never raises (consumer and connection internals) exist so that
+While aiokafka is installed, each class also derives from aiokafka's class of
+the same name, so ``except`` clauses that still import from aiokafka catch
+these too. Names kproducer never raises (consumer and connection internals) exist so that
 ``except`` clauses naming them still run.
 """
 
@@ -135,7 +137,7 @@ MemberIdRequired(BrokerResponseError) = #79
 NetworkError -> KafkaConnectionError
 """
 
-translate = build_errors(__name__, globals(), _TABLE)
+translate = build_errors(__name__, globals(), _TABLE, peer="aiokafka.errors")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,9 @@ their protocol code, with kafka-python's retriable / invalid-metadata parents.
 Client-side names: ``KafkaTimeoutError``, ``KafkaConfigurationError``,
 ``TransactionAbortedError`` and ``IllegalStateError`` are kproducer's errors of
 those names' meaning; a send after ``close()`` raises ``IllegalStateError``, as
-in kafka-python. Names kproducer never raises (consumer and connection
+in kafka-python. While kafka-python is installed, each class also derives from kafka-python's class of
+the same name, so ``except`` clauses that still import from kafka-python catch
+these too. Names kproducer never raises (consumer and connection
 internals) exist so that ``except`` clauses naming them still run.
 """
 
@@ -180,7 +182,7 @@ VoterNotFoundError(BrokerResponseError) = #127
 ProducerClosedError -> IllegalStateError
 """
 
-translate = build_errors(__name__, globals(), _TABLE)
+translate = build_errors(__name__, globals(), _TABLE, peer="kafka.errors")
 
 
 def __getattr__(name: str) -> Any:
