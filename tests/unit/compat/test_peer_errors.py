@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pickle
 
+# The peers are test dependencies (pyproject's test extra): missing, this module fails to import.
+import aiokafka.errors as aiokafka_errors  # noqa: E402
+import kafka.errors as kafka_python_errors  # noqa: E402
 import pytest
 
 from kproducer import errors as kerrors
 from kproducer.compat.aiokafka import errors as aio_errors
 from kproducer.compat.kafka import errors as kafka_errors
-
-aiokafka_errors = pytest.importorskip("aiokafka.errors", reason="aiokafka is a test dependency (pyproject dev/test)")
-kafka_python_errors = pytest.importorskip("kafka.errors", reason="kafka-python is a test dependency")
 
 
 def _exception_names(module: object) -> set[str]:
