@@ -1,8 +1,11 @@
 """aiokafka's batch example (create_batch / append / send_batch / partitions_for), with the partition
-chosen in turn rather than at random so that two runs can be compared. Returns what it observed."""
+chosen in turn rather than at random, and timestamps given rather than taken at append (a record's
+size depends on its distance from the batch's first timestamp), so that two runs can be compared.
+Returns what it observed."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -15,10 +18,11 @@ async def main(bootstrap: str, topic: str) -> list[Any]:
     sent = 0
     try:
         batch = producer.create_batch()
+        start = int(time.time() * 1000)
         i = 0
         while i < 300:
             msg = (f"Test message {i} " + "x" * (i % 37)).encode("utf-8")
-            metadata = batch.append(key=None, value=msg, timestamp=None, headers=[("i", str(i).encode())])
+            metadata = batch.append(key=None, value=msg, timestamp=start + i, headers=[("i", str(i).encode())])
             if metadata is None:
                 partitions = await producer.partitions_for(topic)
                 partition = sorted(partitions)[sent % len(partitions)]
