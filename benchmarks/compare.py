@@ -335,6 +335,21 @@ def _aiokafka(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     return _async_run(cell, lat, start, lambda ap, payload, key: ap.send(topic, payload, key=key), finish)
 
 
+def _aiokafka_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    """aiokafka's program unchanged but for the import: kproducer.compat.aiokafka (over kproducer.aio)."""
+    from kproducer.compat.aiokafka import AIOKafkaProducer
+
+    async def start() -> Any:
+        ap = AIOKafkaProducer(**aiokafka_config(cell, bootstrap))
+        await ap.start()
+        return ap
+
+    async def finish(ap: Any) -> None:
+        await ap.stop()
+
+    return _async_run(cell, lat, start, lambda ap, payload: ap.send(topic, payload), finish)
+
+
 # ---------------------------------------------------------------- asyncio: kproducer.aio and confluent_kafka.aio
 async def _ticker(gaps: list[float], stop: Any) -> None:
     """Sleeps 1 ms at a time and keeps its worst gap: how long the event loop was held by the client."""
@@ -506,6 +521,28 @@ def _kafka_python(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timin
     return Timing(elapsed, rss_before)
 
 
+def _kafka_python_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    """kafka-python's loop unchanged but for the import: kproducer.compat.kafka (over kproducer's Producer)."""
+    from kproducer.compat.kafka import KafkaProducer
+
+    kp = KafkaProducer(**kafka_python_config(cell, bootstrap))
+    payload = os.urandom(cell.size)
+    perf = time.perf_counter
+    n, every = cell.records, lat.every
+    rss_before = _rss_mb()
+    t0 = perf()
+    for i in range(n):
+        if i % every == 0:
+            cb = lat.callback()
+            kp.send(topic, payload).add_callback(cb)
+        else:
+            kp.send(topic, payload)
+    kp.flush()
+    elapsed = perf() - t0
+    kp.close()
+    return Timing(elapsed, rss_before)
+
+
 # ---------------------------------------------------------------- the table of clients
 @dataclass(frozen=True)
 class Runner:
@@ -552,6 +589,15 @@ RUNNERS: dict[str, Runner] = {
         _aiokafka, lambda c: _describe(aiokafka_config(c), "await send() per record"), "aiokafka"
     ),
     "kafka-python": Runner(_kafka_python, lambda c: _describe(kafka_python_config(c)), "kafka-python"),
+    "aiokafka-compat": Runner(
+        _aiokafka_compat,
+        lambda c: _describe(aiokafka_config(c), "kproducer.compat.aiokafka, await send() per record"),
+        "kproducer.compat.aiokafka",
+    ),
+    "kafka-python-compat": Runner(
+        _kafka_python_compat, lambda c: _describe(kafka_python_config(c), "kproducer.compat.kafka"),
+        "kproducer.compat.kafka",
+    ),
     "kproducer-async": Runner(
         _kproducer_async,
         lambda c: _describe(kproducer_config(c), "kproducer.aio.AsyncProducer, await send() per record"),
@@ -579,6 +625,13 @@ ASYNC_RATIOS = [
     # The most any client could reach against aiokafka in this loop shape.
     ("asyncio-floor", "aiokafka"),
     ("kproducer-async", "asyncio-floor"),
+]
+# The adapters against the client they stand in for and the kproducer API they run on (same run).
+COMPAT_RATIOS = [
+    ("aiokafka-compat", "aiokafka"),
+    ("aiokafka-compat", "kproducer-async"),
+    ("kafka-python-compat", "kafka-python"),
+    ("kafka-python-compat", "kproducer"),
 ]
 CLIENTS = list(RUNNERS)
 DEFAULT_CLIENTS = ["kproducer", "kproducer-batch", "kproducer-arrow", "kproducer-arrow-py", "confluent-kafka", "aiokafka"]
@@ -886,7 +939,7 @@ def _report(
 def _async_lines(runs: list[list[dict[str, Any]]], clients: list[str]) -> list[str]:
     """asyncio clients against each other (ratios within each run, then ranged) and their loop's worst gap."""
     lines = []
-    for a, b in ASYNC_RATIOS:
+    for a, b in ASYNC_RATIOS + COMPAT_RATIOS:
         if a not in clients or b not in clients:
             continue
         ratios = []

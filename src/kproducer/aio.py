@@ -28,8 +28,9 @@ that a coroutine never blocks its event loop:
 - ``send_batch`` / ``send_arrow`` run the bulk call in a worker thread (a large
   call may wait for memory batch after batch) and resolve to the per-record
   metadata.
-- ``flush`` / ``close`` / ``start`` and the transactional calls run their
-  blocking parts in a worker thread; ``async with p.transaction():`` commits on
+- ``flush`` / ``close`` (and ``stop``, aiokafka's name for it) / ``start`` /
+  ``partitions_for`` and the transactional calls run their blocking parts in a
+  worker thread; ``async with p.transaction():`` commits on
   success and aborts on an exception.
 """
 
@@ -52,7 +53,7 @@ from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_cal
 from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
 from kproducer.producer import Producer
 from kproducer.record import native
-from kproducer.structs import Headers, RecordMetadata, TopicPartition
+from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicPartition, metadata_type
 
 if TYPE_CHECKING:
     from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
@@ -168,7 +169,8 @@ class _Completions:
             # Acknowledged as a whole: each record's metadata comes from the batch's outcome.
             tp = result.topic_partition
             moved = _settle_group(
-                group, RecordMetadata, tp.topic, tp.partition, result.base_offset, result.log_append_time
+                group, metadata_type(result.log_append_time), tp.topic, tp.partition, result.base_offset,
+                result.log_append_time,
             )
             for i in moved:
                 self._settle_one(group[i], group[i + 1])
@@ -340,6 +342,17 @@ class AsyncProducer:
             p._pool.set_free_listener(None)
             self._memory.set()  # a sender still waiting for memory sees the producer closed
         await self._settled()
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """aiokafka's name for :meth:`close`: flush, then stop the I/O thread, never blocking the loop."""
+        await self.close(timeout)
+
+    async def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        """``Producer.partitions_for`` off the loop: the topic's partitions, waiting for its metadata
+        up to ``max.block.ms`` (or ``timeout`` s) in a worker thread (Java's ``partitionsFor``)."""
+        p = self._require()
+        partitions: list[PartitionInfo] = await self._off_loop(p.partitions_for, topic, timeout)
+        return partitions
 
     async def _off_loop(self, fn: Any, *args: Any) -> Any:
         """Run a blocking producer call in the loop's default executor."""

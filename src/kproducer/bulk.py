@@ -24,7 +24,7 @@ from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.errors import KafkaTimeoutError
 from kproducer.record.default_record import encode_headers
-from kproducer.structs import RecordMetadata, TopicPartition
+from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
 __all__ = ["BulkFuture", "DeliveredRange"]
 
@@ -195,6 +195,7 @@ class BulkFuture:
             tp = result.topic_partition
             base = result.base_offset
             ts = result.log_append_time if result.log_append_time != NO_TIMESTAMP else rng.timestamp
+            md_type = metadata_type(result.log_append_time)
             for j, row in enumerate(rng.rows):
                 if futures is not None:
                     err = futures[j].record_error()
@@ -206,7 +207,7 @@ class BulkFuture:
                 errors[row] = err
                 if err is None:
                     offset = NO_OFFSET if base == NO_OFFSET else base + rng.first + j
-                    metadata[row] = RecordMetadata(tp.topic, tp.partition, offset, ts, -1, -1)
+                    metadata[row] = md_type(tp.topic, tp.partition, offset, ts, -1, -1)
         missing = self._missing_error
         if missing is not None:
             for row in range(n):

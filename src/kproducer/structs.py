@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -54,8 +54,13 @@ class RecordMetadata:
     """What a record's future resolves to once the broker acknowledged it.
 
     ``offset`` is -1 for acks=0, as in Java. ``timestamp`` is the broker's
-    log-append time when the topic uses LogAppendTime, else the create time.
+    log-append time when the topic uses LogAppendTime, else the create time;
+    ``timestamp_type`` says which (0 CreateTime, 1 LogAppendTime, the record
+    format's timestamp-type bit): the metadata of a LogAppendTime record is a
+    :class:`LogAppendTimeRecordMetadata` (see :func:`metadata_type`).
     """
+
+    timestamp_type: ClassVar[int] = 0
 
     topic: str
     partition: int
@@ -67,6 +72,18 @@ class RecordMetadata:
     @property
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(slots=True, frozen=True)
+class LogAppendTimeRecordMetadata(RecordMetadata):
+    """The metadata of a record whose topic uses LogAppendTime: ``timestamp`` is the broker's."""
+
+    timestamp_type: ClassVar[int] = 1
+
+
+def metadata_type(log_append_time: int) -> type[RecordMetadata]:
+    """The metadata class for a ProduceResponse's ``log_append_time`` (-1 when the topic keeps the create time)."""
+    return RecordMetadata if log_append_time == -1 else LogAppendTimeRecordMetadata
 
 
 @dataclass(slots=True)

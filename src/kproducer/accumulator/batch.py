@@ -29,7 +29,7 @@ from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceReques
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
 from kproducer.record.compression_worker import CompressionWorker
-from kproducer.structs import RecordMetadata, TopicPartition
+from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
 __all__ = [
     "BatchState",
@@ -484,6 +484,7 @@ class ProducerBatch:
         callback = rng.callback
         assert callback is not None
         timestamp = log_append_time if log_append_time != NO_TIMESTAMP else rng.timestamp
+        md_type = metadata_type(log_append_time)
         for_row = getattr(callback, "for_row", None)  # confluent-style reports need each row's key and value
         rows = rng.rows
         for j in range(rng.count):
@@ -492,7 +493,7 @@ class ProducerBatch:
             try:
                 if error_fn is None:
                     offset = NO_OFFSET if base_offset == NO_OFFSET else base_offset + rel
-                    cb(RecordMetadata(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
+                    cb(md_type(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
                 else:
                     cb(None, error_fn(rel))
             except Exception:

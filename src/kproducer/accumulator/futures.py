@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import KafkaTimeoutError
-from kproducer.structs import RecordMetadata, TopicPartition
+from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
 __all__ = ["NO_OFFSET", "NO_TIMESTAMP", "ProduceRequestResult", "RecordFuture"]
 
@@ -275,7 +275,7 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         offset = NO_OFFSET if r.base_offset == NO_OFFSET else r.base_offset + self.relative_offset
         timestamp = r.log_append_time if r.log_append_time != NO_TIMESTAMP else self.create_timestamp
         tp = r.topic_partition
-        return RecordMetadata(
+        return metadata_type(r.log_append_time)(
             tp.topic, tp.partition, offset, timestamp, self.serialized_key_size, self.serialized_value_size
         )
 

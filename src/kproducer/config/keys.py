@@ -298,6 +298,15 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         aliases=("ssl.key.pem",),
     ),
     ConfigKey(
+        "ssl.context",
+        Type.CLASS,
+        None,
+        _L,
+        "A ready Python ssl.SSLContext (or a 'module:Name' path to one), used as it is for SSL and "
+        "SASL_SSL instead of a context built from the other ssl.* keys, which must then be left unset. "
+        "It is what aiokafka and kafka-python programs pass as ssl_context.",
+    ),
+    ConfigKey(
         "reconnect.backoff.ms",
         Type.LONG,
         50,

@@ -67,6 +67,7 @@ class ProducerConfig:
     ssl_key_password: Password | None
     ssl_keystore_certificate_chain: str | None
     ssl_keystore_key: Password | None
+    ssl_context: Any
     reconnect_backoff_ms: int
     reconnect_backoff_max_ms: int
     socket_connection_setup_timeout_ms: int

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError
 
 __all__ = ["build_ssl_context", "describe_tls_error"]
@@ -201,6 +202,9 @@ def build_ssl_context(cfg: Any) -> ssl.SSLContext:
 
     Raises ConfigError naming the key whose file, password or value is at fault.
     """
+    given = getattr(cfg, "ssl_context", None)
+    if given is not None:
+        return _given_context(cfg, given)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     enabled = cfg.ssl_enabled_protocols
     if enabled:
@@ -223,6 +227,30 @@ def build_ssl_context(cfg: Any) -> ssl.SSLContext:
         _load_trust(ctx, cfg)
     _load_identity(ctx, cfg)
     return ctx
+
+
+# What a ready ssl.context already decides: set beside it, these would be silently without effect.
+_DECIDED_BY_CONTEXT = (
+    "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.keystore.location", "ssl.key.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+)
+
+
+def _given_context(cfg: Any, given: Any) -> ssl.SSLContext:
+    """``ssl.context``: the application's own SSLContext, used as it is."""
+    if isinstance(given, str):
+        given = load_object(given, "ssl.context", "ssl.context must be an ssl.SSLContext or a 'module:Name' path to one")
+    if not isinstance(given, ssl.SSLContext):
+        raise ConfigError(f"ssl.context must be an ssl.SSLContext, got {type(given).__name__}")
+    explicitly_set = getattr(cfg, "explicitly_set", None)
+    clash = [k for k in _DECIDED_BY_CONTEXT if explicitly_set is not None and explicitly_set(k)]
+    if clash:
+        raise ConfigError(
+            f"ssl.context is a complete TLS context, so {', '.join(clash)} would have no effect: "
+            "leave them unset, or drop ssl.context"
+        )
+    return given
 
 
 def describe_tls_error(err: BaseException, address: str) -> str:

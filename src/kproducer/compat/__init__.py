@@ -1,0 +1,1 @@
+"""Drop-in adapters for programs written for other Python Kafka clients (see docs/migrating.md)."""
