@@ -65,6 +65,7 @@ from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord
+from kproducer.tracing import GATE_KEY, ProducerTracing
 from kproducer.transaction_manager import (
     TransactionManager,
     TransactionState,
@@ -154,6 +155,11 @@ class Producer:
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._interceptors = resolve_interceptors(cfg.interceptor_classes)
+        # OpenTelemetry spans (kproducer.tracing); None: tracing.enabled=false or no opentelemetry-api.
+        self._tracing = ProducerTracing.create(
+            cfg.tracing_enabled, self.client_id, bulk_headers=cfg.tracing_bulk_headers,
+            transactional_id=cfg.transactional_id,
+        )
 
         self._max_block_ms = cfg.max_block_ms
         self._max_request_size = cfg.max_request_size
@@ -358,6 +364,9 @@ class Producer:
                 check_callback=check_callback,
                 report_type=DeliveryReport,
                 breaker=self._breaker_manager,
+                # Once a tracer provider is set, every call takes the Python path, which traces it.
+                gate=self._tracing.gate if self._tracing is not None else None,
+                gate_key=GATE_KEY,
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
@@ -427,6 +436,8 @@ class Producer:
                 headers = rec.headers if headers is None else headers
             else:
                 raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
+        if self._tracing is not None and self._tracing.should_trace(headers):
+            return self._tracing.send(self, topic, value, key, partition, timestamp, headers, callback, on_delivery)
         if self._closed or self._forked:
             self._raise_unusable()
         if self._txn is not None:
