@@ -585,6 +585,11 @@ class Producer:
         return self._metrics.snapshot()
 
     @property
+    def metric_reporters(self) -> tuple[Any, ...]:
+        """The reporters ``metric.reporters`` created, in order (``PrometheusReporter.http_port``: the port it serves)."""
+        return tuple(self._reporters)
+
+    @property
     def circuit_break_manager(self) -> CircuitBreakManager | None:
         """The partition circuit breaker's mute state (KIP-693); None when no breaker is configured."""
         return self._breaker_manager

@@ -28,6 +28,7 @@ of the same name, so each series carries its client id instead.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -152,7 +153,11 @@ class _Sources:
                 values = metrics.readings()
                 self._cache[token] = (now, values)
             for name, value in values:
-                yield client_id, name, value
+                # A metric undefined until its event (an average with no sample yet, see
+                # docs/operability.md) is left out rather than reported as NaN: Prometheus would
+                # show NaN and the OpenTelemetry SDK warns about non-finite values at every collection.
+                if math.isfinite(value):
+                    yield client_id, name, value
 
 
 # ---------------------------------------------------------------------------- Prometheus
@@ -251,6 +256,12 @@ class PrometheusReporter:
                         )
                         return
                     server = _prometheus_servers[key] = started[0] if isinstance(started, tuple) else started
+                    if not self._port:
+                        # The OS chose the port: say which, or nobody could scrape it.
+                        logger.info(
+                            "metrics.prometheus.port=0: producer %s's metrics are served at http://%s:%d/metrics",
+                            client_id, self._addr, int(server.server_port),
+                        )
                 self.http_port = int(server.server_port)
 
     def close(self) -> None:
