@@ -111,11 +111,20 @@ class ProducerTracing:
     ``tracing.enabled`` is false or opentelemetry-api is not installed.
     """
 
-    __slots__ = ("client_id", "bulk_headers", "gate", "_trace", "_propagate", "_status", "_tracer", "_transactional_id")
+    __slots__ = (
+        "client_id", "bulk_headers", "gate", "_trace", "_propagate", "_status", "_tracer", "_transactional_id",
+        "_check_headers", "_would_block",
+    )  # fmt: skip
 
     def __init__(self, client_id: str, bulk_headers: bool, transactional_id: str | None) -> None:
         from opentelemetry import propagate, trace
         from opentelemetry.trace import Status, StatusCode
+
+        from kproducer.accumulator.buffer_pool import MemoryWouldBlock
+        from kproducer.validation import check_headers
+
+        self._check_headers = check_headers
+        self._would_block = MemoryWouldBlock
 
         self.client_id = client_id
         self.bulk_headers = bulk_headers
@@ -165,13 +174,11 @@ class ProducerTracing:
 
     def _inject(self, span: Any, headers: Any) -> TracedHeaders:
         """``headers`` plus the span's context, as the global propagator writes it (replacing its own keys)."""
-        from kproducer.validation import check_headers
-
         carrier: dict[str, str] = {}
         self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
         out = TracedHeaders()
         if headers is not None:
-            out.extend(h for h in check_headers(headers) if h[0] not in carrier)
+            out.extend(h for h in self._check_headers(headers) if h[0] not in carrier)
         out.extend((k, v.encode()) for k, v in carrier.items())
         return out
 
@@ -195,8 +202,6 @@ class ProducerTracing:
         on_delivery: Any,
     ) -> RecordFuture:
         """``producer.send`` inside a PRODUCER span that ends with the record's outcome."""
-        from kproducer.accumulator.buffer_pool import MemoryWouldBlock
-
         attributes: dict[str, Any] = {
             SYSTEM: "kafka",
             OPERATION_NAME: "send",
@@ -219,7 +224,7 @@ class ProducerTracing:
                 topic, value, key, partition=partition, timestamp=timestamp, headers=injected, callback=callback,
                 on_delivery=on_delivery,
             )
-        except MemoryWouldBlock:
+        except self._would_block:
             # AsyncProducer: buffer.memory is full and the send is tried again once memory returns;
             # that attempt is the record's span. This one never started a send, so it is not ended
             # (an unended span is never exported).
