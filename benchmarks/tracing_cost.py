@@ -114,7 +114,7 @@ def main() -> int:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         topic = f"tracing-cost-{os.getpid()}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         for fut in admin.create_topics([NewTopic(topic, 3, 1)]).values():
             fut.result(30)
         pure = os.environ.get("KPRODUCER_PURE_PYTHON") == "1"

@@ -234,7 +234,10 @@ class ProducerTracing:
             self._fail(span, e)
             span.end()
             raise
-        rf.add_done_callback(partial(self._record_done, span, _body_size(value)))
+        if span.is_recording():
+            rf.add_done_callback(partial(self._record_done, span, _body_size(value)))
+        # A span the sampler dropped records nothing: its context still travels in the headers
+        # (saying "not sampled" downstream), and there is nothing to end it with.
         return rf
 
     def _record_done(self, span: Any, body_size: int | None, rf: RecordFuture) -> None:
