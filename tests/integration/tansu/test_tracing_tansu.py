@@ -247,3 +247,37 @@ def test_traceparent_names_the_span_with_a_w3c_propagator(tansu: TansuBroker, to
     (rec,) = read_topic(tansu.bootstrap, topic_name, 1)
     assert [k for k, _ in rec.headers].count("traceparent") == 1
     assert _headers(rec)["traceparent"] == traceparent_of(span).encode()
+
+
+def test_async_bulk_and_transaction_spans_are_children_of_the_task(
+    tansu: TansuBroker, topic_name: str, exporter: Any
+) -> None:
+    create_topic(tansu.bootstrap, topic_name, 1)
+    tracer = trace.get_tracer("test")
+
+    async def main() -> int:
+        config = _config(tansu, **{"transactional.id": f"async-{topic_name}"})
+        async with AsyncProducer(config) as p:
+            await p.init_transactions()
+            with tracer.start_as_current_span("consume-transform-produce") as job:
+                async with p.transaction():
+                    await (await p.send_batch(topic_name, [b"a", b"b", b"c"]))
+                    await (await p.send(topic_name, b"d"))
+            return job.get_span_context().span_id
+
+    job_id = asyncio.run(main())
+    spans = exporter.get_finished_spans()
+    # The bulk call and the commit run off the loop, in a worker thread: still the task's children.
+    by_name = {
+        s.name: s
+        for s in spans
+        if s.name != "consume-transform-produce"
+        and (s.name != f"send {topic_name}" or "messaging.batch.message_count" in dict(s.attributes))
+    }
+    assert {"begin_transaction", "commit_transaction", f"send {topic_name}"} <= set(by_name)
+    for span in by_name.values():
+        assert span.parent is not None and span.parent.span_id == job_id, span.name
+    assert dict(by_name[f"send {topic_name}"].attributes)["messaging.batch.message_count"] == 3
+    assert by_name["commit_transaction"].status.status_code is StatusCode.OK
+    single = [s for s in spans if s.name == f"send {topic_name}" and "messaging.batch.message_count" not in dict(s.attributes)]
+    assert len(single) == 1 and single[0].parent.span_id == job_id  # type: ignore[union-attr]
