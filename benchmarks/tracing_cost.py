@@ -13,7 +13,10 @@ Modes, each in a fresh interpreter, one after the other against one Tansu starte
 
 Each mode sends ``--records`` records of ``--size`` bytes (keyless, built before the clock)
 with ``send()`` and then ``flush()``es; printed: the send() loop's rate, the rate including
-the flush (every span ended), and per record the difference to ``no-otel`` in microseconds.
+the flush (every span ended), and per record the difference to ``no-otel`` in microseconds, and
+the CPU time the calling thread spent per send() (``time.thread_time``: on a shared machine it
+moves less with the other processes' load than the rates do; the spans' ends run on the
+producer's I/O thread and are in the flush column only).
 ``--rounds`` runs the modes round-robin that many times and keeps each mode's median.
 
     .venv/bin/python benchmarks/tracing_cost.py
@@ -75,10 +78,12 @@ def _child(mode: str, bootstrap: str, topic: str, records: int, size: int) -> di
         p.send(topic, value)
     p.flush()
     send = p.send
+    cpu = time.thread_time()
     start = time.perf_counter()
     for _ in range(records):
         send(topic, value)
     sent = time.perf_counter()
+    cpu = time.thread_time() - cpu
     p.flush()
     done = time.perf_counter()
     p.close()
@@ -87,6 +92,7 @@ def _child(mode: str, bootstrap: str, topic: str, records: int, size: int) -> di
         "mode": mode,
         "send_rate": records / (sent - start),
         "total_rate": records / (done - start),
+        "cpu_us": cpu / records * 1e6,
         "otel_loaded": otel_loaded,
         "lane": type(send).__name__ == "SendLane",
     }
@@ -136,15 +142,21 @@ def main() -> int:
 
     base = statistics.median(r["send_rate"] for r in results["no-otel"])
     base_total = statistics.median(r["total_rate"] for r in results["no-otel"])
-    print(f"{'mode':<12} {'send() rate':>14} {'vs no-otel':>10} {'us/record':>10} {'with flush':>14} {'us/record':>10}  lane  otel")
+    base_cpu = statistics.median(r["cpu_us"] for r in results["no-otel"])
+    print(
+        f"{'mode':<12} {'send() rate':>14} {'vs no-otel':>10} {'us/record':>10} {'with flush':>14} {'us/record':>10}"
+        f" {'caller CPU':>11} {'us/record':>10}  lane  otel"
+    )
     for mode in MODES:
         rs = results[mode]
         rate = statistics.median(r["send_rate"] for r in rs)
         total = statistics.median(r["total_rate"] for r in rs)
         extra = (1 / rate - 1 / base) * 1e6
         extra_total = (1 / total - 1 / base_total) * 1e6
+        cpu = statistics.median(r["cpu_us"] for r in rs)
         print(
             f"{mode:<12} {rate:>12,.0f}/s {rate / base:>10.3f} {extra:>+10.2f} {total:>12,.0f}/s {extra_total:>+10.2f}"
+            f" {cpu:>8.2f} us {cpu - base_cpu:>+10.2f}"
             f"  {'yes' if rs[0]['lane'] else 'no ':<4}  {'loaded' if rs[0]['otel_loaded'] else 'absent'}"
         )
     return 0

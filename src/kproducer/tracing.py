@@ -26,6 +26,7 @@ See docs/operability.md for what the spans look like and how a service uses them
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["GATE_KEY", "ProducerTracing", "TracedHeaders"]
 
 log = logging.getLogger(__name__)
+
+#: The environment variable naming a tracer provider for the API to load (opentelemetry.environment_variables).
+OTEL_PYTHON_TRACER_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
 
 #: The name, in ``opentelemetry.trace``'s namespace, of the global tracer provider (None until the
 #: application sets one). The API's own ProxyTracer reads the same variable to learn that a
@@ -135,6 +139,9 @@ class ProducerTracing:
         self._tracer: Any = None
         #: The API module's namespace: ``gate[GATE_KEY]`` is None until a provider is set.
         self.gate: dict[str, Any] = vars(trace)
+        if self.gate.get(GATE_KEY) is None and OTEL_PYTHON_TRACER_PROVIDER in os.environ:
+            # A provider named by the environment is only loaded by the first get_tracer_provider().
+            trace.get_tracer_provider()
         if GATE_KEY not in self.gate:
             # An API that keeps its provider elsewhere: decide now, once, from the public getter.
             provider = trace.get_tracer_provider()

@@ -108,3 +108,14 @@ def test_tracing_does_not_load_opentelemetry_at_import() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+
+
+def test_a_provider_named_by_the_environment_turns_tracing_on() -> None:
+    code = (
+        "from kproducer.tracing import ProducerTracing\n"
+        "t = ProducerTracing.create(True, 'c')\n"
+        "print(t.active())\n"
+    )
+    env = {"PYTHONPATH": str(ROOT / "src"), "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.strip() == "True", out.stderr
