@@ -19,6 +19,12 @@ moves less with the other processes' load than the rates do; the spans' ends run
 producer's I/O thread and are in the flush column only).
 ``--rounds`` runs the modes round-robin that many times and keeps each mode's median.
 
+Then the check alone, paired in one process (``paired``): two producers without a tracer
+provider, one with ``tracing.enabled=false`` (no check at all) and one with it on (the check
+each send makes), send alternate blocks of ``--block`` records, 2 x ``--blocks`` blocks; printed:
+the median caller CPU time per send of each and their difference, which is what the check
+costs. Pairing the blocks in one process keeps the machine's load out of the difference.
+
     .venv/bin/python benchmarks/tracing_cost.py
     .venv/bin/python benchmarks/tracing_cost.py --records 200000 --rounds 5
     KPRODUCER_PURE_PYTHON=1 .venv/bin/python benchmarks/tracing_cost.py   # the pure-Python path
@@ -98,17 +104,49 @@ def _child(mode: str, bootstrap: str, topic: str, records: int, size: int) -> di
     }
 
 
+def _paired(bootstrap: str, topic: str, blocks: int, block: int, size: int) -> dict[str, Any]:
+    from kproducer import Producer
+
+    value = os.urandom(size)
+    producers = {
+        label: Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "tracing.enabled": on})
+        for label, on in (("off", False), ("check", True))
+    }
+    for p in producers.values():
+        p.partitions_for(topic)
+        for _ in range(2000):
+            p.send(topic, value)
+        p.flush()
+    cpu: dict[str, list[float]] = {label: [] for label in producers}
+    for i in range(2 * blocks):
+        label = ("off", "check")[i % 2] if i // 2 % 2 == 0 else ("check", "off")[i % 2]  # ABBA order
+        send = producers[label].send
+        start = time.thread_time()
+        for _ in range(block):
+            send(topic, value)
+        cpu[label].append((time.thread_time() - start) / block * 1e6)
+        producers[label].flush()
+    for p in producers.values():
+        p.close()
+    return {label: statistics.median(v) for label, v in cpu.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=100, help="value bytes per record")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bootstrap", help="a broker to use instead of starting Tansu")
+    ap.add_argument("--blocks", type=int, default=20, help="paired blocks per producer")
+    ap.add_argument("--block", type=int, default=20_000, help="records per paired block")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         mode, bootstrap, topic = args.child
-        print(json.dumps(_child(mode, bootstrap, topic, args.records, args.size)))
+        if mode == "paired":
+            print(json.dumps(_paired(bootstrap, topic, args.blocks, args.block, args.size)))
+        else:
+            print(json.dumps(_child(mode, bootstrap, topic, args.records, args.size)))
         return 0
 
     from kproducer.embedded_broker import start_embedded_broker
@@ -120,7 +158,7 @@ def main() -> int:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         topic = f"tracing-cost-{os.getpid()}"
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         for fut in admin.create_topics([NewTopic(topic, 3, 1)]).values():
             fut.result(30)
         pure = os.environ.get("KPRODUCER_PURE_PYTHON") == "1"
@@ -136,6 +174,12 @@ def main() -> int:
                     check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
                 )
                 results[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        out = subprocess.run(
+            [sys.executable, __file__, "--size", str(args.size), "--blocks", str(args.blocks), "--block",
+             str(args.block), "--child", "paired", bootstrap, topic],
+            check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
+        paired = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         if broker is not None:
             broker.stop()
@@ -159,6 +203,11 @@ def main() -> int:
             f" {cpu:>8.2f} us {cpu - base_cpu:>+10.2f}"
             f"  {'yes' if rs[0]['lane'] else 'no ':<4}  {'loaded' if rs[0]['otel_loaded'] else 'absent'}"
         )
+    print(
+        f"paired, no provider, {2 * args.blocks} blocks of {args.block}: caller CPU per send "
+        f"{paired['off']:.3f} us with tracing.enabled=false, {paired['check']:.3f} us with the check "
+        f"({paired['check'] - paired['off']:+.3f} us)"
+    )
     return 0
 
 

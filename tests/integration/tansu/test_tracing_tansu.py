@@ -199,7 +199,13 @@ def test_failed_sends_end_their_spans_with_the_error(tansu: TansuBroker, topic_n
         muted = p.send(topic_name, b"y", partition=1)
         assert isinstance(too_large.exception(10), RecordTooLargeError)
         assert isinstance(muted.exception(10), PartitionMutedError)
-    spans = _sends(exporter)
+        bulk = p.send_batch(topic_name, [b"a", b"b"], partition=1)
+        assert all(isinstance(e, PartitionMutedError) for e in bulk.exceptions(10))
+    (bulk_span,) = [s for s in _sends(exporter) if "messaging.batch.message_count" in dict(s.attributes)]
+    assert bulk_span.status.status_code is StatusCode.ERROR
+    assert dict(bulk_span.attributes)["kproducer.batch.failed_count"] == 2
+    assert dict(bulk_span.attributes)["error.type"] == "kproducer.errors.PartitionMutedError"
+    spans = [s for s in _sends(exporter) if s is not bulk_span]
     assert len(spans) == 2
     by_error = {dict(s.attributes)["error.type"]: s for s in spans}
     assert set(by_error) == {"kproducer.errors.RecordTooLargeError", "kproducer.errors.PartitionMutedError"}
