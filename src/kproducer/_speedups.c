@@ -563,7 +563,10 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
  * Python gave them), under the same partition-deque lock. Whenever anything is out
  * of the ordinary (no open batch, the record does not fit, a lock is busy, an
  * argument the lane does not handle) it changes nothing and hands the call, as it
- * came, to the Python send(), which defines the semantics.
+ * came, to the Python send(), which defines the semantics. So does every call once
+ * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
+ * API's global tracer provider (kproducer.tracing.ProducerTracing.should_trace makes
+ * the same test in Python), since a traced send is made in Python.
  */
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
