@@ -426,6 +426,11 @@ class Producer:
         ``callback(metadata, exception)`` is Java's order; ``on_delivery(err, msg)``
         is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
         cannot take two positional arguments raises TypeError here.
+
+        Once the application has set an OpenTelemetry tracer provider (and unless
+        ``tracing.enabled`` is false) the send is a PRODUCER span, child of the
+        caller's current span, ended with the record's outcome, and the record's
+        headers carry its ``traceparent`` (:mod:`kproducer.tracing`).
         """
         if not isinstance(topic, str):
             if isinstance(topic, ProducerRecord):

@@ -48,7 +48,13 @@ def _otel_points(reader: Any) -> dict[str, list[float]]:
     return out
 
 
-def _check_reporters(snapshot: dict[str, float], prom: dict[str, float], otel: dict[str, list[float]]) -> None:
+def _check_reporters(p: Producer, registry: Any, reader: Any, client_id: str) -> None:
+    """No non-finite value in either reporter, and none of the metrics still undefined."""
+    # The reporters first, then the snapshot: the I/O thread may define a metric meanwhile (its
+    # first metadata request), never undefine one within the test's windows.
+    prom = _prometheus_samples(registry, client_id)
+    otel = _otel_points(reader)
+    snapshot = p.metrics()
     assert all(math.isfinite(v) for v in prom.values()), {k: v for k, v in prom.items() if not math.isfinite(v)}
     assert all(math.isfinite(v) for vs in otel.values() for v in vs)
     undefined = {_base(k) for k, v in snapshot.items() if math.isnan(v)}
@@ -74,7 +80,7 @@ def _run(tansu: EmbeddedBroker, topic: str, client_id: str, extra: dict[str, Any
             undocumented = sorted(k for k, v in before.items() if not math.isfinite(v) and _base(k) not in UNDEFINED_UNTIL_EVENT)
             assert not undocumented, f"metrics without a value and not documented as undefined until an event: {undocumented}"
             assert not any(math.isinf(v) for v in before.values())
-            _check_reporters(before, _prometheus_samples(registry, client_id), _otel_points(reader))
+            _check_reporters(p, registry, reader, client_id)
 
             workload(p)
             assert p.flush(30) == 0
@@ -83,7 +89,7 @@ def _run(tansu: EmbeddedBroker, topic: str, client_id: str, extra: dict[str, Any
             # Only the events this workload cannot cause: a circuit breaker muting a partition.
             assert set(still) <= {"circuit-breaker-time-to-mute-avg", "circuit-breaker-time-to-mute-max"}, still
             assert after["record-size-avg"] > 100 and after["record-size-max"] >= after["record-size-avg"]
-            _check_reporters(after, _prometheus_samples(registry, client_id), _otel_points(reader))
+            _check_reporters(p, registry, reader, client_id)
             prom = _prometheus_samples(registry, client_id)
             assert prom["kafka_producer_record_size_avg"] == after["record-size-avg"]
     finally:
