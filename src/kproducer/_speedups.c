@@ -563,7 +563,10 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
  * Python gave them), under the same partition-deque lock. Whenever anything is out
  * of the ordinary (no open batch, the record does not fit, a lock is busy, an
  * argument the lane does not handle) it changes nothing and hands the call, as it
- * came, to the Python send(), which defines the semantics.
+ * came, to the Python send(), which defines the semantics. So does every call once
+ * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
+ * API's global tracer provider (kproducer.tracing.ProducerTracing.should_trace makes
+ * the same test in Python), since a traced send is made in Python.
  */
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -633,6 +636,8 @@ typedef struct {
     PyObject *report_type;   /* kproducer.delivery.DeliveryReport(fn, topic, key, value): on_delivery's (err, msg) */
     PyObject *checked;       /* the last callable check_callback accepted (the same one is passed again and again) */
     PyObject *checked_type;  /* a class whose every instance check_callback accepts (one callable object per record) */
+    PyObject *gate;          /* a dict, or NULL: while gate[gate_key] is not None, every call takes the Python path */
+    PyObject *gate_key;      /* (kproducer.tracing: the OpenTelemetry API's global tracer provider, set once) */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
     Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
@@ -671,6 +676,7 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->report_type);
     Py_VISIT(self->checked);
     Py_VISIT(self->checked_type);
+    Py_VISIT(self->gate);
     return 0;
 }
 
@@ -686,6 +692,7 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->report_type);
     Py_CLEAR(self->checked);
     Py_CLEAR(self->checked_type);
+    Py_CLEAR(self->gate);
     return 0;
 }
 
@@ -694,6 +701,7 @@ static void lane_dealloc(SendLane *self) {
     lane_clear(self);
     Py_CLEAR(self->none_compression);
     Py_CLEAR(self->cluster_attr);
+    Py_CLEAR(self->gate_key);
     Py_CLEAR(self->batch_type);
     Py_CLEAR(self->builder_type);
     Py_CLEAR(self->future_type);
@@ -1101,6 +1109,12 @@ static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size
     SendLane *self = (SendLane *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
+    if (self->gate != NULL) {
+        /* One dict look-up: a traced send is Python's (kproducer.tracing). */
+        PyObject *g = PyDict_GetItemWithError(self->gate, self->gate_key);
+        if (g == NULL && PyErr_Occurred()) return NULL;
+        if (g != NULL && g != Py_None) goto slow;
+    }
     PyObject *value = nargs > 1 ? args[1] : Py_None;
     PyObject *key = nargs > 2 ? args[2] : Py_None;
     PyObject *callback = Py_None, *on_delivery = Py_None;
@@ -1144,18 +1158,23 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
-                             "report_type", "breaker", NULL};
+                             "report_type", "breaker", "gate", "gate_key", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
+    PyObject *gate = Py_None, *gate_key = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|O", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
-                                     &ignore_keys, &check_callback, &report_type, &breaker))
+                                     &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key))
         return NULL;
+    if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
+        PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
+        return NULL;
+    }
     if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "thunk_type must be a tuple subclass (a NamedTuple)");
         return NULL;
@@ -1174,6 +1193,10 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(report_type); self->report_type = report_type;
     self->checked = NULL;
     self->checked_type = NULL;
+    if (gate != Py_None) {
+        Py_INCREF(gate); self->gate = gate;
+        Py_INCREF(gate_key); self->gate_key = gate_key;
+    }
     Py_INCREF(bt); self->batch_type = bt;
     Py_INCREF(bu); self->builder_type = bu;
     Py_INCREF(ft); self->future_type = ft;

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import threading
 import time
@@ -355,8 +356,12 @@ class AsyncProducer:
         return partitions
 
     async def _off_loop(self, fn: Any, *args: Any) -> Any:
-        """Run a blocking producer call in the loop's default executor."""
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        """Run a blocking producer call in the loop's default executor, in a copy of the task's context.
+
+        The copy carries the caller's contextvars, so a traced call (kproducer.tracing) is
+        parented on the task's current span as it would be on the loop.
+        """
+        return await asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, fn, *args)
 
     async def _settled(self) -> None:
         """Let the completions already handed to the loop settle their futures before returning."""

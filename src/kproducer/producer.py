@@ -65,6 +65,7 @@ from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
 from kproducer.structs import Headers, PartitionInfo, ProducerRecord
+from kproducer.tracing import GATE_KEY, ProducerTracing
 from kproducer.transaction_manager import (
     TransactionManager,
     TransactionState,
@@ -157,6 +158,11 @@ class Producer:
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._interceptors = resolve_interceptors(cfg.interceptor_classes)
+        # OpenTelemetry spans (kproducer.tracing); None: tracing.enabled=false or no opentelemetry-api.
+        self._tracing = ProducerTracing.create(
+            cfg.tracing_enabled, self.client_id, bulk_headers=cfg.tracing_bulk_headers,
+            transactional_id=cfg.transactional_id,
+        )
 
         self._max_block_ms = cfg.max_block_ms
         self._max_request_size = cfg.max_request_size
@@ -361,6 +367,9 @@ class Producer:
                 check_callback=check_callback,
                 report_type=DeliveryReport,
                 breaker=self._breaker_manager,
+                # Once a tracer provider is set, every call takes the Python path, which traces it.
+                gate=self._tracing.gate if self._tracing is not None else None,
+                gate_key=GATE_KEY,
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
@@ -420,6 +429,11 @@ class Producer:
         ``callback(metadata, exception)`` is Java's order; ``on_delivery(err, msg)``
         is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
         cannot take two positional arguments raises TypeError here.
+
+        Once the application has set an OpenTelemetry tracer provider (and unless
+        ``tracing.enabled`` is false) the send is a PRODUCER span, child of the
+        caller's current span, ended with the record's outcome, and the record's
+        headers carry its ``traceparent`` (:mod:`kproducer.tracing`).
         """
         if not isinstance(topic, str):
             if isinstance(topic, ProducerRecord):
@@ -430,6 +444,8 @@ class Producer:
                 headers = rec.headers if headers is None else headers
             else:
                 raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
+        if self._tracing is not None and self._tracing.should_trace(headers):
+            return self._tracing.send(self, topic, value, key, partition, timestamp, headers, callback, on_delivery)
         if self._closed or self._forked:
             self._raise_unusable()
         if self._txn is not None:
@@ -585,6 +601,11 @@ class Producer:
     def metrics(self) -> dict[str, float]:
         """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
         return self._metrics.snapshot()
+
+    @property
+    def metric_reporters(self) -> tuple[Any, ...]:
+        """The reporters ``metric.reporters`` created, in order (``PrometheusReporter.http_port``: the port it serves)."""
+        return tuple(self._reporters)
 
     @property
     def circuit_break_manager(self) -> CircuitBreakManager | None:

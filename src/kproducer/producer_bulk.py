@@ -53,6 +53,29 @@ def send_batch(
     Returns one BulkFuture resolving to the records' RecordMetadata, in order. The
     rows take the same routing step as :meth:`send`.
     """
+    tracing = producer._tracing
+    if tracing is not None and tracing.active():
+        # One span for the call (kproducer.tracing); its context goes into the rows' headers when asked.
+        rows = len(values) if isinstance(values, Sequence) else 0
+        return tracing.send_bulk(
+            topic if type(topic) is str else None, rows, _payload_bytes(values) + _payload_bytes(keys), headers,
+            lambda traced: _send_batch(producer, topic, values, keys, partition, timestamp, traced, callback, on_delivery),
+        )
+    return _send_batch(producer, topic, values, keys, partition, timestamp, headers, callback, on_delivery)
+
+
+def _send_batch(
+    producer: Producer,
+    topic: str,
+    values: Sequence[bytes | bytearray | memoryview | None],
+    keys: Sequence[bytes | bytearray | memoryview | None] | None,
+    partition: int | None,
+    timestamp: int | None,
+    headers: Iterable[tuple[str, bytes | None]] | None,
+    callback: Callback | None,
+    on_delivery: OnDelivery | None,
+) -> BulkFuture:
+    """send_batch() once its span, if any, is current."""
     producer._check_usable()
     if type(topic) is not str:
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
@@ -116,6 +139,37 @@ def send_arrow(
 
     Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
     """
+    tracing = producer._tracing
+    if tracing is not None and tracing.active():
+        # One span for the call (kproducer.tracing); its context goes into the rows' headers when asked.
+        return tracing.send_bulk(
+            topic, int(getattr(table_or_batch, "num_rows", 0)),
+            _arrow_bytes(table_or_batch, value_column) + _arrow_bytes(table_or_batch, key_column), headers,
+            lambda traced: _send_arrow_call(
+                producer, table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, traced,
+                callback, on_delivery,
+            ),
+        )
+    return _send_arrow_call(
+        producer, table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, headers,
+        callback, on_delivery,
+    )
+
+
+def _send_arrow_call(
+    producer: Producer,
+    table_or_batch: Any,
+    topic: str | None,
+    value_column: str,
+    key_column: str | None,
+    topic_column: str,
+    partition: int | None,
+    timestamp: int | None,
+    headers: Iterable[tuple[str, bytes | None]] | None,
+    callback: Callback | None,
+    on_delivery: OnDelivery | None,
+) -> BulkFuture:
+    """send_arrow() once its span, if any, is current."""
     producer._check_usable()
 
     headers, partition, timestamp = _check_common(headers, partition, timestamp)
@@ -261,6 +315,27 @@ def _send_each(
         rf = producer.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
         fut._follow(row, rf)
     return fut
+
+
+def _payload_bytes(column: Any) -> int:
+    """The bytes of a send_batch() column (its span's size); 0 for what the call will refuse."""
+    if not isinstance(column, Sequence) or isinstance(column, str | bytes | bytearray | memoryview):
+        return 0
+    return sum(len(v) for v in column if isinstance(v, bytes | bytearray | memoryview))
+
+
+def _arrow_bytes(data: Any, name: str | None) -> int:
+    """The bytes of a send_arrow() binary or string column (its span's size); 0 for what the call will refuse."""
+    column = _arrow_column_or_none(data, name) if hasattr(data, "schema") else None
+    if column is None:
+        return 0
+    try:
+        import pyarrow.compute as pc
+
+        total = pc.sum(pc.binary_length(column)).as_py()
+    except (TypeError, ValueError, NotImplementedError):
+        return 0
+    return int(total or 0)
 
 
 def _arrow_column_or_none(data: Any, name: str | None) -> Any:

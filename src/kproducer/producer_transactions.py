@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from functools import update_wrapper
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kproducer.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kproducer.structs import TopicPartition
@@ -39,6 +40,29 @@ __all__ = [
 ]
 
 log = logging.getLogger("kproducer.producer")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _traced(
+    operation: str,
+) -> Callable[[Callable[Concatenate[Producer, _P], _R]], Callable[Concatenate[Producer, _P], _R]]:
+    """A span around the transaction step when the producer traces (kproducer.tracing), else the plain call."""
+
+    def wrap(fn: Callable[Concatenate[Producer, _P], _R]) -> Callable[Concatenate[Producer, _P], _R]:
+        def step(producer: Producer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            tracing = producer._tracing
+            if tracing is None or not tracing.active():
+                return fn(producer, *args, **kwargs)
+            with tracing.transaction_step(operation, lambda: (producer.producer_id, producer.producer_epoch)):
+                return fn(producer, *args, **kwargs)
+
+        update_wrapper(step, fn)
+        return step
+
+    return wrap
 
 
 def _require_transactional(producer: Producer, operation: str) -> TransactionManager:
@@ -96,6 +120,7 @@ def init_transactions(producer: Producer, timeout: float | None = None) -> None:
     _txn_wait(producer, result, timeout, "init", start)
 
 
+@_traced("begin_transaction")
 def begin_transaction(producer: Producer) -> None:
     """Open a transaction: records sent until commit or abort belong to it."""
     tm = _require_transactional(producer, "begin_transaction")
@@ -130,6 +155,7 @@ def send_offsets_to_transaction(
     _txn_wait(producer, result, timeout, "send_offsets", start)
 
 
+@_traced("commit_transaction")
 def commit_transaction(producer: Producer, timeout: float | None = None) -> None:
     """Send every record of the transaction, wait for acknowledgement, then commit it.
 
@@ -139,6 +165,7 @@ def commit_transaction(producer: Producer, timeout: float | None = None) -> None
     _end_transaction(producer, "commit_transaction", timeout, commit=True)
 
 
+@_traced("abort_transaction")
 def abort_transaction(producer: Producer, timeout: float | None = None) -> None:
     """Abort the transaction: records not yet sent fail with TransactionAbortedError; those
     already written are hidden from read_committed consumers by the abort marker."""

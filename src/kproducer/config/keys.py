@@ -713,6 +713,29 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _L,
         "The address the metrics.prometheus.port server listens on; 0.0.0.0 for every interface.",
     ),
+    # ------------------------------------------------------------------ tracing (OpenTelemetry)
+    ConfigKey(
+        "tracing.enabled",
+        Type.BOOLEAN,
+        True,
+        _L,
+        "OpenTelemetry tracing of sends, bulk calls and transactions, following the messaging "
+        "semantic conventions for Kafka: a PRODUCER span per record, parented on the caller's "
+        "current context, ended when the record is acknowledged or fails, and the W3C trace "
+        "context injected into the record's headers. It only takes effect once the application "
+        "has set a tracer provider (opentelemetry.trace.set_tracer_provider) and "
+        "opentelemetry-api is installed (kproducer[opentelemetry]); false turns it off for this "
+        "producer whatever the application configured. See docs/operability.md.",
+    ),
+    ConfigKey(
+        "tracing.bulk.headers",
+        Type.BOOLEAN,
+        False,
+        _L,
+        "With tracing on: also put the trace context of a send_batch() or send_arrow() call's "
+        "span into every row's headers (one traceparent per row, the call's). Off by default "
+        "because it adds some 70 bytes to each record of calls that are usually about volume.",
+    ),
     # ------------------------------------------------------------------ circuit breaker (KIP-693)
     ConfigKey(
         "producer.circuit.breaker.class",

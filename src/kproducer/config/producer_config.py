@@ -112,6 +112,8 @@ class ProducerConfig:
     metric_reporters: tuple[Any, ...]
     metrics_prometheus_port: int | None
     metrics_prometheus_addr: str
+    tracing_enabled: bool
+    tracing_bulk_headers: bool
     producer_circuit_breaker_class: Any
     producer_circuit_breaker_keyed_reroute: bool
 

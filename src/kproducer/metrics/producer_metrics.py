@@ -19,6 +19,7 @@ from kproducer.metrics.topic_metrics import TopicMetricsRegistry, TopicSensors
 
 __all__ = [
     "NODE_BUFFER_BYTES_METRIC",
+    "UNDEFINED_UNTIL_EVENT",
     "PRODUCER_GAUGES",
     "TRANSACTION_TIMERS",
     "NodeBufferMetrics",
@@ -39,8 +40,41 @@ PRODUCER_GAUGES: dict[str, str] = {
 }
 
 
+class _BuilderSizes(Protocol):
+    @property
+    def records_size(self) -> int: ...
+
+
+#: The metrics that have no value until their event happens, by name, with that event: an
+#: average or a maximum of nothing is undefined (Java reports NaN). ``metrics()`` gives NaN
+#: for them, and the reporters leave them out, until the event; they are undefined again once no
+#: such event happened during ``metrics.num.samples`` windows of ``metrics.sample.window.ms``.
+#: Every other metric always has a finite value. docs/operability.md lists the same table.
+UNDEFINED_UNTIL_EVENT: dict[str, str] = {
+    "request-latency-avg": "a produce response",
+    "request-latency-max": "a produce response",
+    "produce-throttle-time-avg": "a produce response",
+    "produce-throttle-time-max": "a produce response",
+    "records-per-request-avg": "a produce request",
+    "batch-size-avg": "a batch drained",
+    "batch-size-max": "a batch drained",
+    "compression-rate-avg": "a batch drained",
+    "record-queue-time-avg": "a batch drained",
+    "record-queue-time-max": "a batch drained",
+    "record-size-avg": "a batch sent",
+    "record-size-max": "a batch sent",
+    "metadata-topics-per-request-avg": "a metadata request",
+    "compression-rate": "a batch of the topic sent (producer-topic-metrics)",
+    "circuit-breaker-time-to-mute-avg": "a partition muted after requests its leader never answered",
+    "circuit-breaker-time-to-mute-max": "a partition muted after requests its leader never answered",
+}
+
+
 class _DrainedBatch(Protocol):
     """What :meth:`ProducerSensors.record_drained` reads of a ProducerBatch."""
+
+    @property
+    def builder(self) -> _BuilderSizes: ...
 
     @property
     def topic_partition(self) -> tuple[str, int]: ...
@@ -128,7 +162,7 @@ class ProducerSensors:
     record_queue_time: Sensor
     #: record(throttle_time_ms) per produce response.
     produce_throttle_time: Sensor
-    #: record(bytes) per record appended (key, value and headers).
+    #: record(bytes) per batch sent: the mean size of its records as encoded (see record_drained).
     record_size: Sensor
     #: record(number of topics asked for) per metadata request.
     metadata_request: Sensor
@@ -143,15 +177,25 @@ class ProducerSensors:
         """One produce request built from ``batches``: request, record and per-topic counts.
 
         Queue time, batch size and compression are recorded by the accumulator at drain.
+
+        ``record-size-avg``/``-max`` get one value per batch, as Java's Sender records
+        ``record-size`` once per batch drained: here the mean size of the batch's records as
+        encoded in the v2 format (length, attributes, deltas, key, value, headers; before
+        compression). Recording it here, from the batch, counts the records of every path
+        alike (send(), the C send lane, send_batch(), send_arrow()), none of which pays a
+        per-record metric call.
         """
         # The send rates and totals are sums, so one record per topic per request gives the
         # same figures as one per batch, for a fraction of the cost; the compression average
         # takes the request's batches of the topic as that many events.
         records = 0
         per_topic: dict[str, list[float]] = {}
+        sizes: list[float] = []
         for batch in batches:
             count = batch.record_count
             records += count
+            if count > 0:
+                sizes.append(batch.builder.records_size / count)
             acc = per_topic.get(batch.topic_partition[0])
             if acc is None:
                 per_topic[batch.topic_partition[0]] = [
@@ -179,6 +223,7 @@ class ProducerSensors:
                 topic.compression_rate.add(config, ratios, now_ms, int(n_batches))
         self.request.record(1.0, now_ms)
         self.records_per_request.record(records, now_ms)
+        self.record_size.record_each(sizes, now_ms)
 
     def record_request_latency(self, latency_ms: float, node_id: int | None = None) -> None:
         """Send-to-response time of one produce request (``node_id`` kept for per-node metrics)."""
@@ -299,8 +344,12 @@ def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
     throttle.add("produce-throttle-time-max", Max(), "The longest ms a broker throttled a produce request.")
 
     record_size = s("record-size")
-    record_size.add("record-size-avg", Avg(), "The average record size in bytes.")
-    record_size.add("record-size-max", Max(), "The largest record size in bytes.")
+    record_size.add(
+        "record-size-avg", Avg(), "The average record size in bytes (each batch sent counts its mean record size)."
+    )
+    record_size.add(
+        "record-size-max", Max(), "The largest record size in bytes (the largest mean record size of a batch sent)."
+    )
 
     metadata_request = s("metadata-requests")
     metadata_request.add("metadata-request-rate", Rate(WindowedCount()), "Metadata requests sent per second.")

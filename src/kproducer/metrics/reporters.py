@@ -28,6 +28,7 @@ of the same name, so each series carries its client id instead.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -152,7 +153,11 @@ class _Sources:
                 values = metrics.readings()
                 self._cache[token] = (now, values)
             for name, value in values:
-                yield client_id, name, value
+                # A metric undefined until its event (an average with no sample yet, see
+                # docs/operability.md) is left out rather than reported as NaN: Prometheus would
+                # show NaN and the OpenTelemetry SDK warns about non-finite values at every collection.
+                if math.isfinite(value):
+                    yield client_id, name, value
 
 
 # ---------------------------------------------------------------------------- Prometheus
@@ -186,7 +191,9 @@ class _PrometheusCollector:
 
 
 _prometheus_lock = threading.Lock()
-_prometheus_collectors: dict[int, _PrometheusCollector] = {}
+# By registry (meter provider) object, weakly: keyed by id(), a registry collected and a new one
+# given the same address would find the old collector, registered only in the old registry.
+_prometheus_collectors: weakref.WeakKeyDictionary[Any, _PrometheusCollector] = weakref.WeakKeyDictionary()
 _prometheus_servers: dict[tuple[str, int, int], Any] = {}
 
 
@@ -223,9 +230,9 @@ class PrometheusReporter:
 
     def init(self, metrics: Metrics, client_id: str) -> None:
         with _prometheus_lock:
-            collector = _prometheus_collectors.get(id(self._registry))
+            collector = _prometheus_collectors.get(self._registry)
             if collector is None:
-                collector = _prometheus_collectors[id(self._registry)] = _PrometheusCollector()
+                collector = _prometheus_collectors[self._registry] = _PrometheusCollector()
                 self._registry.register(collector)
             self._collector = collector
             self._token = collector.sources.add(metrics, client_id)
@@ -251,6 +258,12 @@ class PrometheusReporter:
                         )
                         return
                     server = _prometheus_servers[key] = started[0] if isinstance(started, tuple) else started
+                    if not self._port:
+                        # The OS chose the port: say which, or nobody could scrape it.
+                        logger.info(
+                            "metrics.prometheus.port=0: producer %s's metrics are served at http://%s:%d/metrics",
+                            client_id, self._addr, int(server.server_port),
+                        )
                 self.http_port = int(server.server_port)
 
     def close(self) -> None:
@@ -296,7 +309,7 @@ class _OpenTelemetryInstruments:
 
 
 _otel_lock = threading.Lock()
-_otel_instruments: dict[int, _OpenTelemetryInstruments] = {}
+_otel_instruments: weakref.WeakKeyDictionary[Any, _OpenTelemetryInstruments] = weakref.WeakKeyDictionary()
 
 
 class OpenTelemetryReporter:
@@ -325,10 +338,10 @@ class OpenTelemetryReporter:
         from kproducer import __version__
 
         with _otel_lock:
-            instruments = _otel_instruments.get(id(self._provider))
+            instruments = _otel_instruments.get(self._provider)
             if instruments is None:
                 meter = self._provider.get_meter("kproducer", __version__)
-                instruments = _otel_instruments[id(self._provider)] = _OpenTelemetryInstruments(meter)
+                instruments = _otel_instruments[self._provider] = _OpenTelemetryInstruments(meter)
         instruments.declare(metrics.families())
         self._instruments = instruments
         self._token = instruments.sources.add(metrics, client_id)

@@ -675,6 +675,11 @@ class MemoryRecordsBuilder:
         """Bytes of records as encoded before compression (plus the batch header)."""
         return self._uncompressed_records() + self._batch_header_size()
 
+    @property
+    def records_size(self) -> int:
+        """Bytes of the records as encoded before compression, without the batch header."""
+        return self._uncompressed_records()
+
     def _uncompressed_records(self) -> int:
         return self._uncompressed_records_size if self._sealed else self._pos - self._records_start
 

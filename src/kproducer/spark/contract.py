@@ -202,6 +202,10 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
             raise ConfigError(f"option 'flush.timeout.ms' is {flush_ms}; allowed: an integer >= 0")
         flush_timeout_s = flush_ms / 1000.0
     guarantee, prefix = _parse_guarantee(own, producer)
+    # Tracing in a sink is a span per task (kproducer.spark.datasource), and only when asked with
+    # kafka.tracing.enabled=true: a worker whose process has a tracer provider would otherwise trace
+    # every row.
+    producer.setdefault("tracing.enabled", "false")
     return SinkOptions(
         producer_config=tuple(sorted(producer.items())),
         topic=topic.strip() if topic is not None else None,

@@ -176,6 +176,36 @@ def _send_and_flush(
 def _run_task(
     options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]], scope: str | None = None
 ) -> TaskCommit:
+    """The task's work, in a span of its own when ``kafka.tracing.enabled=true`` and the worker traces.
+
+    The span (``kproducer sink task``) is current while the task sends, so the records' spans
+    are its children; it ends with the task's record and byte counts, or its error.
+    """
+    from kproducer.tracing import ProducerTracing
+
+    enabled = options.producer_config_dict.get("tracing.enabled", "false").strip().lower() == "true"
+    tracing = ProducerTracing.create(enabled, options.producer_config_dict.get("client.id") or "kproducer-sink")
+    if tracing is None or not tracing.active():
+        return _run_task_untraced(options, send_all, scope)
+    partition_id, attempt = _task_ids()
+    attributes = {
+        "messaging.system": "kafka",
+        "kproducer.spark.partition_id": partition_id,
+        "kproducer.spark.attempt": attempt,
+        "kproducer.spark.delivery_guarantee": options.delivery_guarantee,
+    }
+    if options.topic is not None:
+        attributes["messaging.destination.name"] = options.topic
+    with tracing.task("kproducer sink task", attributes) as span:
+        commit = _run_task_untraced(options, send_all, scope)
+        span.set_attribute("kproducer.spark.records", commit.records)
+        span.set_attribute("kproducer.spark.bytes", commit.bytes)
+        return commit
+
+
+def _run_task_untraced(
+    options: SinkOptions, send_all: Callable[[Any, DeliveryTracker], tuple[int, int]], scope: str | None = None
+) -> TaskCommit:
     """Hold the cached producer, send everything, flush, and turn the outcome into a commit message."""
     if options.exactly_once:
         return _run_transactional_task(options, send_all, scope)

@@ -196,3 +196,22 @@ def test_prometheus_port_in_use_warns_and_keeps_the_producer(caplog: pytest.LogC
     assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0] and "busy-port" in lines[0]
 
 
+
+
+def test_prometheus_port_zero_says_which_port_the_os_chose(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from prometheus_client import CollectorRegistry
+
+    caplog.set_level(logging.INFO, logger="kproducer")
+    registry = CollectorRegistry()
+    reporter = PrometheusReporter(registry=registry)
+    config = {"bootstrap.servers": "127.0.0.1:1", "client.id": "port-zero", "metrics.prometheus.port": 0}
+    with Producer(config, metric_reporters=[reporter]) as p:
+        assert p.metric_reporters == (reporter,)
+        port = reporter.http_port
+        assert port is not None and port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            assert 'client_id="port-zero"' in resp.read().decode()
+    lines = [r.getMessage() for r in caplog.records if "metrics.prometheus.port=0" in r.getMessage()]
+    assert lines == [f"metrics.prometheus.port=0: producer port-zero's metrics are served at http://127.0.0.1:{port}/metrics"]

@@ -353,11 +353,17 @@ def test_per_topic_sensors(metrics: Metrics) -> None:
     assert not any("topic=orders" in k for k in metrics.snapshot())
 
 
+class _Builder:
+    def __init__(self, size: int) -> None:
+        self.records_size = size - 61  # the v2 batch header
+
+
 class _Batch:
     def __init__(self, topic: str, partition: int, records: int, size: int) -> None:
         self.topic_partition = (topic, partition)
         self.record_count = records
         self._size = size
+        self.builder = _Builder(size)
 
     def estimated_size_in_bytes(self) -> int:
         return self._size
@@ -473,3 +479,14 @@ def test_the_package_keeps_the_former_module_s_names_and_loggers() -> None:
     assert all(hasattr(metrics, name) for name in metrics.__all__)
     assert registry.logger is logging.getLogger("kproducer.metrics")
     assert reporters.logger is logging.getLogger("kproducer.metrics.reporters")
+
+
+def test_record_size_is_each_drained_batch_mean_encoded_record_size(metrics: Metrics) -> None:
+    ps = register_producer_metrics(metrics)
+    assert math.isnan(metrics.snapshot()["record-size-avg"])  # undefined until a batch is sent
+    # 10 records in 61 + 1000 bytes, 4 records in 61 + 200 bytes: means 100 and 50.
+    ps.record_drained([_Batch("a", 0, 10, 1061), _Batch("b", 0, 4, 261)])
+    ps.record_drained([_Batch("a", 0, 0, 61)])  # an empty batch has no mean: not counted
+    snap = metrics.snapshot()
+    assert snap["record-size-avg"] == 75.0
+    assert snap["record-size-max"] == 100.0

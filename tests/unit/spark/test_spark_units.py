@@ -59,7 +59,8 @@ HEADERS_T = ArrayType(StructType([StructField("key", StringType()), StructField(
 
 def test_options_split_kafka_prefix_and_defaults() -> None:
     o = parse_options({"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "5", "topic": "t"})
-    assert o.producer_config_dict == {"bootstrap.servers": "h:1", "linger.ms": "5"}
+    # Tracing in a sink is off unless kafka.tracing.enabled=true asks for it (a span per task).
+    assert o.producer_config_dict == {"bootstrap.servers": "h:1", "linger.ms": "5", "tracing.enabled": "false"}
     assert o.topic == "t"
     assert o.writer == "arrow"
     assert o.cache_timeout_ms == DEFAULT_CACHE_TIMEOUT_MS
