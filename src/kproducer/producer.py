@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer import producer_bulk, producer_interceptors, producer_lifecycle, producer_transactions
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
 from kproducer.common import monotonic_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
@@ -140,6 +141,9 @@ class Producer:
         self._sensors = register_producer_metrics(self._metrics)
         # Failed and retried records, summarised at WARNING; also counts failures for take_failed_count().
         self._failure_log = FailureLog(logging.getLogger("kproducer.sender"))
+        # Exceptions raised by delivery callbacks: counted, logged, never silent (kproducer.callback_errors).
+        self._callback_errors = CallbackErrors(self.client_id)
+        self._metrics.add_provider(self._callback_errors)
         # metric.reporters: resolved (and their libraries imported) before any thread starts.
         self._reporters: list[Any] = []
         if cfg.metric_reporters:
@@ -287,7 +291,9 @@ class Producer:
             self._accumulator.start_compression_worker(self._client.wakeup_fd())
         self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
         self._io_thread = threading.Thread(
-            target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
+            target=run_as_callback_thread(self._sender.run, self._callback_errors),
+            name=f"kafka-producer-network-thread | {self.client_id}",
+            daemon=True,
         )
         self._io_thread_started = _start_io_thread
         if _start_io_thread:
@@ -431,8 +437,11 @@ class Producer:
             self._raise_unusable()
         if self._txn is not None:
             self._check_send_in_transaction()
+        sent_as: Callable[[Any, Any, Any], None] | None = None
         if callback is not None or on_delivery is not None:
             callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
+            # A confluent-kafka style report gives back the bytes sent, not the objects passed.
+            sent_as = getattr(callback, "record_serialized", None)
         if self._interceptors:
             topic, value, key, partition, timestamp, headers = self._intercept_send(
                 topic, value, key, partition, timestamp, headers
@@ -466,6 +475,8 @@ class Producer:
             if error is not e:
                 error.__cause__ = e
             return self._router.fail_now(topic, partition, error, callback)
+        if sent_as is not None:
+            sent_as(key_bytes, value_bytes, headers)
         return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
 
     def _check_usable(self) -> None:

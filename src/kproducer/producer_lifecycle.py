@@ -115,7 +115,10 @@ def flush(producer: Producer, timeout: float | None = None) -> int:
     if producer._forked:
         producer._raise_unusable()
     if threading.current_thread() is producer._io_thread:
-        raise IllegalStateError("flush() called from a delivery callback would deadlock; callbacks run on the I/O thread")
+        raise IllegalStateError(
+            "flush() called from a delivery callback would deadlock: it waits for the records the I/O thread "
+            "completes, and callbacks run on that thread"
+        )
     producer._accumulator.begin_flush()
     producer._wakeup()
     try:
@@ -145,8 +148,14 @@ def close(producer: Producer, timeout: float | None = None) -> None:
     """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
 
     Called from a delivery callback it cannot wait for the I/O thread it runs
-    on, so it closes forcefully without waiting, as Java does.
+    on: ``close(0)`` closes forcefully without waiting, as Java's ``close()``
+    does there; any other timeout raises IllegalStateError instead of hanging.
     """
+    if threading.current_thread() is producer._io_thread and timeout != 0:
+        raise IllegalStateError(
+            "close() called from a delivery callback would deadlock: it waits for the I/O thread the callback "
+            "runs on; call close(0) there to close without waiting (pending records fail), or close on another thread"
+        )
     with producer._close_lock:
         if producer._closed:
             return
@@ -188,6 +197,7 @@ def close(producer: Producer, timeout: float | None = None) -> None:
                 log.exception("error closing %r", obj)
     if producer._breaker is not None:
         producer._breaker.close()
+    producer._callback_errors.closed()
     for reporter in producer._reporters:
         try:
             reporter.close()

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from kproducer.errors import KafkaTimeoutError
+from kproducer.callback_errors import on_callback_thread
+from kproducer.errors import IllegalStateError, KafkaTimeoutError
 from kproducer.structs import RecordMetadata, TopicPartition
 
 __all__ = ["NO_OFFSET", "NO_TIMESTAMP", "ProduceRequestResult", "RecordFuture"]
@@ -260,6 +261,12 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         """Wait for this future and its chain; the future that holds the final outcome."""
         deadline = None if timeout is None else time.monotonic() + timeout
         fut = self
+        if not self._batch_result.completed and on_callback_thread():
+            raise IllegalStateError(
+                f"result() of a pending record of {self._batch_result.topic_partition} called from a delivery "
+                "callback would deadlock: callbacks run on the producer's I/O thread, which completes that "
+                "record only after the callback returns. Use the callback's own arguments, or wait on another thread"
+            )
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             # The outcome is final once completed (a done-callback may read it while the latch is still shut).
