@@ -567,6 +567,7 @@ class Producer:
     _intercept_callback = producer_interceptors.intercept_callback
     flush = producer_lifecycle.flush
     take_failed_count = producer_lifecycle.take_failed_count
+    purge = producer_lifecycle.purge
     close = producer_lifecycle.close
 
     # ------------------------------------------------------------------ info

@@ -19,13 +19,13 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from kproducer.errors import IllegalStateError
+from kproducer.errors import IllegalStateError, RecordPurgedError
 from kproducer.failure_log import warn_data_loss
 
 if TYPE_CHECKING:
     from kproducer.producer import Producer
 
-__all__ = ["EXIT_FLUSH_TIMEOUT_S", "close", "flush", "live_producers", "take_failed_count"]
+__all__ = ["EXIT_FLUSH_TIMEOUT_S", "close", "flush", "live_producers", "purge", "take_failed_count"]
 
 log = logging.getLogger("kproducer.producer")
 
@@ -131,6 +131,21 @@ def flush(producer: Producer, timeout: float | None = None) -> int:
     finally:
         producer._accumulator.end_flush()
     return producer._router.pending_count()
+
+
+def purge(producer: Producer) -> None:
+    """Fail every record not yet sent with RecordPurgedError: those waiting for metadata and in batches not drained.
+
+    Records already in a produce request (in flight) are not recalled: they end
+    with their real outcome. Each purged record's future and callback get the
+    error, as librdkafka's ``rd_kafka_purge()`` reports ``_PURGE_QUEUE``.
+    """
+    if producer._closed or producer._forked:
+        producer._raise_unusable()
+    error = RecordPurgedError("purged from the producer's queue before it was sent")
+    producer._router.fail_all(error)
+    producer._accumulator.abort_undrained_batches(error)
+    producer._wakeup()
 
 
 def take_failed_count(producer: Producer) -> int:
