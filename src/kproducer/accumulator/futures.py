@@ -261,17 +261,19 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         """Wait for this future and its chain; the future that holds the final outcome."""
         deadline = None if timeout is None else time.monotonic() + timeout
         fut = self
-        if not self._batch_result.completed and on_callback_thread():
-            raise IllegalStateError(
-                f"result() of a pending record of {self._batch_result.topic_partition} called from a delivery "
-                "callback would deadlock: callbacks run on the producer's I/O thread, which completes that "
-                "record only after the callback returns. Use the callback's own arguments, or wait on another thread"
-            )
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             # The outcome is final once completed (a done-callback may read it while the latch is still shut).
-            if not fut._batch_result.completed and not fut._batch_result.await_(remaining):
-                raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
+            if not fut._batch_result.completed:
+                if on_callback_thread():
+                    raise IllegalStateError(
+                        f"result() of a pending record of {fut._batch_result.topic_partition} called from a delivery "
+                        "callback would deadlock: callbacks run on the producer's I/O thread, which completes that "
+                        "record only after the callback returns. Use the callback's own arguments, or wait on "
+                        "another thread"
+                    )
+                if not fut._batch_result.await_(remaining):
+                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
             nxt = fut._forward()
             if nxt is None:
                 return fut
