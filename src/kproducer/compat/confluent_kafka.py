@@ -535,13 +535,62 @@ class _Delivery:
 
 
 class _Reports:
-    """Reports queued by the I/O thread, served on the application's thread; counts what is outstanding."""
+    """Reports queued by the I/O thread, served on the application's thread; counts what is outstanding.
+
+    A record with no delivery callback to serve has no report: it is outstanding
+    until its future completes (librdkafka, with nothing to report, also forgets a
+    message once delivered), and costs no call on the I/O thread.
+    """
 
     def __init__(self) -> None:
         self._queue: collections.deque[_Delivery] = collections.deque()
         self._cond = threading.Condition()
+        self._waiters = 0
         self.outstanding = 0
         self.outstanding_bytes = 0
+        # Records without a report: (future, size), in produce order.
+        self._silent: collections.deque[tuple[Any, int]] = collections.deque()
+        self._silent_bytes = 0
+
+    def track_silent(self, future: Any, size: int) -> None:
+        self._silent.append((future, size))
+        self._silent_bytes += size
+
+    def _prune_silent(self) -> None:
+        """Drop the completed records without a report (a scan, done when a count is needed)."""
+        silent = self._silent
+        if not silent:
+            return
+        pending = [(f, n) for f, n in silent if not f.done()]
+        if len(pending) != len(silent):
+            self._silent = collections.deque(pending)
+            self._silent_bytes = sum(n for _, n in pending)
+
+    def count(self) -> int:
+        """Records produced and not yet reported (or, without a report, not yet completed)."""
+        self._prune_silent()
+        return self.outstanding + len(self._silent)
+
+    def room_for(self, size: int, max_messages: int, max_bytes: int) -> bool:
+        """Whether one more record of ``size`` bytes stays within the queue limits."""
+        if (
+            self.outstanding + len(self._silent) < max_messages
+            and self.outstanding_bytes + self._silent_bytes + size <= max_bytes
+        ):
+            return True
+        self._prune_silent()
+        return (
+            self.outstanding + len(self._silent) < max_messages
+            and self.outstanding_bytes + self._silent_bytes + size <= max_bytes
+        )
+
+    def queued_bytes(self) -> int:
+        return self.outstanding_bytes + self._silent_bytes
+
+    def wake(self) -> None:
+        """Wake a take() waiting for reports (its stop event was set)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def add(self, size: int) -> None:
         with self._cond:
@@ -559,10 +608,12 @@ class _Reports:
     def put(self, delivery: _Delivery) -> None:
         with self._cond:
             self._queue.append(delivery)
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
 
-    def take(self, timeout: float | None) -> _Delivery | None:
-        """The next report (waiting up to ``timeout`` seconds, None: forever), counted as served; None if none came."""
+    def take(self, timeout: float | None, stop: threading.Event | None = None) -> _Delivery | None:
+        """The next report, counted as served; None when none came within ``timeout`` s (None: no limit)
+        or ``stop`` was set."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
@@ -573,13 +624,16 @@ class _Reports:
                     self.outstanding -= 1
                     self.outstanding_bytes -= delivery.size
                     return delivery
-                if deadline is None:
-                    self._cond.wait()
-                    continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if stop is not None and stop.is_set():
                     return None
-                self._cond.wait(remaining)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._waiters += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiters -= 1
 
 
 def _timeout(timeout: float | None) -> float | None:
@@ -661,14 +715,17 @@ class Producer:
         size = (0 if key is None else len(key)) + (0 if value is None else len(value))
         reports = self._reports
         settings = self._settings
-        if reports.outstanding >= settings.max_messages or reports.outstanding_bytes + size > settings.max_bytes:
+        if not reports.room_for(size, settings.max_messages, settings.max_bytes):
             raise BufferError(
-                f"Local: Queue full ({reports.outstanding} records, {reports.outstanding_bytes} bytes not yet "
+                f"Local: Queue full ({reports.count()} records, {reports.queued_bytes()} bytes not yet "
                 f"reported; queue.buffering.max.messages={settings.max_messages}, "
                 f"queue.buffering.max.kbytes={settings.max_bytes // 1024}): call poll() to serve delivery reports"
             )
-        delivery = _Delivery(reports, user or settings.on_delivery, topic, key, value, headers, size)
-        reports.add(size)
+        on_delivery = user or settings.on_delivery
+        delivery = None
+        if on_delivery is not None:
+            delivery = _Delivery(reports, on_delivery, topic, key, value, headers, size)
+            reports.add(size)
         try:
             future = self._producer.send(
                 topic,
@@ -680,17 +737,22 @@ class Producer:
                 callback=delivery,
             )
         except _EngineError as e:
-            reports.forget(delivery)
+            if delivery is not None:
+                reports.forget(delivery)
             raise _raise_as_confluent(e) from e
         except BaseException:
-            reports.forget(delivery)
+            if delivery is not None:
+                reports.forget(delivery)
             raise
         # A record too large fails inside send(): librdkafka's produce() raises for it (MSG_SIZE_TOO_LARGE).
         if future.done():
             error = future.exception(0)
             if isinstance(error, RecordTooLargeError):
-                reports.forget(delivery)
+                if delivery is not None:
+                    reports.forget(delivery)
                 raise _raise_as_confluent(error)
+        if delivery is None:
+            reports.track_silent(future, size)
 
     # ------------------------------------------------------------------ delivery reports
     def poll(self, timeout: float | None = None) -> int:
@@ -715,29 +777,40 @@ class Producer:
     def flush(self, timeout: float | None = None) -> int:
         """Send everything now and serve every report; returns the number still outstanding (0 unless timed out)."""
         wait = _timeout(timeout)
-        deadline = None if wait is None else time.monotonic() + wait
         reports = self._reports
-        if reports.outstanding:
-            # kproducer's flush() (linger cut short, wait for completion) runs beside the serving loop below.
-            threading.Thread(target=self._engine_flush, args=(wait,), name="kproducer-compat-flush", daemon=True).start()
-        while reports.outstanding:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            delivery = reports.take(remaining if remaining is not None else 0.5)
+        if not reports.count():
+            return 0
+        # kproducer's flush() (linger cut short, wait for completion) runs beside the serving loop below;
+        # when it returns, every report of what it waited for is queued.
+        flushed = threading.Event()
+        threading.Thread(
+            target=self._engine_flush, args=(wait, flushed), name="kproducer-compat-flush", daemon=True
+        ).start()
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            delivery = reports.take(remaining, stop=flushed)
             if delivery is not None:
                 self._serve(delivery)
-        return reports.outstanding
+                continue
+            if flushed.is_set() or remaining == 0:
+                break
+        while (delivery := reports.take(0)) is not None:
+            self._serve(delivery)
+        return reports.count()
 
-    def _engine_flush(self, timeout: float | None) -> None:
+    def _engine_flush(self, timeout: float | None, flushed: threading.Event) -> None:
         try:
             self._producer.flush(timeout)
         except _EngineError:
             pass  # closed meanwhile: the records' reports say what became of them
+        finally:
+            flushed.set()
+            self._reports.wake()
 
     def __len__(self) -> int:
-        """Records produced whose delivery report has not been served yet."""
-        return self._reports.outstanding
+        """Records produced whose delivery report has not been served yet (without a callback: not yet completed)."""
+        return self._reports.count()
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Fail the records not yet sent (their reports say ``_PURGE_QUEUE``), served by the next poll()/flush().
@@ -822,7 +895,7 @@ class Producer:
         left = self.flush(timeout)
         self._producer.close(0 if left else timeout)
         self.poll(0)
-        return self._reports.outstanding
+        return self._reports.count()
 
     @property
     def engine(self) -> _EngineProducer:

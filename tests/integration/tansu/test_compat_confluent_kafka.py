@@ -140,7 +140,7 @@ def test_callback_exception_is_raised_from_flush_and_nothing_is_lost(tansu: Tans
 
 
 def queue_full_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
-    p = ck.Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 5, "linger.ms": 50})
+    p = ck.Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 5, "linger.ms": 2000})
     out: dict[str, Any] = {}
     for i in range(5):
         p.produce(topic, f"v{i}".encode(), b"k")
