@@ -88,6 +88,9 @@ class LibrdkafkaPartitioner(ABC):
     empty_key_is_keyless: ClassVar[bool] = False
     #: Records this partitioner leaves to the sticky partition are answered with :data:`STICKY`.
     defers_keyless: ClassVar[bool] = True
+    #: The rule the C send lane computes for a keyed record (``kproducer._speedups.SendLane``'s
+    #: ``key_hash``: 0 murmur2, 1 CRC32, 2 FNV-1a), this class being its reference; None: the Python path.
+    lane_key_hash: ClassVar[int | None] = None
 
     def partition(
         self,
@@ -120,6 +123,7 @@ class ConsistentPartitioner(LibrdkafkaPartitioner):
     """``consistent``: CRC32 of the key (an empty key's CRC32 is 0, so partition 0)."""
 
     name = "consistent"
+    lane_key_hash = 1
 
     def for_key(self, key_bytes: bytes, num_partitions: int) -> int:
         return zlib.crc32(key_bytes) % num_partitions
@@ -136,6 +140,7 @@ class Murmur2Partitioner(LibrdkafkaPartitioner):
     """``murmur2``: Java's murmur2 key hash, as the Java producer uses it."""
 
     name = "murmur2"
+    lane_key_hash = 0
 
     def for_key(self, key_bytes: bytes, num_partitions: int) -> int:
         return (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
@@ -151,6 +156,7 @@ class Fnv1aPartitioner(LibrdkafkaPartitioner):
     """``fnv1a``: FNV-1a 32-bit of the key, Sarama's hash partitioner."""
 
     name = "fnv1a"
+    lane_key_hash = 2
 
     def for_key(self, key_bytes: bytes, num_partitions: int) -> int:
         return fnv1a(key_bytes) % num_partitions
@@ -171,6 +177,7 @@ class RandomPartitioner(LibrdkafkaPartitioner):
 
     name = "random"
     defers_keyless = False
+    lane_key_hash = None
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng if rng is not None else random.Random()

@@ -319,18 +319,21 @@ class Producer:
         """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
 
         Only when nothing between send() and the accumulator can differ per record:
-        the built-in partitioner, serializers that pass bytes through, no
+        the built-in partitioner (or one of librdkafka's hashing policies, which the
+        lane computes too), serializers that pass bytes through, no
         interceptors, and a class that does not override send(). With a circuit
         breaker, records for a muted partition take the Python path. Every call the
         lane does not take runs the Python :meth:`send` unchanged.
         """
         from kproducer.record import native
 
+        # librdkafka's hashing policies are computed in the lane too (key_hash), unless keys are ignored.
+        lane_key_hash = getattr(self._partitioner, "lane_key_hash", None) if not self._ignore_keys else None
         if (
             native.c is None
             or type(self).send is not Producer.send
             or self._interceptors
-            or self._partitioner is not None
+            or (self._partitioner is not None and lane_key_hash is None)
             or not (self._key_passthrough and self._value_passthrough)
         ):
             return None
@@ -364,6 +367,8 @@ class Producer:
                 check_callback=check_callback,
                 report_type=DeliveryReport,
                 breaker=self._breaker_manager,
+                key_hash=lane_key_hash or 0,
+                empty_key_keyless=bool(getattr(self._partitioner, "empty_key_is_keyless", False)),
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)

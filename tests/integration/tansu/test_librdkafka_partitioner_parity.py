@@ -9,6 +9,7 @@ reports name (what the broker acknowledged) must agree key by key, and agree wit
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +66,15 @@ class _Clients:
         p.flush(30)
         return [f.result(0).partition for f in futures]
 
+    def lane_calls(self, name: str) -> int | None:
+        """Sends the C lane took for this partitioner's producer (None in the pure-Python pass)."""
+        lane = self._kproducer[name]._lane
+        if os.environ.get("KPRODUCER_PURE_PYTHON"):
+            assert lane is None
+            return None
+        assert lane is not None, f"partitioner.class={name} should keep the C send lane"
+        return int(lane.fast_calls)
+
     def close(self) -> None:
         for cp in self._confluent.values():
             cp.flush(10)
@@ -104,6 +114,17 @@ def test_keys_land_where_confluent_kafka_puts_them(
             continue  # an empty key is keyless for consistent_random: a sticky random partition in both
         assert our == their, f"key {key!r} on {n} partitions: confluent-kafka {their}, kproducer {our}"
         assert policy.for_key(key, n) == their
+
+
+@pytest.mark.parametrize("name", HASHING)
+def test_the_native_pass_computed_them_in_the_c_lane(parity: tuple[_Clients, dict[int, str]], name: str) -> None:
+    # Runs after the parity examples above (same module fixture): in the native pass most of their
+    # sends took the C lane, so its CRC32/FNV-1a/murmur2 rules were the ones compared; the pure pass
+    # compared the Python classes.
+    clients, topics = parity
+    clients.kproducer_partitions(name, topics[5], [f"warm-{i}".encode() for i in range(50)])
+    calls = clients.lane_calls(name)
+    assert calls is None or calls > 0
 
 
 @pytest.mark.parametrize("name", sorted(LIBRDKAFKA_PARTITIONERS))
