@@ -61,7 +61,7 @@ __all__ = [
     "SerializationError",
     "SerializingProducer",
     "TopicMetadata",
-    "TopicPartition",
+    "TopicPartition",  # noqa: F822 - provided by the module __getattr__ below
     "ValueSerializationError",
 ]
 
@@ -176,8 +176,11 @@ def _raise_as_confluent(exc: _EngineError) -> KafkaException:
 # ----------------------------------------------------------------------------- structs
 
 
-class TopicPartition:
-    """confluent-kafka's ``TopicPartition(topic, partition=-1, offset=-1001, metadata=None, leader_epoch=None)``."""
+class _TopicPartition:
+    """confluent-kafka's ``TopicPartition(topic, partition=-1, offset=-1001, metadata=None, leader_epoch=None)``.
+
+    Used when confluent-kafka is not installed; see :func:`__getattr__`.
+    """
 
     __slots__ = ("topic", "partition", "offset", "metadata", "leader_epoch", "error")
 
@@ -200,11 +203,11 @@ class TopicPartition:
         return (self.topic, self.partition)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TopicPartition):
+        if not isinstance(other, _TopicPartition):
             return NotImplemented
         return self._key() == other._key()
 
-    def __lt__(self, other: TopicPartition) -> bool:
+    def __lt__(self, other: _TopicPartition) -> bool:
         return self._key() < other._key()
 
     def __hash__(self) -> int:
@@ -215,6 +218,26 @@ class TopicPartition:
             f"TopicPartition{{topic={self.topic},partition={self.partition},offset={self.offset},"
             f"leader_epoch={self.leader_epoch},error={self.error}}}"
         )
+
+
+def __getattr__(name: str) -> Any:
+    """``TopicPartition`` is confluent-kafka's own class when confluent-kafka is installed.
+
+    A program that switched this import usually still consumes with confluent-kafka's
+    ``Consumer`` (kproducer has none), whose ``committed()``, ``assign()``... accept
+    only confluent-kafka's TopicPartition; kproducer's ``send_offsets_to_transaction``
+    reads either. Resolved on first use, so importing this module loads no librdkafka.
+    """
+    if name == "TopicPartition":
+        try:
+            from confluent_kafka import TopicPartition as ConfluentTopicPartition
+        except ImportError:
+            cls: Any = _TopicPartition
+        else:
+            cls = ConfluentTopicPartition
+        globals()["TopicPartition"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Message:

@@ -392,3 +392,34 @@ def test_librdkafka_names_are_translated(tansu: TansuBroker) -> None:
         assert cfg.compression_gzip_level == 4 and cfg.partitioner_class == "murmur2_random"
     finally:
         p.close(10)
+
+
+def offsets_in_transaction_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """Consume-transform-produce's commit step: the consumer stays confluent-kafka's (kproducer has none)."""
+    from confluent_kafka import Consumer
+
+    group = f"{topic}-group"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        group_metadata = consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-eos"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"transformed", b"k")
+    p.send_offsets_to_transaction([ck.TopicPartition(topic, 0, 42)], group_metadata, 30)
+    p.commit_transaction(30)
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (committed,) = check.committed([ck.TopicPartition(topic, 0)], timeout=20)
+    finally:
+        check.close()
+    return {"committed": committed.offset, "len": len(p)}
+
+
+def test_offsets_committed_with_the_transaction(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, offsets_in_transaction_program)
+    assert theirs == ours == {"committed": 42, "len": 0}
+    for t in topics:
+        assert [r.value for r in read_topic_transactional(tansu.bootstrap, t).committed] == [b"transformed"]
