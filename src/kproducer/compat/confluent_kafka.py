@@ -484,6 +484,19 @@ class _Settings:
             engine.setdefault(_COMPRESSION_LEVELS[codec], int(level))
         for name, value in _LIBRDKAFKA_DEFAULTS.items():
             engine.setdefault(name, value)
+        # librdkafka's message.timeout.ms bounds a record's whole life, the wait for its topic's
+        # metadata included, and caps each produce request's timeout; kproducer's
+        # delivery.timeout.ms starts once the record is in a batch (Java's), with max.block.ms for
+        # the metadata, and must cover linger.ms + request.timeout.ms.
+        try:
+            message_timeout = int(engine["delivery.timeout.ms"])
+            linger = int(engine.get("linger.ms", 5))
+        except (TypeError, ValueError):
+            pass  # not a number: kproducer's configuration says so, naming the setting
+        else:
+            engine.setdefault("max.block.ms", message_timeout)
+            if "request.timeout.ms" not in engine and message_timeout < linger + 30000:
+                engine["request.timeout.ms"] = max(1, message_timeout - linger)
         # produce() never blocks: the queue limits above raise BufferError first.
         engine.setdefault("buffer.memory", self.max_bytes)
         self.engine = engine
@@ -551,7 +564,7 @@ class _Delivery:
         else:
             failed_partition = getattr(self.error, "partition", None)
             partition = failed_partition if failed_partition is not None else _PARTITION_UA
-            offset = OFFSET_INVALID
+            offset = None  # confluent-kafka's report of a failed record has no offset
             timestamp = (TIMESTAMP_NOT_AVAILABLE, 0)
         # confluent-kafka's delivery reports carry no headers (msg.headers() is None there): the same here.
         return Message(self.topic, partition, offset, self.key, self.value, None, error, timestamp, self.latency)
@@ -812,14 +825,18 @@ class Producer:
         deadline = None if wait is None else time.monotonic() + wait
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            delivery = reports.take(remaining, stop=flushed)
+            if not flushed.is_set():
+                delivery = reports.take(remaining, stop=flushed)
+                if delivery is None and remaining == 0:
+                    break
+            else:
+                # kproducer's flush() returned: the last reports are on their way (a record that failed
+                # waiting for metadata is reported just after it leaves the queue flush() watches).
+                if remaining == 0 or not reports.count():
+                    break
+                delivery = reports.take(0.01 if remaining is None else min(remaining, 0.01))
             if delivery is not None:
                 self._serve(delivery)
-                continue
-            if flushed.is_set() or remaining == 0:
-                break
-        while (delivery := reports.take(0)) is not None:
-            self._serve(delivery)
         return reports.count()
 
     def _engine_flush(self, timeout: float | None, flushed: threading.Event) -> None:

@@ -423,3 +423,21 @@ def test_offsets_committed_with_the_transaction(tansu: TansuBroker, topic_name: 
     assert theirs == ours == {"committed": 42, "len": 0}
     for t in topics:
         assert [r.value for r in read_topic_transactional(tansu.bootstrap, t).committed] == [b"transformed"]
+
+
+def message_timeout_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    from kproducer.embedded_broker import free_port
+
+    codes: list[Any] = []
+    # Nothing listens there: every record times out after message.timeout.ms.
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500})
+    for i in range(3):
+        p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: codes.append((err.code(), err.name(), msg.offset())))
+    left = p.flush(60)
+    return {"codes": codes, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
+
+
+def test_message_timeout_reports_msg_timed_out(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, _ = _twice(tansu, topic_name, 1, message_timeout_program)
+    assert theirs == ours
+    assert ours["codes"] == [(ours["expected"], "_MSG_TIMED_OUT", None)] * 3 and ours["left"] == 0
