@@ -592,6 +592,12 @@ class _Reports:
         self._silent.append((future, size))
         self._silent_bytes += size
 
+    def release_completed(self) -> None:
+        """Drop the completed records without a report from the front (records complete about in order)."""
+        silent = self._silent
+        while silent and silent[0][0].done():
+            self._silent_bytes -= silent.popleft()[1]
+
     def _prune_silent(self) -> None:
         """Drop the completed records without a report (a scan, done when a count is needed)."""
         silent = self._silent
@@ -794,6 +800,7 @@ class Producer:
     def poll(self, timeout: float | None = None) -> int:
         """Serve the queued delivery reports (waiting up to ``timeout`` s for the first); returns how many."""
         served = 0
+        self._reports.release_completed()
         first = self._reports.take(_timeout(timeout))
         while first is not None:
             served += 1
