@@ -936,14 +936,75 @@ class Producer:
         except _EngineError as e:
             raise _raise_as_confluent(e) from e
 
-    # ------------------------------------------------------------------ beyond confluent-kafka
-    def close(self, timeout: float | None = None) -> int:
-        """Flush (serving reports) within ``timeout`` s, then stop the I/O thread; returns the records left."""
+    def produce_batch(
+        self,
+        topic: str,
+        messages: list[dict[str, Any]],
+        partition: int = _PARTITION_UA,
+        on_delivery: Callable[..., Any] | None = None,
+    ) -> int:
+        """Produce each message dict (``value``, ``key``, ``partition``, ``timestamp``, ``callback``);
+        returns how many were queued. A message that could not be queued gets an ``_error`` entry."""
+        if not isinstance(messages, list):
+            raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        queued = 0
+        for message in messages:
+            if not isinstance(message, dict):
+                raise TypeError(f"each message must be a dict, got {type(message).__name__}")
+            try:
+                self.produce(
+                    topic,
+                    message.get("value"),
+                    message.get("key"),
+                    message.get("partition", partition),
+                    message.get("callback", on_delivery),
+                    None,
+                    message.get("timestamp", 0),
+                )
+            except BufferError:
+                message["_error"] = KafkaError(CODES["_QUEUE_FULL"], "Local: Queue full")
+            except KafkaException as e:
+                message["_error"] = e.args[0]
+            else:
+                queued += 1
+        return queued
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The cluster's id (KIP-78), from a metadata request."""
+        return self.list_topics(None, timeout).cluster_id
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Refused: kproducer reads ``sasl.username``/``sasl.password`` when the producer is created."""
+        raise KafkaException(
+            KafkaError(
+                CODES["_NOT_IMPLEMENTED"],
+                "set_sasl_credentials() is not supported by kproducer: SASL credentials are read from "
+                "sasl.username/sasl.password (or sasl.jaas.config) when the producer is created; create a new "
+                "Producer with the new credentials",
+            )
+        )
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Abort an open transaction, flush (serving reports) within ``timeout`` s, then stop the I/O thread."""
+        state = self._producer.transaction_state
+        if state is not None and state.name in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
+            self.abort_transaction(timeout)
         left = self.flush(timeout)
         self._producer.close(0 if left else timeout)
         self.poll(0)
-        return self._reports.count()
+        return True
 
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __bool__(self) -> bool:
+        """Always true, as confluent-kafka's (``len()`` alone would make an idle producer falsy)."""
+        return True
+
+    # ------------------------------------------------------------------ beyond confluent-kafka
     @property
     def engine(self) -> _EngineProducer:
         """The kproducer Producer underneath (its metrics(), partitions_for(), transaction_state...)."""

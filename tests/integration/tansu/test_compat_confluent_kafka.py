@@ -441,3 +441,39 @@ def test_message_timeout_reports_msg_timed_out(tansu: TansuBroker, topic_name: s
     theirs, ours, _ = _twice(tansu, topic_name, 1, message_timeout_program)
     assert theirs == ours
     assert ours["codes"] == [(ours["expected"], "_MSG_TIMED_OUT", None)] * 3 and ours["left"] == 0
+
+
+def batch_and_context_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    reports: list[tuple[Any, ...]] = []
+    own: list[Any] = []
+    with ck.Producer({"bootstrap.servers": bootstrap}) as p:
+        truthy = bool(p)
+        messages: list[dict[str, Any]] = [{"value": f"m{i}", "key": f"k{i}"} for i in range(5)]
+        messages.append({"value": b"own", "key": b"ko", "callback": lambda err, msg: own.append(msg.value())})
+        queued = p.produce_batch(
+            topic, messages, on_delivery=lambda err, msg: reports.append((msg.partition(), msg.offset(), msg.key()))
+        )
+        cluster = p.cluster_id(10)
+        p.flush(30)
+    return {
+        "truthy": truthy,
+        "queued": queued,
+        "errors": [m.get("_error") for m in messages],
+        "reports": _by_partition(reports),
+        "own": own,
+        "cluster": cluster,
+    }
+
+
+def test_produce_batch_cluster_id_and_context_manager(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 2, batch_and_context_program)
+    assert theirs == ours
+    assert ours["queued"] == 6 and ours["own"] == [b"own"] and ours["truthy"] and isinstance(ours["cluster"], str)
+    assert _written(tansu, topics[0], 6, 2) == _written(tansu, topics[1], 6, 2)
+
+
+def test_set_sasl_credentials_is_refused_by_name(tansu: TansuBroker) -> None:
+    from kproducer.compat.confluent_kafka import KafkaException, Producer
+
+    with Producer({"bootstrap.servers": tansu.bootstrap}) as p, pytest.raises(KafkaException, match="sasl.username"):
+        p.set_sasl_credentials("user", "secret")
