@@ -349,7 +349,36 @@ def avro_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
     return {"reports": _by_partition(reports), "left": left}
 
 
-@pytest.mark.parametrize("program", [json_serializing_program, avro_program], ids=["json", "avro"])
+def protobuf_serializing_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """confluent-kafka's protobuf_producer example shape, with a well-known message type."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import StringSerializer
+    from google.protobuf import wrappers_pb2
+
+    registry = SchemaRegistryClient.new_client({"url": f"mock://protobuf-{next(_run_ids)}"})
+    producer = ck.SerializingProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "key.serializer": StringSerializer("utf_8"),
+            "value.serializer": ProtobufSerializer(wrappers_pb2.StringValue, registry, {"use.deprecated.format": False}),
+        }
+    )
+    reports: list[tuple[Any, ...]] = []
+    for user in USERS:
+        producer.produce(
+            topic=topic,
+            key=user.name,
+            value=wrappers_pb2.StringValue(value=user.favorite_color),
+            on_delivery=lambda err, msg: reports.append((msg.partition(), msg.offset(), msg.key(), msg.value(), err)),
+        )
+    left = producer.flush()
+    return {"reports": _by_partition(reports), "left": left}
+
+
+@pytest.mark.parametrize(
+    "program", [json_serializing_program, avro_program, protobuf_serializing_program], ids=["json", "avro", "protobuf"]
+)
 def test_schema_registry_serializers(tansu: TansuBroker, topic_name: str, program: Any) -> None:
     theirs, ours, topics = _twice(tansu, topic_name, 3, program)
     assert theirs == ours
