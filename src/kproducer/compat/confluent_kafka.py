@@ -584,29 +584,33 @@ class _Reports:
         self._waiters = 0
         self.outstanding = 0
         self.outstanding_bytes = 0
-        # Records without a report: (future, size), in produce order.
+        # Records without a report: (future, size), in produce order (produce() may run on several threads).
         self._silent: collections.deque[tuple[Any, int]] = collections.deque()
         self._silent_bytes = 0
+        self._silent_lock = threading.Lock()
 
     def track_silent(self, future: Any, size: int) -> None:
-        self._silent.append((future, size))
-        self._silent_bytes += size
+        with self._silent_lock:
+            self._silent.append((future, size))
+            self._silent_bytes += size
 
     def release_completed(self) -> None:
         """Drop the completed records without a report from the front (records complete about in order)."""
-        silent = self._silent
-        while silent and silent[0][0].done():
-            self._silent_bytes -= silent.popleft()[1]
+        with self._silent_lock:
+            silent = self._silent
+            while silent and silent[0][0].done():
+                self._silent_bytes -= silent.popleft()[1]
 
     def _prune_silent(self) -> None:
         """Drop the completed records without a report (a scan, done when a count is needed)."""
-        silent = self._silent
-        if not silent:
-            return
-        pending = [(f, n) for f, n in silent if not f.done()]
-        if len(pending) != len(silent):
-            self._silent = collections.deque(pending)
-            self._silent_bytes = sum(n for _, n in pending)
+        with self._silent_lock:
+            silent = self._silent
+            if not silent:
+                return
+            pending = [(f, n) for f, n in silent if not f.done()]
+            if len(pending) != len(silent):
+                self._silent = collections.deque(pending)
+                self._silent_bytes = sum(n for _, n in pending)
 
     def count(self) -> int:
         """Records produced and not yet reported (or, without a report, not yet completed)."""

@@ -506,3 +506,37 @@ def test_set_sasl_credentials_is_refused_by_name(tansu: TansuBroker) -> None:
 
     with Producer({"bootstrap.servers": tansu.bootstrap}) as p, pytest.raises(KafkaException, match="sasl.username"):
         p.set_sasl_credentials("user", "secret")
+
+
+def threaded_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """produce() from several threads on one producer (thread-safe in confluent-kafka), some with callbacks."""
+    import threading
+
+    p = ck.Producer({"bootstrap.servers": bootstrap})
+    reported: list[bytes] = []
+
+    def worker(n: int) -> None:
+        for i in range(300):
+            key = f"t{n}-{i}".encode()
+            if i % 3:
+                p.produce(topic, b"v", key)
+            else:
+                p.produce(topic, b"v", key, on_delivery=lambda err, msg: reported.append(msg.key()))
+            if i % 50 == 0:
+                p.poll(0)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    left = p.flush(30)
+    return {"left": left, "len": len(p), "reported": sorted(reported)}
+
+
+def test_produce_from_several_threads(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 3, threaded_program)
+    assert theirs == ours
+    assert ours["left"] == 0 and len(ours["reported"]) == 400
+    for t in topics:
+        assert len({r[2] for r in _written(tansu, t, 1200, 3)}) == 1200
