@@ -403,17 +403,16 @@ REFUSED: dict[str, str] = {
     "log.queue": _LOGGING,
     "log.thread.name": _LOGGING,
     "log.connection.close": _LOGGING,
-    "api.version.request": "kproducer always asks brokers for their versions (ApiVersions); brokers older than "
-    "0.10 are not supported",
+    "api.version.request": "kproducer always asks brokers for their versions (ApiVersions): only true is possible",
     "api.version.fallback.ms": "kproducer always asks brokers for their versions (ApiVersions)",
     "broker.version.fallback": "kproducer always asks brokers for their versions (ApiVersions)",
     "socket.timeout.ms": "kproducer bounds each request by request.timeout.ms and each record by "
     "delivery.timeout.ms (message.timeout.ms)",
-    "socket.keepalive.enable": "kproducer does not set SO_KEEPALIVE; connections.max.idle.ms closes idle ones",
-    "socket.nagle.disable": "kproducer always sets TCP_NODELAY",
+    "socket.keepalive.enable": "kproducer always sets SO_KEEPALIVE, as the Java producer does: only true is possible",
+    "socket.nagle.disable": "kproducer always sets TCP_NODELAY, as the Java producer does: only true is possible",
     "broker.address.family": "use client.dns.lookup; kproducer connects to the addresses the resolver returns",
-    "enable.gapless.guarantee": "with enable.idempotence=true (kproducer's default) a gap fails the producer "
-    "as a fatal error, as the Java producer does",
+    "enable.gapless.guarantee": "kproducer's idempotent producer (its default) handles sequence gaps as the Java "
+    "producer does (KIP-360), with no librdkafka-style gapless mode",
     "queuing.strategy": "records are always sent in produce order per partition",
     "produce.offset.report": "every delivery report carries its record's own offset",
     "dr_msg_cb": "use on_delivery (in the configuration or per produce() call)",
@@ -425,6 +424,9 @@ REFUSED: dict[str, str] = {
     "key.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
     "value.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
 }
+
+#: Settings whose only possible value is what kproducer always does: accepted with that value.
+_FIXED: dict[str, bool] = {"api.version.request": True, "socket.keepalive.enable": True, "socket.nagle.disable": True}
 
 # librdkafka's defaults where they differ from kproducer's and decide what a program observes.
 _LIBRDKAFKA_DEFAULTS: dict[str, Any] = {
@@ -466,6 +468,9 @@ class _Settings:
             self.value_serializer = flat.pop("value.serializer", None)
         level = flat.pop("compression.level", None)
 
+        for name, fixed in _FIXED.items():
+            if name in flat and _as_bool(flat[name], name) == fixed:
+                del flat[name]  # asks for what kproducer does anyway
         engine: dict[str, Any] = {}
         refused = [name for name in flat if name in REFUSED]
         if refused:

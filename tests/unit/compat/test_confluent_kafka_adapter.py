@@ -91,7 +91,7 @@ def test_defaults_partitioner_and_message_timeout() -> None:
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_every_refused_setting_says_why(name: str) -> None:
     with pytest.raises(KafkaException) as e:
-        _Settings({"bootstrap.servers": "h:1", name: "x"}, serializing=False)
+        _Settings({"bootstrap.servers": "h:1", name: False if name in ck._FIXED else "x"}, serializing=False)
     err = e.value.args[0]
     assert err.code() == KafkaError._INVALID_ARG
     assert f"{name} is not supported by kproducer: {REFUSED[name]}" in err.str()
@@ -124,3 +124,12 @@ def test_topic_partition_is_confluent_kafkas_when_installed() -> None:
     assert ck.TopicPartition is confluent_kafka.TopicPartition
     own = ck._TopicPartition("t", 2, 10)
     assert (own.topic, own.partition, own.offset) == ("t", 2, 10) and own == ck._TopicPartition("t", 2)
+
+
+def test_settings_that_ask_for_what_kproducer_does_are_accepted() -> None:
+    s = _Settings(
+        {"bootstrap.servers": "h:1", "socket.keepalive.enable": True, "socket.nagle.disable": "true",
+         "api.version.request": True},
+        serializing=False,
+    )  # fmt: skip
+    assert not {"socket.keepalive.enable", "socket.nagle.disable", "api.version.request"} & set(s.engine)
