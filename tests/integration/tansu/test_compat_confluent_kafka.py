@@ -463,6 +463,7 @@ def message_timeout_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[
     for i in range(3):
         p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: codes.append((err.code(), err.name(), msg.offset())))
     left = p.flush(60)
+    p.close()  # confluent-kafka would log connection failures to the dead address until exit
     return {"codes": codes, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
 
 
