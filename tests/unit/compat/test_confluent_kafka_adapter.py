@@ -11,8 +11,10 @@ from kproducer.compat.confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
-    _Settings,
 )
+from kproducer.compat.confluent_kafka.message import _TopicPartition
+from kproducer.compat.confluent_kafka.settings import _FIXED
+from kproducer.compat.confluent_kafka.settings import Settings as _Settings
 from kproducer.errors import (
     IllegalStateError,
     KafkaTimeoutError,
@@ -91,7 +93,7 @@ def test_defaults_partitioner_and_message_timeout() -> None:
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_every_refused_setting_says_why(name: str) -> None:
     with pytest.raises(KafkaException) as e:
-        _Settings({"bootstrap.servers": "h:1", name: False if name in ck._FIXED else "x"}, serializing=False)
+        _Settings({"bootstrap.servers": "h:1", name: False if name in _FIXED else "x"}, serializing=False)
     err = e.value.args[0]
     assert err.code() == KafkaError._INVALID_ARG
     assert f"{name} is not supported by kproducer: {REFUSED[name]}" in err.str()
@@ -122,8 +124,8 @@ def test_topic_partition_is_confluent_kafkas_when_installed() -> None:
     import confluent_kafka
 
     assert ck.TopicPartition is confluent_kafka.TopicPartition
-    own = ck._TopicPartition("t", 2, 10)
-    assert (own.topic, own.partition, own.offset) == ("t", 2, 10) and own == ck._TopicPartition("t", 2)
+    own = _TopicPartition("t", 2, 10)
+    assert (own.topic, own.partition, own.offset) == ("t", 2, 10) and own == _TopicPartition("t", 2)
 
 
 def test_settings_that_ask_for_what_kproducer_does_are_accepted() -> None:
