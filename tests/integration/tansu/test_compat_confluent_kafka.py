@@ -541,3 +541,20 @@ def test_produce_from_several_threads(tansu: TansuBroker, topic_name: str) -> No
     assert ours["left"] == 0 and len(ours["reported"]) == 400
     for t in topics:
         assert len({r[2] for r in _written(tansu, t, 1200, 3)}) == 1200
+
+
+def only_errors_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    seen: list[Any] = []
+    p = ck.Producer(
+        {"bootstrap.servers": bootstrap, "delivery.report.only.error": True, "on_delivery": lambda e, m: seen.append(m)}
+    )
+    for i in range(5):
+        p.produce(topic, f"v{i}".encode(), b"k")
+    left = p.flush(30)
+    return {"seen": len(seen), "left": left, "len": len(p)}
+
+
+def test_delivery_report_only_error(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, only_errors_program)
+    assert theirs == ours == {"seen": 0, "left": 0, "len": 0}
+    assert _written(tansu, topics[0], 5, 1) == _written(tansu, topics[1], 5, 1)
