@@ -38,6 +38,8 @@ setup(
             "kproducer._speedups",
             sources=["src/kproducer/_speedups.c"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-parameter"],
+            # zlib's crc32: librdkafka's consistent partitioners in the send lane (CPython links zlib too).
+            libraries=["z"],
         ),
         Extension(
             "kproducer.network._sockio",

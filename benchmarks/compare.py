@@ -302,6 +302,24 @@ def _confluent(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     return Timing(elapsed, rss_before, 0, batches=float(sum(batch_counts)) if batch_counts else None)
 
 
+def _confluent_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
+    """confluent-kafka's produce loop, with only the import switched to kproducer.compat.confluent_kafka."""
+    from kproducer.compat.confluent_kafka import Producer as CompatProducer
+
+    conf = confluent_config(cell, bootstrap)
+    conf.update(cell.kproducer_extra)
+    cp = CompatProducer(conf)
+    payload = os.urandom(cell.size)
+    perf = time.perf_counter
+    rss_before = _rss_mb()
+    t0 = perf()
+    confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback)
+    cp.flush()
+    elapsed = perf() - t0
+    cp.close(10)
+    return Timing(elapsed, rss_before, 0)
+
+
 # ---------------------------------------------------------------- aiokafka
 def _kafka_python_style_config(cell: Cell, bootstrap: str, batch_size_key: str) -> dict[str, Any]:
     """aiokafka and kafka-python take the same keyword config; only the batch size's name differs."""
@@ -584,6 +602,12 @@ RUNNERS: dict[str, Runner] = {
         lambda c: _describe(confluent_config(c), "error_cb; no default on_delivery; other settings librdkafka's defaults "
                             "(batch.size=1000000, queue.buffering.max.messages=100000)"),
         "confluent-kafka produce()",
+    ),
+    "kproducer-compat-ck": Runner(
+        _confluent_compat,
+        lambda c: _describe(confluent_config(c), "kproducer.compat.confluent_kafka.Producer, confluent-kafka's loop "
+                            "(no error_cb: refused there); partitioner consistent_random"),
+        "kproducer.compat.confluent_kafka produce()",
     ),
     "aiokafka": Runner(
         _aiokafka, lambda c: _describe(aiokafka_config(c), "await send() per record"), "aiokafka"

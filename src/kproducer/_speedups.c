@@ -17,6 +17,8 @@
  *   has_room);
  * - murmur2_raw and the partition formula in partition_many mirror
  *   kproducer.murmur2.murmur2 and partition_for_key;
+ * - lane_key_partition's CRC32 (zlib's) and fnv1a_raw mirror the keyed rules of
+ *   kproducer.librdkafka_partitioners (ConsistentPartitioner, Fnv1aPartitioner);
  * - column_from_arrow / column_get mirror kproducer.record.arrow_column.column_reader;
  * - append_seq / append_arrow / partition_* / sizes_* mirror the functions of the
  *   same names on kproducer.record.native.py, built on those references.
@@ -34,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 #include <structmember.h>
+#include <zlib.h>
 
 #define COMPRESSION_RATE_ESTIMATION_FACTOR 1.05
 
@@ -83,6 +86,17 @@ static int32_t murmur2_raw(const uint8_t *data, Py_ssize_t length) {
     h *= m;
     h ^= h >> 15;
     return (int32_t)h;
+}
+
+/* ------------------------------------------------------------------ FNV-1a (mirrors kproducer.librdkafka_partitioners.fnv1a) */
+static uint32_t fnv1a_raw(const uint8_t *data, Py_ssize_t length) {
+    uint32_t h = 0x811C9DC5u;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        h ^= data[i];
+        h *= 0x01000193u;
+    }
+    if (h & 0x80000000u) h = (uint32_t)0 - h;  /* librdkafka: negative as int32 -> negated (Sarama's rule) */
+    return h;
 }
 
 static PyObject *py_murmur2(PyObject *self, PyObject *arg) {
@@ -644,6 +658,8 @@ typedef struct {
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
     int ignore_keys;
+    int key_hash;                 /* LANE_KEY_*: the keyed partition rule (partitioner.class) */
+    int empty_key_keyless;        /* librdkafka's consistent_random: an empty key goes where keyless ones do */
     int enabled;
     Py_ssize_t fast_calls;        /* sends the lane took (tests and benchmarks read it) */
 } SendLane;
@@ -753,6 +769,21 @@ static inline int lock_release(PyObject *lock) {
 
 #define LANE_SLOW 1  /* not taken: hand to the Python send() */
 
+/* The keyed partition rules the lane computes (kproducer.librdkafka_partitioners names them). */
+#define LANE_KEY_MURMUR2 0  /* Java's, and librdkafka's murmur2/murmur2_random */
+#define LANE_KEY_CRC32 1    /* librdkafka's consistent/consistent_random */
+#define LANE_KEY_FNV1A 2    /* librdkafka's fnv1a/fnv1a_random */
+
+static inline Py_ssize_t lane_key_partition(int rule, const uint8_t *k, Py_ssize_t klen, Py_ssize_t n) {
+    uint32_t h;
+    switch (rule) {
+    case LANE_KEY_CRC32: h = (uint32_t)crc32(0L, k != NULL ? k : (const uint8_t *)"", (uInt)klen); break;
+    case LANE_KEY_FNV1A: h = fnv1a_raw(k, klen); break;
+    default: h = (uint32_t)murmur2_raw(k, klen) & 0x7fffffffu;
+    }
+    return (Py_ssize_t)(h % (uint64_t)n);
+}
+
 static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const uint8_t *k, Py_ssize_t klen,
                           const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
@@ -809,9 +840,9 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
 
     Py_ssize_t partition;
     PyObject *sticky = NULL;
-    int keyed = has_key && !self->ignore_keys;
+    int keyed = has_key && !self->ignore_keys && !(self->empty_key_keyless && klen == 0);
     if (keyed) {
-        partition = (Py_ssize_t)((uint32_t)(murmur2_raw(k, klen) & 0x7fffffff) % (uint64_t)t->num_partitions);
+        partition = lane_key_partition(self->key_hash, k, klen, t->num_partitions);
     } else {
         if (!Py_IS_TYPE(t->partitioner, self->partitioner_type)) return LANE_SLOW;
         sticky = SLOT(t->partitioner, self->bp_off[BP_STICKY]);
@@ -1158,21 +1189,26 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
-                             "report_type", "breaker", "gate", "gate_key", NULL};
+                             "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
     PyObject *gate = Py_None, *gate_key = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
-    int ignore_keys;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOO", kwlist, &slow, &metadata,
+    int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOip", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
-                                     &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key))
+                                     &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
+                                     &key_hash, &empty_key_keyless))
         return NULL;
     if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
         PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
+        return NULL;
+    }
+    if (key_hash < LANE_KEY_MURMUR2 || key_hash > LANE_KEY_FNV1A) {
+        PyErr_Format(PyExc_ValueError, "key_hash must be 0 (murmur2), 1 (crc32) or 2 (fnv1a), got %d", key_hash);
         return NULL;
     }
     if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
@@ -1208,6 +1244,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->max_record_size = max_record_size;
     self->sticky_batch_size = sticky_batch_size;
     self->ignore_keys = ignore_keys;
+    self->key_hash = key_hash;
+    self->empty_key_keyless = empty_key_keyless;
     self->enabled = 1;
     if (self->topics == NULL || slot_offsets(bu, builder_slots, B_NSLOTS, self->b_off) < 0 ||
         slot_offsets(bt, batch_slots, PB_NSLOTS, self->pb_off) < 0 ||

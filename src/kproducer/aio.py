@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP
+from kproducer.callback_errors import callback_raised
 from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_callback
 from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
 from kproducer.producer import Producer
@@ -262,9 +263,15 @@ class _Delivery:
         if user is not None:
             try:
                 user(metadata, exception)
-            except Exception:
-                log.exception("delivery callback raised")
+            except Exception as e:
+                callback_raised(e, metadata.topic if metadata is not None else getattr(exception, "topic", "a record"))
         self.sink.push(self.fut, metadata, exception)
+
+    def record_serialized(self, key: bytes | None, value: bytes | None, headers: Any) -> None:
+        """Tell an ``on_delivery`` report the bytes sent (see :meth:`DeliveryReport.record_serialized`)."""
+        sent_as = getattr(self.user, "record_serialized", None)
+        if sent_as is not None:
+            sent_as(key, value, headers)
 
 
 class AsyncProducer:

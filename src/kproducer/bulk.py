@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.callback_errors import callback_raised
 from kproducer.errors import KafkaTimeoutError
 from kproducer.record.default_record import encode_headers
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
@@ -287,8 +288,8 @@ def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallb
         for _ in range(missing):
             try:
                 on_delivery(None, error)
-            except Exception:
-                log.exception("delivery callback raised")
+            except Exception as e:
+                callback_raised(e, fut.topic)
     return fut
 
 

@@ -24,7 +24,7 @@ must be quick (hand slow work to your own executor).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from kproducer.errors import KafkaError
@@ -119,8 +119,12 @@ class DeliveryReport:
     """The ``msg`` of an ``on_delivery(err, msg)`` callback, with confluent-kafka's ``Message`` accessors.
 
     The object itself is what the batch calls back (Java-shaped), so a record with
-    an ``on_delivery`` callback costs this one object. ``key()`` and ``value()``
-    are what was passed to ``send()``. ``partition()`` and ``offset()`` are None
+    an ``on_delivery`` callback costs this one object. As in confluent-kafka,
+    ``key()`` and ``value()`` are the serialized bytes the record carries (a
+    ``str`` key comes back UTF-8 encoded, so ``msg.key().decode()`` works) and
+    ``headers()`` the list of ``(key, bytes)`` pairs sent, whether headers were
+    given as a list or a dict; a record whose serializer failed keeps what was
+    passed to ``send()``. ``partition()`` and ``offset()`` are None
     when unknown (a record that failed before reaching a partition, or acks=0),
     as in confluent-kafka.
     """
@@ -156,6 +160,12 @@ class DeliveryReport:
                 self._partition = partition
         self._fn(self._error, self)
 
+    def record_serialized(self, key: bytes | None, value: bytes | None, headers: Any) -> None:
+        """The record as sent: its serialized key and value and its checked headers, what the accessors return."""
+        self._key = key
+        self._value = value
+        self._headers = headers
+
     def topic(self) -> str:
         return self._topic
 
@@ -172,7 +182,12 @@ class DeliveryReport:
         return self._value
 
     def headers(self) -> list[tuple[str, bytes | None]] | None:
-        return None if self._headers is None else list(self._headers)
+        headers = self._headers
+        if headers is None:
+            return None
+        if isinstance(headers, Mapping):  # a report for a record that failed before its headers were checked
+            return list(headers.items())
+        return list(headers)
 
     def error(self) -> KafkaError | None:
         return self._error

@@ -36,6 +36,7 @@ __all__ = [
     "ProducerClosedError",
     "IllegalStateError",
     "PartitionMutedError",
+    "RecordPurgedError",
     "UnsupportedVersionError",
     "TransactionAbortedError",
     "error_for_code",
@@ -254,6 +255,13 @@ class IllegalStateError(KafkaError):
 
     name = "ILLEGAL_STATE"
     _confluent_code = -172  # _STATE
+
+
+class RecordPurgedError(KafkaError):
+    """The record was purged from the producer's queue before it was sent (``Producer.purge()``)."""
+
+    name = "PURGE_QUEUE"
+    _confluent_code = -152  # _PURGE_QUEUE, what librdkafka's rd_kafka_purge(RD_KAFKA_PURGE_F_QUEUE) reports
 
 
 class PartitionMutedError(RetriableError):

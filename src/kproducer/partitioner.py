@@ -1,10 +1,12 @@
-"""Partition choice: custom partitioners, round-robin, and the KIP-794 built-in.
+"""Partition choice: custom partitioners, round-robin, librdkafka's policies, and the KIP-794 built-in.
 
 Keyed records go where Kafka's murmur2 key hash puts them
 (:func:`kproducer.murmur2.partition_for_key`, re-exported here with ``murmur2``
 and ``to_positive``). The built-in sticky partitioner keeps keyless records on
 one partition until ``batch.size`` bytes went there, then moves on, preferring
 partitions whose leaders have shorter queues (adaptive partitioning).
+librdkafka's ``partitioner`` policies (``consistent_random``, ``murmur2_random``...)
+are built in too, by name (:mod:`kproducer.librdkafka_partitioners`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError, KafkaError
+from kproducer.librdkafka_partitioners import LIBRDKAFKA_PARTITIONERS
 from kproducer.metadata import Cluster
 from kproducer.murmur2 import murmur2, partition_for_key, to_positive
 
@@ -144,11 +147,13 @@ PARTITIONER_NAMES: tuple[str, ...] = (
     "default",
     "round_robin",
     "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+    *LIBRDKAFKA_PARTITIONERS,
 )
 
 _ALLOWED = (
     "partitioner.class must be None (the built-in sticky/murmur2 partitioner), 'default', 'round_robin' or "
-    "'org.apache.kafka.clients.producer.RoundRobinPartitioner', a dotted path 'pkg.mod:Class' or "
+    "'org.apache.kafka.clients.producer.RoundRobinPartitioner', one of librdkafka's "
+    f"{', '.join(repr(n) for n in LIBRDKAFKA_PARTITIONERS)}, a dotted path 'pkg.mod:Class' or "
     "'pkg.mod.Class', a Partitioner class or instance, or a callable f(topic, key_bytes, num_partitions) -> int"
 )
 
@@ -167,6 +172,9 @@ def resolve_partitioner(spec: Any) -> Partitioner | None:
             return None
         if name.lower() in _ROUND_ROBIN_NAMES or name in _ROUND_ROBIN_NAMES:
             return RoundRobinPartitioner()
+        librdkafka = LIBRDKAFKA_PARTITIONERS.get(name.lower())
+        if librdkafka is not None:
+            return librdkafka()
         if "." not in name and ":" not in name:
             raise ConfigError(f"partitioner.class: unknown partitioner {spec!r}; {_ALLOWED}")
         spec = _load_dotted(name)

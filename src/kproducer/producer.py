@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer import producer_bulk, producer_interceptors, producer_lifecycle, producer_transactions
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
 from kproducer.common import monotonic_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
@@ -144,6 +145,9 @@ class Producer:
         self._sensors = register_producer_metrics(self._metrics)
         # Failed and retried records, summarised at WARNING; also counts failures for take_failed_count().
         self._failure_log = FailureLog(logging.getLogger("kproducer.sender"))
+        # Exceptions raised by delivery callbacks: counted, logged, never silent (kproducer.callback_errors).
+        self._callback_errors = CallbackErrors(self.client_id)
+        self._metrics.add_provider(self._callback_errors)
         # metric.reporters: resolved (and their libraries imported) before any thread starts.
         self._reporters: list[Any] = []
         if cfg.metric_reporters:
@@ -296,7 +300,9 @@ class Producer:
             self._accumulator.start_compression_worker(self._client.wakeup_fd())
         self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
         self._io_thread = threading.Thread(
-            target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}", daemon=True
+            target=run_as_callback_thread(self._sender.run, self._callback_errors),
+            name=f"kafka-producer-network-thread | {self.client_id}",
+            daemon=True,
         )
         self._io_thread_started = _start_io_thread
         if _start_io_thread:
@@ -322,18 +328,21 @@ class Producer:
         """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
 
         Only when nothing between send() and the accumulator can differ per record:
-        the built-in partitioner, serializers that pass bytes through, no
+        the built-in partitioner (or one of librdkafka's hashing policies, which the
+        lane computes too), serializers that pass bytes through, no
         interceptors, and a class that does not override send(). With a circuit
         breaker, records for a muted partition take the Python path. Every call the
         lane does not take runs the Python :meth:`send` unchanged.
         """
         from kproducer.record import native
 
+        # librdkafka's hashing policies are computed in the lane too (key_hash), unless keys are ignored.
+        lane_key_hash = getattr(self._partitioner, "lane_key_hash", None) if not self._ignore_keys else None
         if (
             native.c is None
             or type(self).send is not Producer.send
             or self._interceptors
-            or self._partitioner is not None
+            or (self._partitioner is not None and lane_key_hash is None)
             or not (self._key_passthrough and self._value_passthrough)
         ):
             return None
@@ -370,6 +379,8 @@ class Producer:
                 # Once a tracer provider is set, every call takes the Python path, which traces it.
                 gate=self._tracing.gate if self._tracing is not None else None,
                 gate_key=GATE_KEY,
+                key_hash=lane_key_hash or 0,
+                empty_key_keyless=bool(getattr(self._partitioner, "empty_key_is_keyless", False)),
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
@@ -450,8 +461,11 @@ class Producer:
             self._raise_unusable()
         if self._txn is not None:
             self._check_send_in_transaction()
+        sent_as: Callable[[Any, Any, Any], None] | None = None
         if callback is not None or on_delivery is not None:
             callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
+            # A confluent-kafka style report gives back the bytes sent, not the objects passed.
+            sent_as = getattr(callback, "record_serialized", None)
         if self._interceptors:
             topic, value, key, partition, timestamp, headers = self._intercept_send(
                 topic, value, key, partition, timestamp, headers
@@ -485,6 +499,8 @@ class Producer:
             if error is not e:
                 error.__cause__ = e
             return self._router.fail_now(topic, partition, error, callback)
+        if sent_as is not None:
+            sent_as(key_bytes, value_bytes, headers)
         return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
 
     def _check_usable(self) -> None:
@@ -585,6 +601,7 @@ class Producer:
     _intercept_callback = producer_interceptors.intercept_callback
     flush = producer_lifecycle.flush
     take_failed_count = producer_lifecycle.take_failed_count
+    purge = producer_lifecycle.purge
     close = producer_lifecycle.close
 
     # ------------------------------------------------------------------ info

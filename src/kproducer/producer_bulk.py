@@ -294,8 +294,12 @@ def _send_arrow_by_topic(
 
 
 def _needs_per_record(producer: Producer) -> bool:
-    """Interceptors and custom partitioners see each record: bulk calls then go through send()."""
-    return bool(producer._interceptors) or producer._partitioner is not None
+    """Interceptors, custom partitioners and serializers see each record: bulk calls then go through send()."""
+    return (
+        bool(producer._interceptors)
+        or producer._partitioner is not None
+        or not (producer._key_passthrough and producer._value_passthrough)
+    )
 
 
 def _send_each(

@@ -19,13 +19,13 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from kproducer.errors import IllegalStateError
+from kproducer.errors import IllegalStateError, RecordPurgedError
 from kproducer.failure_log import warn_data_loss
 
 if TYPE_CHECKING:
     from kproducer.producer import Producer
 
-__all__ = ["EXIT_FLUSH_TIMEOUT_S", "close", "flush", "live_producers", "take_failed_count"]
+__all__ = ["EXIT_FLUSH_TIMEOUT_S", "close", "flush", "live_producers", "purge", "take_failed_count"]
 
 log = logging.getLogger("kproducer.producer")
 
@@ -115,7 +115,10 @@ def flush(producer: Producer, timeout: float | None = None) -> int:
     if producer._forked:
         producer._raise_unusable()
     if threading.current_thread() is producer._io_thread:
-        raise IllegalStateError("flush() called from a delivery callback would deadlock; callbacks run on the I/O thread")
+        raise IllegalStateError(
+            "flush() called from a delivery callback would deadlock: it waits for the records the I/O thread "
+            "completes, and callbacks run on that thread"
+        )
     producer._accumulator.begin_flush()
     producer._wakeup()
     try:
@@ -128,6 +131,21 @@ def flush(producer: Producer, timeout: float | None = None) -> int:
     finally:
         producer._accumulator.end_flush()
     return producer._router.pending_count()
+
+
+def purge(producer: Producer) -> None:
+    """Fail every record not yet sent with RecordPurgedError: those waiting for metadata and in batches not drained.
+
+    Records already in a produce request (in flight) are not recalled: they end
+    with their real outcome. Each purged record's future and callback get the
+    error, as librdkafka's ``rd_kafka_purge()`` reports ``_PURGE_QUEUE``.
+    """
+    if producer._closed or producer._forked:
+        producer._raise_unusable()
+    error = RecordPurgedError("purged from the producer's queue before it was sent")
+    producer._router.fail_all(error)
+    producer._accumulator.abort_undrained_batches(error)
+    producer._wakeup()
 
 
 def take_failed_count(producer: Producer) -> int:
@@ -145,8 +163,14 @@ def close(producer: Producer, timeout: float | None = None) -> None:
     """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
 
     Called from a delivery callback it cannot wait for the I/O thread it runs
-    on, so it closes forcefully without waiting, as Java does.
+    on: ``close(0)`` closes forcefully without waiting, as Java's ``close()``
+    does there; any other timeout raises IllegalStateError instead of hanging.
     """
+    if threading.current_thread() is producer._io_thread and timeout != 0:
+        raise IllegalStateError(
+            "close() called from a delivery callback would deadlock: it waits for the I/O thread the callback "
+            "runs on; call close(0) there to close without waiting (pending records fail), or close on another thread"
+        )
     with producer._close_lock:
         if producer._closed:
             return
@@ -191,6 +215,7 @@ def close(producer: Producer, timeout: float | None = None) -> None:
                 log.exception("error closing %r", obj)
     if producer._breaker is not None:
         producer._breaker.close()
+    producer._callback_errors.closed()
     for reporter in producer._reporters:
         try:
             reporter.close()

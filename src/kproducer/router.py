@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import RecordFuture
+from kproducer.callback_errors import callback_raised
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import (
     BufferExhaustedError,
@@ -146,6 +147,7 @@ class RecordRouter:
         self._sensors = sensors
         self._breaker = breaker_manager
         self._partitioner = partitioner
+        self._partitioner_defers_keyless = getattr(partitioner, "defers_keyless", False) is True
         self._keyed_reroute = keyed_reroute
         self._ignore_keys = ignore_keys
         self._compression = compression
@@ -283,6 +285,8 @@ class RecordRouter:
         if self._partitioner is not None:
             view = cluster if manager is None else manager.cluster_view(cluster)
             chosen = self._partitioner.partition(topic, key, key_bytes, value, value_bytes, view)
+            if chosen == UNKNOWN_PARTITION and self._partitioner_defers_keyless:
+                return UNKNOWN_PARTITION  # librdkafka's policies leave keyless records to the sticky partition
             if not 0 <= chosen < count:
                 raise ValueError(
                     f"partitioner.class returned partition {chosen} for topic {topic!r}, "
@@ -908,5 +912,5 @@ def _call(on_delivery: DeliveryCallback | None, error: BaseException) -> None:
         return
     try:
         on_delivery(None, error)
-    except Exception:
-        log.exception("delivery callback raised")
+    except Exception as e:
+        callback_raised(e, getattr(error, "topic", None) or "a record")

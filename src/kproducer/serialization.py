@@ -8,8 +8,10 @@ bytes; :func:`is_passthrough` tells it when that path is allowed.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,6 +32,7 @@ __all__ = [
     "JsonSerializer",
     "NoneSerializer",
     "CallableSerializer",
+    "ContextSerializer",
     "SERIALIZER_NAMES",
     "resolve_serializer",
     "is_passthrough",
@@ -286,6 +289,81 @@ class CallableSerializer(_Base):
         return f"CallableSerializer({_qualname(self.func)}, is_key={self.is_key})"
 
 
+class ContextSerializer(_Base):
+    """A confluent-kafka serializer: any ``f(obj, SerializationContext) -> bytes``.
+
+    confluent-kafka's ``StringSerializer``, its schema-registry ``AvroSerializer``,
+    ``JSONSerializer`` and ``ProtobufSerializer`` (and any subclass of
+    ``confluent_kafka.serialization.Serializer``) take the object and a
+    ``SerializationContext(topic, MessageField.KEY or VALUE, headers)``, as
+    confluent-kafka's ``SerializingProducer`` calls them. The context is built from
+    confluent-kafka itself, so it stays an optional dependency: a callable that
+    takes two positional arguments without confluent-kafka installed is refused
+    when configured. The record's headers are the list the record is sent with:
+    a serializer that adds a header (a schema id, say) adds it to the record.
+    """
+
+    __slots__ = ("func", "_context", "_field")
+    name = "confluent-kafka"
+
+    def __init__(self, func: Callable[[Any, Any], Any], *, is_key: bool = False) -> None:
+        super().__init__(is_key=is_key)
+        try:
+            from confluent_kafka.serialization import MessageField, SerializationContext
+        except ImportError as e:
+            raise ConfigError(
+                f"{_config_key(is_key)}: {_qualname(func)} takes (obj, ctx) like a confluent-kafka serializer, "
+                "which needs confluent-kafka for its SerializationContext: pip install 'kproducer[confluent]'"
+            ) from e
+        self.func = func
+        self._context: Any = SerializationContext
+        self._field = MessageField.KEY if is_key else MessageField.VALUE
+
+    def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
+        try:
+            out = self.func(data, self._context(topic, self._field, headers))
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(
+                f"{_config_key(self.is_key)} {_qualname(self.func)} failed on {_field(self.is_key)} of type "
+                f"{type(data).__name__}: {type(e).__name__}: {e}"
+            ) from e
+        if out is None or type(out) is bytes:
+            return out
+        if isinstance(out, _BYTES_LIKE):
+            return bytes(out)
+        raise SerializationError(
+            f"{_config_key(self.is_key)} {_qualname(self.func)} returned {type(out).__name__}; "
+            "it must return bytes, bytearray, memoryview or None"
+        )
+
+    def __repr__(self) -> str:
+        return f"ContextSerializer({_qualname(self.func)}, is_key={self.is_key})"
+
+
+def _takes_context(obj: Any) -> bool:
+    """Whether ``obj`` is a confluent-kafka serializer: one of its Serializer classes, or needs 2 arguments."""
+    confluent = sys.modules.get("confluent_kafka.serialization")
+    if confluent is not None and isinstance(obj, confluent.Serializer):
+        return True
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind(None)
+    except TypeError:
+        pass
+    else:
+        return False  # f(data) works: a plain function serializer
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        return False
+    return True
+
+
 class _UserSerializer:
     """Wraps a user Serializer lacking ``passthrough``; binds its methods directly, so no extra call layer."""
 
@@ -343,7 +421,7 @@ def _allowed(is_key: bool) -> str:
     return (
         f"{_config_key(is_key)} must be None, one of {', '.join(repr(n) for n in SERIALIZER_NAMES)}, "
         "a dotted path 'pkg.mod:Class' or 'pkg.mod.Class', a Serializer class or instance, "
-        "or a callable f(data) -> bytes"
+        "a callable f(data) -> bytes, or a confluent-kafka serializer f(obj, SerializationContext) -> bytes"
     )
 
 
@@ -366,6 +444,8 @@ def _from_object(obj: Any, is_key: bool, spec: Any) -> Serializer:
             return serializer
         return _UserSerializer(obj)
     if callable(obj):
+        if _takes_context(obj):
+            return ContextSerializer(obj, is_key=is_key)
         return CallableSerializer(obj, is_key=is_key)
     raise ConfigError(
         f"{_config_key(is_key)}: {spec!r} (type {type(spec).__name__}) is not usable; {_allowed(is_key)}"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.callback_errors import callback_raised
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
 from kproducer.record.compression_worker import CompressionWorker
@@ -474,8 +475,8 @@ class ProducerBatch:
                     callback(future.value(), None)
                 else:
                     callback(None, future.record_error())
-            except Exception:
-                log.exception("error executing user-provided callback on message for topic-partition %s", tp)
+            except Exception as e:
+                callback_raised(e, tp)
         self.result.done()
 
     def _fire_range(self, rng: BulkRange, base_offset: int, log_append_time: int, error_fn: ErrorFn | None) -> None:
@@ -496,8 +497,8 @@ class ProducerBatch:
                     cb(md_type(tp.topic, tp.partition, offset, timestamp, -1, -1), None)
                 else:
                     cb(None, error_fn(rel))
-            except Exception:
-                log.exception("error executing user-provided callback on message for topic-partition %s", tp)
+            except Exception as e:
+                callback_raised(e, tp)
 
     # ------------------------------------------------------------------ split (MESSAGE_TOO_LARGE)
     def split(

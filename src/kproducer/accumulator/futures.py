@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from kproducer.errors import KafkaTimeoutError
+from kproducer.callback_errors import on_callback_thread
+from kproducer.errors import IllegalStateError, KafkaTimeoutError
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
 __all__ = ["NO_OFFSET", "NO_TIMESTAMP", "ProduceRequestResult", "RecordFuture"]
@@ -263,8 +264,16 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             # The outcome is final once completed (a done-callback may read it while the latch is still shut).
-            if not fut._batch_result.completed and not fut._batch_result.await_(remaining):
-                raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
+            if not fut._batch_result.completed:
+                if on_callback_thread():
+                    raise IllegalStateError(
+                        f"result() of a pending record of {fut._batch_result.topic_partition} called from a delivery "
+                        "callback would deadlock: callbacks run on the producer's I/O thread, which completes that "
+                        "record only after the callback returns. Use the callback's own arguments, or wait on "
+                        "another thread"
+                    )
+                if not fut._batch_result.await_(remaining):
+                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
             nxt = fut._forward()
             if nxt is None:
                 return fut

@@ -557,8 +557,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         Type.CLASS,
         None,
         _M,
-        "A custom partitioner (an object, class, or 'module:Name' path). None uses the "
-        "built-in one: murmur2 of the key, or sticky adaptive partitioning for keyless records.",
+        "A custom partitioner (an object, class, or 'module:Name' path), 'round_robin', or one of "
+        "librdkafka's policies by name: 'consistent_random' (confluent-kafka's default, CRC32 of the key), "
+        "'consistent', 'murmur2_random', 'murmur2', 'fnv1a', 'fnv1a_random', 'random' "
+        "(see docs/migrating.md). None uses the built-in one: murmur2 of the key, or sticky adaptive "
+        "partitioning for keyless records.",
     ),
     ConfigKey(
         "partitioner.ignore.keys",

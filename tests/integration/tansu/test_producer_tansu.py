@@ -13,6 +13,7 @@ import pytest
 from kproducer.accumulator import RecordFuture
 from kproducer.errors import (
     ConfigError,
+    IllegalStateError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
@@ -452,13 +453,20 @@ def test_close_from_delivery_callback_does_not_deadlock(tansu: TansuBroker, topi
     create_topic(tansu.bootstrap, topic_name, 1)
     p = _producer(tansu)
     closed = threading.Event()
+    refused: list[BaseException] = []
 
     def cb(md: RecordMetadata | None, exc: BaseException | None) -> None:
-        p.close()
+        # close() would wait for this very thread: refused by name; close(0) is Java's close-from-callback.
+        try:
+            p.close()
+        except IllegalStateError as e:
+            refused.append(e)
+        p.close(0)
         closed.set()
 
     p.send(topic_name, b"first", callback=cb)
     assert closed.wait(10), "close() inside the callback did not return"
+    assert len(refused) == 1 and "deadlock" in str(refused[0]) and "close(0)" in str(refused[0])
     p._io_thread.join(10)
     assert not p._io_thread.is_alive(), "the I/O thread did not stop after close() from a callback"
     p.close(1)  # a second close is a no-op

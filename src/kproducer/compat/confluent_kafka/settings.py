@@ -1,0 +1,163 @@
+"""A confluent-kafka configuration in kproducer's terms: librdkafka's names translated, the meaningless refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kproducer.compat.confluent_kafka.errors import KafkaError, KafkaException
+from kproducer.compat.librdkafka_errors import CODES
+
+__all__ = ["CONFIG_NAMES", "REFUSED", "Settings"]
+
+#: librdkafka's names (and synonyms) that kproducer spells differently.
+CONFIG_NAMES: dict[str, str] = {
+    "metadata.broker.list": "bootstrap.servers",
+    "queue.buffering.max.ms": "linger.ms",
+    "message.timeout.ms": "delivery.timeout.ms",
+    "request.required.acks": "acks",
+    "message.send.max.retries": "retries",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "compression.codec": "compression.type",
+    "message.max.bytes": "max.request.size",
+    "sasl.mechanisms": "sasl.mechanism",
+    "topic.metadata.refresh.interval.ms": "metadata.max.age.ms",
+    "socket.send.buffer.bytes": "send.buffer.bytes",
+    "socket.receive.buffer.bytes": "receive.buffer.bytes",
+    "partitioner": "partitioner.class",
+    "transaction.timeout.ms": "transaction.timeout.ms",
+}
+
+_LOGGING = "kproducer logs through Python's logging under the 'kproducer' logger: configure that instead"
+#: librdkafka settings with no meaning on kproducer: refused by name, with the reason and what to do instead.
+REFUSED: dict[str, str] = {
+    "batch.num.messages": "kproducer bounds a batch by bytes (batch.size), as the Java producer does, not by a "
+    "message count",
+    "sticky.partitioning.linger.ms": "keyless records stay on one partition until batch.size bytes went there "
+    "(KIP-794's sticky partitioner), not for a time",
+    "statistics.interval.ms": "there are no librdkafka JSON statistics: read Producer.metrics() (the Java "
+    "producer's metric names) or set metric.reporters",
+    "stats_cb": "there are no librdkafka JSON statistics: read Producer.metrics() or set metric.reporters",
+    "error_cb": "there are no client-wide error events: connection problems are logged on the 'kproducer' logger, "
+    "and each record's failure reaches its delivery report",
+    "throttle_cb": "broker throttling shows in the metrics (produce-throttle-time-avg/max)",
+    "debug": _LOGGING + " (logging.getLogger('kproducer').setLevel(logging.DEBUG))",
+    "logger": _LOGGING,
+    "log_level": _LOGGING,
+    "log.queue": _LOGGING,
+    "log.thread.name": _LOGGING,
+    "log.connection.close": _LOGGING,
+    "api.version.request": "kproducer always asks brokers for their versions (ApiVersions): only true is possible",
+    "api.version.fallback.ms": "kproducer always asks brokers for their versions (ApiVersions)",
+    "broker.version.fallback": "kproducer always asks brokers for their versions (ApiVersions)",
+    "socket.timeout.ms": "kproducer bounds each request by request.timeout.ms and each record by "
+    "delivery.timeout.ms (message.timeout.ms)",
+    "socket.keepalive.enable": "kproducer always sets SO_KEEPALIVE, as the Java producer does: only true is possible",
+    "socket.nagle.disable": "kproducer always sets TCP_NODELAY, as the Java producer does: only true is possible",
+    "broker.address.family": "use client.dns.lookup; kproducer connects to the addresses the resolver returns",
+    "enable.gapless.guarantee": "kproducer's idempotent producer (its default) handles sequence gaps as the Java "
+    "producer does (KIP-360), with no librdkafka-style gapless mode",
+    "queuing.strategy": "records are always sent in produce order per partition",
+    "produce.offset.report": "every delivery report carries its record's own offset",
+    "dr_msg_cb": "use on_delivery (in the configuration or per produce() call)",
+    "opaque": "not used by the delivery callbacks kproducer serves",
+    "background_event_cb": "there is no background event queue: delivery reports are served by poll()/flush()",
+    "plugin.library.paths": "librdkafka plugins do not load into kproducer: use interceptor.classes",
+    "interceptors": "librdkafka interceptors do not load into kproducer: use interceptor.classes",
+    "enable.random.seed": "kproducer seeds Python's random generator as Python does",
+    "key.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
+    "value.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
+}
+
+#: Settings whose only possible value is what kproducer always does: accepted with that value.
+_FIXED: dict[str, bool] = {"api.version.request": True, "socket.keepalive.enable": True, "socket.nagle.disable": True}
+
+# librdkafka's defaults where they differ from kproducer's and decide what a program observes.
+_LIBRDKAFKA_DEFAULTS: dict[str, Any] = {
+    "partitioner.class": "consistent_random",  # librdkafka's default partitioner
+    "delivery.timeout.ms": 300000,  # message.timeout.ms
+}
+_DEFAULT_MAX_MESSAGES = 100000  # queue.buffering.max.messages
+_DEFAULT_MAX_KBYTES = 1048576  # queue.buffering.max.kbytes
+
+_COMPRESSION_LEVELS = {"gzip": "compression.gzip.level", "lz4": "compression.lz4.level", "zstd": "compression.zstd.level"}
+
+
+class Settings:
+    """A confluent-kafka configuration split into kproducer's configuration and what the adapter itself uses."""
+
+    def __init__(self, conf: Mapping[str, Any], serializing: bool) -> None:
+        flat: dict[str, Any] = {}
+        topic_conf = conf.get("default.topic.config")
+        if topic_conf is not None:
+            if not isinstance(topic_conf, Mapping):
+                raise TypeError(f"default.topic.config must be a dict, got {type(topic_conf).__name__}")
+            flat.update(topic_conf)  # librdkafka: top-level topic properties win over default.topic.config
+        flat.update((k, v) for k, v in conf.items() if k != "default.topic.config")
+
+        self.on_delivery: Callable[..., Any] | None = flat.pop("on_delivery", None) or flat.pop("dr_cb", None)
+        flat.pop("dr_cb", None)
+        self.only_errors = _as_bool(flat.pop("delivery.report.only.error", False), "delivery.report.only.error")
+        self.max_messages = int(flat.pop("queue.buffering.max.messages", _DEFAULT_MAX_MESSAGES))
+        self.max_bytes = int(flat.pop("queue.buffering.max.kbytes", _DEFAULT_MAX_KBYTES)) * 1024
+        if self.max_messages < 1 or self.max_bytes < 1024:
+            raise _config_error(
+                "queue.buffering.max.messages must be >= 1 and queue.buffering.max.kbytes >= 1, got "
+                f"{self.max_messages} and {self.max_bytes // 1024}"
+            )
+        self.key_serializer: Any = None
+        self.value_serializer: Any = None
+        if serializing:
+            self.key_serializer = flat.pop("key.serializer", None)
+            self.value_serializer = flat.pop("value.serializer", None)
+        level = flat.pop("compression.level", None)
+
+        for name, fixed in _FIXED.items():
+            if name in flat and _as_bool(flat[name], name) == fixed:
+                del flat[name]  # asks for what kproducer does anyway
+        engine: dict[str, Any] = {}
+        refused = [name for name in flat if name in REFUSED]
+        if refused:
+            raise _config_error(
+                "; ".join(f"{name} is not supported by kproducer: {REFUSED[name]}" for name in refused)
+            )
+        for name, value in flat.items():
+            target = CONFIG_NAMES.get(name, name)
+            if target in engine and engine[target] != value:
+                raise _config_error(f"{name} and another setting both set {target} (to {engine[target]!r} and {value!r})")
+            engine[target] = value
+        if level is not None and int(level) != -1:
+            codec = str(engine.get("compression.type", "none")).lower()
+            if codec not in _COMPRESSION_LEVELS:
+                raise _config_error(f"compression.level applies to gzip, lz4 and zstd, not compression.type={codec}")
+            engine.setdefault(_COMPRESSION_LEVELS[codec], int(level))
+        for name, value in _LIBRDKAFKA_DEFAULTS.items():
+            engine.setdefault(name, value)
+        # librdkafka's message.timeout.ms bounds a record's whole life, the wait for its topic's
+        # metadata included, and caps each produce request's timeout; kproducer's
+        # delivery.timeout.ms starts once the record is in a batch (Java's), with max.block.ms for
+        # the metadata, and must cover linger.ms + request.timeout.ms.
+        try:
+            message_timeout = int(engine["delivery.timeout.ms"])
+            linger = int(engine.get("linger.ms", 5))
+        except (TypeError, ValueError):
+            pass  # not a number: kproducer's configuration says so, naming the setting
+        else:
+            engine.setdefault("max.block.ms", message_timeout)
+            if "request.timeout.ms" not in engine and message_timeout < linger + 30000:
+                engine["request.timeout.ms"] = max(1, message_timeout - linger)
+        # produce() never blocks: the queue limits above raise BufferError first.
+        engine.setdefault("buffer.memory", self.max_bytes)
+        self.engine = engine
+
+
+def _as_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise _config_error(f"{name} must be true or false, got {value!r}")
+
+
+def _config_error(message: str) -> KafkaException:
+    return KafkaException(KafkaError(CODES["_INVALID_ARG"], message))
