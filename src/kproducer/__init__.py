@@ -8,6 +8,7 @@ import logging as _logging  # noqa: E402
 
 from kproducer.errors import KafkaError
 from kproducer.producer import Producer
+from kproducer.record.c_extension import NativeStatus, native_available
 from kproducer.structs import Node, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 
 # A library stays quiet until the application configures logging (lost records excepted: see
@@ -16,10 +17,12 @@ _logging.getLogger("kproducer").addHandler(_logging.NullHandler())
 
 __all__ = [
     "KafkaError",
+    "NativeStatus",
     "Producer",
     "Node",
     "PartitionInfo",
     "ProducerRecord",
     "RecordMetadata",
     "TopicPartition",
+    "native_available",
 ]

@@ -61,6 +61,7 @@ from kproducer.partitioner import resolve_partitioner
 from kproducer.producer_interceptors import resolve_interceptors
 from kproducer.producer_lifecycle import EXIT_FLUSH_TIMEOUT_S, live_producers  # noqa: F401 (its name here before)
 from kproducer.record.builder import MAX_TIMESTAMP
+from kproducer.record.c_extension import report_implementation_once
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
@@ -308,6 +309,7 @@ class Producer:
         for reporter in self._reporters:
             reporter.init(self._metrics, self.client_id)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
+        report_implementation_once(log)  # without its C extensions: a WARNING with the cause, once per process
 
     def _make_send_lane(self) -> Any:
         """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
