@@ -70,7 +70,13 @@ from kproducer.transaction_manager import (
     TransactionManager,
     TransactionState,
 )
-from kproducer.validation import check_headers, check_partition, check_timestamp
+from kproducer.validation import (
+    SECONDS_LIKE_BELOW,
+    SecondsTimestampWarning,
+    check_headers,
+    check_partition,
+    check_timestamp,
+)
 
 if TYPE_CHECKING:
     # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
@@ -129,6 +135,7 @@ class Producer:
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
+        self._seconds_warning = SecondsTimestampWarning(log, self.client_id)
         self._clock = _clock if _clock is not None else monotonic_ms
         self._closed = False
         self._forked = False
@@ -444,8 +451,10 @@ class Producer:
             headers = check_headers(headers)
         if partition is not None and (type(partition) is not int or partition < 0):
             check_partition(partition)
-        if timestamp is not None and (type(timestamp) is not int or timestamp < 0 or timestamp > MAX_TIMESTAMP):
-            check_timestamp(timestamp, MAX_TIMESTAMP)
+        if timestamp is not None and (
+            type(timestamp) is not int or timestamp < SECONDS_LIKE_BELOW or timestamp > MAX_TIMESTAMP
+        ):
+            check_timestamp(timestamp, MAX_TIMESTAMP, self._seconds_warning)
 
         # Serialize (bytes skip the serializers), then the routing step: metadata, size check,
         # partition choice, append. A topic without metadata parks the record, not the caller.
@@ -469,6 +478,10 @@ class Producer:
                 error.__cause__ = e
             return self._router.fail_now(topic, partition, error, callback)
         return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
+
+    def _timestamp_seconds_warning(self) -> SecondsTimestampWarning:
+        """This producer's once-only WARNING for timestamps that look like seconds (the bulk calls use it)."""
+        return self._seconds_warning
 
     def _check_usable(self) -> None:
         if self._closed or self._forked:
