@@ -7,7 +7,8 @@ and the build output carries a banner naming each extension that failed and the 
 error. At run time ``kproducer.native_available()`` and ``kproducer --version`` say which
 implementation runs and why, and a producer that starts without its extensions logs a WARNING
 with the cause. Set ``KPRODUCER_REQUIRE_NATIVE=1`` to make a failed compile fail the build
-(wheel builds do: a wheel must carry its extensions).
+(wheel builds do: a wheel must carry its extensions), and ``KPRODUCER_WERROR=1`` to compile
+with -Werror.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
-REQUIRE_NATIVE = os.environ.get("KPRODUCER_REQUIRE_NATIVE", "").strip() not in ("", "0")
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0")
+
+
+REQUIRE_NATIVE = _flag("KPRODUCER_REQUIRE_NATIVE")
+# KPRODUCER_WERROR=1: every warning is an error (the tests and the wheel builds check the C code
+# stays warning-free on each supported Python; GCC 14 already refuses implicit declarations).
+# Added to each extension's own flags, so the interpreter's (-DNDEBUG, -O3...) are kept.
+WERROR = ["-Werror", "-Werror=implicit-function-declaration"] if _flag("KPRODUCER_WERROR") else []
 _ERROR_LINES = 12  # of the compiler's output, in the banner (the full output is printed above it)
 
 
@@ -89,18 +99,18 @@ setup(
         Extension(
             "kproducer._speedups",
             sources=["src/kproducer/_speedups.c"],
-            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-parameter"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-parameter", *WERROR],
         ),
         Extension(
             "kproducer.network._sockio",
             sources=["src/kproducer/network/_sockio.c"],
-            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter", *WERROR],
         ),
         Extension(
             # Opens the system's liblz4/libzstd at run time (dlopen), so no headers are needed here.
             "kproducer.record._compression_worker",
             sources=["src/kproducer/record/_compression_worker.c"],
-            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter", *WERROR],
             libraries=["dl", "pthread"],
         ),
     ],

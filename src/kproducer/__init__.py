@@ -1,11 +1,8 @@
 """kproducer: a Kafka producer for Python and PySpark, true to the Java producer's internals."""
 
-# Set before the submodules are imported: kproducer.network.connection sends it to brokers
-# (ApiVersions' client_software_version) and imports it while this package initialises.
-__version__ = "0.1.0"
+import logging as _logging
 
-import logging as _logging  # noqa: E402
-
+from kproducer._version import __version__ as __version__
 from kproducer.errors import KafkaError
 from kproducer.producer import Producer
 from kproducer.record.c_extension import NativeStatus, native_available

@@ -7,6 +7,7 @@ import datetime
 import inspect
 import os
 import pydoc
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -39,7 +40,9 @@ def test_signature_and_help_show_the_real_send(producer: Producer) -> None:
     assert producer.send.__doc__ == Producer.send.__doc__
     assert producer.send.__name__ == "send" and producer.send.__qualname__ == "Producer.send"
     text = pydoc.render_doc(producer.send, renderer=pydoc.plaintext)
-    assert "send(topic: 'str | ProducerRecord', value: 'Any' = None" in text, text[:400]
+    # Python 3.13's pydoc puts each parameter of a long signature on its own line.
+    flat = re.sub(r"\(\n\s+", "(", re.sub(r",\n\s+", ", ", text))
+    assert "send(topic: 'str | ProducerRecord', value: 'Any' = None" in flat, text[:400]
     assert "callback(metadata, exception)" in text
     assert "for the common call shape, in C" not in text  # not the C lane type's own docstring
 
