@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 HASH   := $(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c 2>/dev/null | sha1sum | cut -c1-12)
 STAMP  := $(VENV)/.installed-$(HASH)
 # The other CPython versions the unit suite also runs on, each in its own venv (.venv312, .venv313),
-# found as pythonX.Y on PATH or under pyenv.
+# found under pyenv's versions or as a working pythonX.Y on PATH (a pyenv shim may not run).
 OTHER_PYTHONS ?= 3.12 3.13
 PYENV_ROOT    ?= $(HOME)/.pyenv
 .PHONY: run run-exactly-once run-stream test test-pythons lint typecheck bench install java stunnel codecs clean
@@ -64,8 +64,9 @@ test-pythons: codecs
 	@ran=""; missing=""; \
 	for v in $(OTHER_PYTHONS); do \
 	  venv=.venv$$(echo $$v | tr -d .); \
-	  py=$$(command -v python$$v 2>/dev/null || ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -n 1); \
-	  if [ -z "$$py" ]; then \
+	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -n 1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v 2>/dev/null); \
+	  if [ -z "$$py" ] || ! $$py -c pass 2>/dev/null; then \
 	    echo "Python $$v: not on this machine (no python$$v on PATH or under $(PYENV_ROOT)/versions): unit suite not run on it"; \
 	    missing="$$missing $$v"; continue; \
 	  fi; \

@@ -23,6 +23,7 @@ the fork guard).
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import logging
 import math
@@ -32,7 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kproducer import producer_bulk, producer_interceptors, producer_lifecycle, producer_transactions
+from kproducer import producer_interceptors, producer_lifecycle
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.common import monotonic_ms
 from kproducer.config import ProducerConfig
@@ -80,8 +81,32 @@ from kproducer.validation import (
 
 if TYPE_CHECKING:
     # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
+    from kproducer import producer_bulk, producer_transactions
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.sender import Clock, KafkaClient
+
+
+class _LoadedOnUse:
+    """A Producer method kept in a module of its own that is imported on the method's first use.
+
+    On first access the module's function of the same name replaces this descriptor on the class,
+    so every later call is an ordinary method call.
+    """
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        function = getattr(importlib.import_module(self._module), self._name)
+        for cls in (owner or type(instance)).__mro__:
+            if cls.__dict__.get(self._name) is self:
+                setattr(cls, self._name, function)
+                break
+        return function.__get__(instance, owner)
 
 log = logging.getLogger(__name__)
 
@@ -556,17 +581,32 @@ class Producer:
 
     # ------------------------------------------------------------------ jobs kept in modules of their own
     # Functions taking the producer, bound here as its methods (no extra call per use).
-    send_batch = producer_bulk.send_batch
-    send_arrow = producer_bulk.send_arrow
-    init_transactions = producer_transactions.init_transactions
-    begin_transaction = producer_transactions.begin_transaction
-    send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
-    commit_transaction = producer_transactions.commit_transaction
-    abort_transaction = producer_transactions.abort_transaction
-    transaction = producer_transactions.transaction
-    _check_send_in_transaction = producer_transactions._check_send_in_transaction
-    _may_abort_after_error = producer_transactions._may_abort_after_error
-    _on_transaction_state_change = producer_transactions._on_transaction_state_change
+    # The bulk calls and the transaction API load their modules on first use (_LoadedOnUse), so
+    # that a producer that uses neither does not pay for importing them.
+    if TYPE_CHECKING:
+        send_batch = producer_bulk.send_batch
+        send_arrow = producer_bulk.send_arrow
+        init_transactions = producer_transactions.init_transactions
+        begin_transaction = producer_transactions.begin_transaction
+        send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
+        commit_transaction = producer_transactions.commit_transaction
+        abort_transaction = producer_transactions.abort_transaction
+        transaction = producer_transactions.transaction
+        _check_send_in_transaction = producer_transactions._check_send_in_transaction
+        _may_abort_after_error = producer_transactions._may_abort_after_error
+        _on_transaction_state_change = producer_transactions._on_transaction_state_change
+    else:
+        send_batch = _LoadedOnUse("kproducer.producer_bulk")
+        send_arrow = _LoadedOnUse("kproducer.producer_bulk")
+        init_transactions = _LoadedOnUse("kproducer.producer_transactions")
+        begin_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        send_offsets_to_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        commit_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        abort_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        transaction = _LoadedOnUse("kproducer.producer_transactions")
+        _check_send_in_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        _may_abort_after_error = _LoadedOnUse("kproducer.producer_transactions")
+        _on_transaction_state_change = _LoadedOnUse("kproducer.producer_transactions")
     _intercept_send = producer_interceptors.intercept_send
     _intercept_callback = producer_interceptors.intercept_callback
     flush = producer_lifecycle.flush

@@ -10,7 +10,6 @@ INVALID_TOPIC_EXCEPTION does for Java's KafkaProducer.send.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -89,6 +88,8 @@ class SecondsTimestampWarning:
         if self._warned:
             return
         self._warned = True
+        import datetime  # only for this once-per-producer line
+
         self._logger.warning(
             "producer %s: record timestamp %d looks like seconds, not milliseconds since the epoch "
             "(it is below 10^11 ms, 1973-03-03): the broker stores it as %s; pass int(seconds * 1000). "
