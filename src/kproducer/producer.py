@@ -23,6 +23,7 @@ the fork guard).
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import logging
 import math
@@ -32,7 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kproducer import producer_bulk, producer_interceptors, producer_lifecycle, producer_transactions
+from kproducer import producer_interceptors, producer_lifecycle
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
 from kproducer.common import monotonic_ms
@@ -62,6 +63,7 @@ from kproducer.partitioner import resolve_partitioner
 from kproducer.producer_interceptors import resolve_interceptors
 from kproducer.producer_lifecycle import EXIT_FLUSH_TIMEOUT_S, live_producers  # noqa: F401 (its name here before)
 from kproducer.record.builder import MAX_TIMESTAMP
+from kproducer.record.c_extension import report_implementation_once
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
@@ -71,13 +73,43 @@ from kproducer.transaction_manager import (
     TransactionManager,
     TransactionState,
 )
-from kproducer.validation import check_headers, check_partition, check_timestamp
+from kproducer.validation import (
+    SECONDS_LIKE_BELOW,
+    SecondsTimestampWarning,
+    check_headers,
+    check_partition,
+    check_timestamp,
+)
 
 if TYPE_CHECKING:
     # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
+    from kproducer import producer_bulk, producer_transactions
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.network.kafka_client import KafkaClient
     from kproducer.sender import Clock
+
+
+class _LoadedOnUse:
+    """A Producer method kept in a module of its own that is imported on the method's first use.
+
+    On first access the module's function of the same name replaces this descriptor on the class,
+    so every later call is an ordinary method call.
+    """
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        function = getattr(importlib.import_module(self._module), self._name)
+        for cls in (owner or type(instance)).__mro__:
+            if cls.__dict__.get(self._name) is self:
+                setattr(cls, self._name, function)
+                break
+        return function.__get__(instance, owner)
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +165,7 @@ class Producer:
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
+        self._seconds_warning = SecondsTimestampWarning(log, self.client_id)
         self._clock = _clock if _clock is not None else monotonic_ms
         self._closed = False
         self._forked = False
@@ -323,6 +356,7 @@ class Producer:
         for reporter in self._reporters:
             reporter.init(self._metrics, self.client_id)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
+        report_implementation_once(log)  # without its C extensions: a WARNING with the cause, once per process
 
     def _make_send_lane(self) -> Any:
         """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
@@ -475,8 +509,10 @@ class Producer:
             headers = check_headers(headers)
         if partition is not None and (type(partition) is not int or partition < 0):
             check_partition(partition)
-        if timestamp is not None and (type(timestamp) is not int or timestamp < 0 or timestamp > MAX_TIMESTAMP):
-            check_timestamp(timestamp, MAX_TIMESTAMP)
+        if timestamp is not None and (
+            type(timestamp) is not int or timestamp < SECONDS_LIKE_BELOW or timestamp > MAX_TIMESTAMP
+        ):
+            check_timestamp(timestamp, MAX_TIMESTAMP, self._seconds_warning)
 
         # Serialize (bytes skip the serializers), then the routing step: metadata, size check,
         # partition choice, append. A topic without metadata parks the record, not the caller.
@@ -502,6 +538,10 @@ class Producer:
         if sent_as is not None:
             sent_as(key_bytes, value_bytes, headers)
         return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
+
+    def _timestamp_seconds_warning(self) -> SecondsTimestampWarning:
+        """This producer's once-only WARNING for timestamps that look like seconds (the bulk calls use it)."""
+        return self._seconds_warning
 
     def _check_usable(self) -> None:
         if self._closed or self._forked:
@@ -586,17 +626,32 @@ class Producer:
 
     # ------------------------------------------------------------------ jobs kept in modules of their own
     # Functions taking the producer, bound here as its methods (no extra call per use).
-    send_batch = producer_bulk.send_batch
-    send_arrow = producer_bulk.send_arrow
-    init_transactions = producer_transactions.init_transactions
-    begin_transaction = producer_transactions.begin_transaction
-    send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
-    commit_transaction = producer_transactions.commit_transaction
-    abort_transaction = producer_transactions.abort_transaction
-    transaction = producer_transactions.transaction
-    _check_send_in_transaction = producer_transactions._check_send_in_transaction
-    _may_abort_after_error = producer_transactions._may_abort_after_error
-    _on_transaction_state_change = producer_transactions._on_transaction_state_change
+    # The bulk calls and the transaction API load their modules on first use (_LoadedOnUse), so
+    # that a producer that uses neither does not pay for importing them.
+    if TYPE_CHECKING:
+        send_batch = producer_bulk.send_batch
+        send_arrow = producer_bulk.send_arrow
+        init_transactions = producer_transactions.init_transactions
+        begin_transaction = producer_transactions.begin_transaction
+        send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
+        commit_transaction = producer_transactions.commit_transaction
+        abort_transaction = producer_transactions.abort_transaction
+        transaction = producer_transactions.transaction
+        _check_send_in_transaction = producer_transactions._check_send_in_transaction
+        _may_abort_after_error = producer_transactions._may_abort_after_error
+        _on_transaction_state_change = producer_transactions._on_transaction_state_change
+    else:
+        send_batch = _LoadedOnUse("kproducer.producer_bulk")
+        send_arrow = _LoadedOnUse("kproducer.producer_bulk")
+        init_transactions = _LoadedOnUse("kproducer.producer_transactions")
+        begin_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        send_offsets_to_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        commit_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        abort_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        transaction = _LoadedOnUse("kproducer.producer_transactions")
+        _check_send_in_transaction = _LoadedOnUse("kproducer.producer_transactions")
+        _may_abort_after_error = _LoadedOnUse("kproducer.producer_transactions")
+        _on_transaction_state_change = _LoadedOnUse("kproducer.producer_transactions")
     _intercept_send = producer_interceptors.intercept_send
     _intercept_callback = producer_interceptors.intercept_callback
     flush = producer_lifecycle.flush

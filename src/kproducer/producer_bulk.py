@@ -88,7 +88,7 @@ def _send_batch(
             raise ValueError(
                 f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
             )
-    headers, partition, timestamp = _check_common(headers, partition, timestamp)
+    headers, partition, timestamp = _check_common(producer, headers, partition, timestamp)
     n = len(values)
     cb = None
     if callback is not None or on_delivery is not None:
@@ -172,7 +172,7 @@ def _send_arrow_call(
     """send_arrow() once its span, if any, is current."""
     producer._check_usable()
 
-    headers, partition, timestamp = _check_common(headers, partition, timestamp)
+    headers, partition, timestamp = _check_common(producer, headers, partition, timestamp)
     data = table_or_batch
     cb = None
     if callback is not None or on_delivery is not None:
@@ -349,12 +349,14 @@ def _arrow_column_or_none(data: Any, name: str | None) -> Any:
     return data.column(name)
 
 
-def _check_common(headers: Any, partition: Any, timestamp: Any) -> tuple[Any, int | None, int | None]:
+def _check_common(
+    producer: Producer, headers: Any, partition: Any, timestamp: Any
+) -> tuple[Any, int | None, int | None]:
     """The bulk calls' per-call arguments, checked as send() checks them."""
     if headers is not None:
         headers = check_headers(headers)
     if partition is not None:
         check_partition(partition)
     if timestamp is not None:
-        check_timestamp(timestamp, MAX_TIMESTAMP)
+        check_timestamp(timestamp, MAX_TIMESTAMP, producer._timestamp_seconds_warning())
     return headers, partition, timestamp

@@ -10,13 +10,21 @@ INVALID_TOPIC_EXCEPTION does for Java's KafkaProducer.send.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kproducer.errors import InvalidTopicError
 
-__all__ = ["invalid_topic_error", "check_partition", "check_timestamp", "check_headers"]
+__all__ = [
+    "SECONDS_LIKE_BELOW",
+    "SecondsTimestampWarning",
+    "check_headers",
+    "check_partition",
+    "check_timestamp",
+    "invalid_topic_error",
+]
 
 #: Kafka's topic rule (org.apache.kafka.common.internals.Topic): ASCII letters, digits, '.', '_', '-'.
 MAX_TOPIC_LENGTH = 249
@@ -56,7 +64,48 @@ def check_partition(partition: Any) -> None:
         raise ValueError(f"partition must be an int >= 0 or None, got {partition}")
 
 
-def check_timestamp(timestamp: Any, max_timestamp: int) -> None:
+#: Record timestamps are milliseconds since the epoch; a value below this (1973-03-03 in ms, year
+#: 5138 in seconds) is almost surely seconds, as ``int(time.time())`` gives.
+SECONDS_LIKE_BELOW = 10**11
+
+
+class SecondsTimestampWarning:
+    """One producer's WARNING, logged once, for a record timestamp that looks like seconds.
+
+    Such a record is valid (Kafka takes any non-negative timestamp) and is sent as given: the
+    warning says it will be stored as a date in early 1970, and how to pass milliseconds.
+    """
+
+    __slots__ = ("_logger", "_client_id", "_warned")
+
+    def __init__(self, logger: logging.Logger, client_id: str) -> None:
+        self._logger = logger
+        self._client_id = client_id
+        self._warned = False
+
+    def note(self, timestamp: int) -> None:
+        """Called for a valid timestamp below :data:`SECONDS_LIKE_BELOW`."""
+        if self._warned:
+            return
+        self._warned = True
+        import datetime  # only for this once-per-producer line
+
+        self._logger.warning(
+            "producer %s: record timestamp %d looks like seconds, not milliseconds since the epoch "
+            "(it is below 10^11 ms, 1973-03-03): the broker stores it as %s; pass int(seconds * 1000). "
+            "Logged once per producer; the records are sent as given",
+            self._client_id,
+            timestamp,
+            datetime.datetime.fromtimestamp(timestamp / 1000, datetime.UTC).isoformat(timespec="seconds"),
+        )
+
+
+def check_timestamp(
+    timestamp: Any, max_timestamp: int, seconds_warning: SecondsTimestampWarning | None = None
+) -> None:
+    """A TypeError/ValueError for a timestamp that is not an int in 0..max_timestamp; a valid one
+    below :data:`SECONDS_LIKE_BELOW` goes to ``seconds_warning`` (callers call this only for
+    timestamps outside SECONDS_LIKE_BELOW..max_timestamp, so a millisecond one costs one comparison)."""
     if type(timestamp) is not int:
         hint = ""
         if hasattr(timestamp, "timestamp") and callable(timestamp.timestamp):
@@ -68,6 +117,8 @@ def check_timestamp(timestamp: Any, max_timestamp: int) -> None:
         )
     if not 0 <= timestamp <= max_timestamp:
         raise ValueError(f"timestamp must be an int in 0..{max_timestamp} (milliseconds since the epoch), got {timestamp}")
+    if timestamp < SECONDS_LIKE_BELOW and seconds_warning is not None:
+        seconds_warning.note(timestamp)
 
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)

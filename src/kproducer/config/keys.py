@@ -40,7 +40,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _S,
         "host:port pairs used only to reach the cluster the first time; the producer then "
         "learns every broker from metadata, so a few entries are enough. IPv6 hosts go in "
-        "brackets ([::1]:9092).",
+        "brackets ([::1]:9092). A listener prefix (SSL://host:port) must name the "
+        "security.protocol in use: the protocol is never taken from the address.",
     ),
     ConfigKey(
         "client.id",

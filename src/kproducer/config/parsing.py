@@ -23,7 +23,7 @@ from kproducer.config.config_def import (
     Range,
     Type,
 )
-from kproducer.config.keys import CONFIG_KEYS
+from kproducer.config.keys import CONFIG_KEYS, SECURITY_PROTOCOLS
 from kproducer.errors import ConfigError
 
 # Every spelling a user may pass, mapped to the declared key.
@@ -239,7 +239,7 @@ def _coerce(key: ConfigKey, value: Any) -> Any:
 
 
 _HOST_PORT = re.compile(
-    r"^(?:[A-Za-z][A-Za-z0-9+.\-_]*://)?(?:\[(?P<v6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[^:\[\]/\s]+)):(?P<port>\d+)$"
+    r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.\-_]*)://)?(?:\[(?P<v6>[0-9A-Fa-f:.%A-Za-z]+)\]|(?P<host>[^:\[\]/\s]+)):(?P<port>\d+)$"
 )
 
 
@@ -264,3 +264,32 @@ def parse_bootstrap_servers(value: str | Iterable[str]) -> list[tuple[str, int]]
     if not result:
         raise ConfigError("bootstrap.servers must list at least one host:port")
     return result
+
+
+def check_bootstrap_schemes(value: str | Iterable[str], security_protocol: str, protocol_explicit: bool) -> None:
+    """A ``scheme://`` on a bootstrap.servers entry must be the security.protocol in use.
+
+    The Java client drops such a prefix without a word (ClientUtils keeps only host and port), so
+    ``SSL://broker:9093`` with the default PLAINTEXT connects in plaintext; librdkafka refuses a
+    listener name that disagrees with security.protocol. kproducer refuses it too, naming both:
+    the protocol comes from security.protocol alone (docs/security.md).
+    """
+    entries = [p.strip() for p in value.split(",")] if isinstance(value, str) else [str(v).strip() for v in value]
+    for entry in entries:
+        m = _HOST_PORT.match(entry)
+        scheme = m.group("scheme") if m else None
+        if scheme is None or scheme.upper() == security_protocol:
+            continue
+        known = scheme.upper() in SECURITY_PROTOCOLS
+        said = "" if protocol_explicit else " (the default)"
+        if not known:
+            raise ConfigError(
+                f"bootstrap.servers entry {entry!r} starts with {scheme + '://'!r}, which is not a Kafka "
+                f"security protocol ({', '.join(SECURITY_PROTOCOLS)}); give host:port, and the protocol "
+                f"in security.protocol"
+            )
+        raise ConfigError(
+            f"bootstrap.servers entry {entry!r} names {scheme.upper()}, but security.protocol is "
+            f"{security_protocol}{said}: set security.protocol={scheme.upper()} (the protocol is "
+            f"taken from security.protocol, never from the address), or drop the {scheme + '://'!r} prefix"
+        )

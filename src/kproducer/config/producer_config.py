@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from kproducer.config.config_def import INT32_MAX, Password, Type
 from kproducer.config.keys import CIRCUIT_BREAKER_PREFIX, CONFIG_KEYS
@@ -18,6 +18,7 @@ from kproducer.config.parsing import (
     _declared_spelling,
     _dotted,
     _unknown,
+    check_bootstrap_schemes,
     parse_bootstrap_servers,
 )
 from kproducer.errors import ConfigError
@@ -33,7 +34,8 @@ class ProducerConfig:
     """The validated producer configuration; every key is an attribute named in snake_case.
 
     ``config`` holds Java names (``{"linger.ms": "5"}``), ``kwargs`` snake_case names
-    (``linger_ms=5``); either spelling is accepted in both, and kwargs win over config.
+    (``linger_ms=5``); either spelling is accepted in both. A key given twice (two spellings in
+    one place, or in both) is a ConfigError naming both: no spelling silently wins.
     """
 
     # Typed view of the table for callers and mypy; tests check it matches CONFIG_KEYS exactly.
@@ -126,8 +128,10 @@ class ProducerConfig:
         object.__setattr__(self, "_frozen", False)
         originals: dict[str, Any] = {}
         passthrough: dict[str, Any] = {}
-        for source in (config or {}, kwargs):
-            seen_here: dict[str, str] = {}
+        # Each key's first spelling and where it came from: a second one, in any spelling and either
+        # place, is an error (which one was meant?) rather than one silently winning.
+        seen: dict[str, tuple[str, str]] = {}
+        for source, where in ((config or {}, "the config dict"), (kwargs, "the keyword arguments")):
             for raw_name, value in source.items():
                 if not isinstance(raw_name, str):
                     raise ConfigError(f"config names must be strings, got {raw_name!r}")
@@ -137,24 +141,19 @@ class ProducerConfig:
                     if dotted.startswith(CIRCUIT_BREAKER_PREFIX) and len(dotted) > len(
                         CIRCUIT_BREAKER_PREFIX
                     ):
+                        if dotted in seen:
+                            _given_twice(dotted, seen[dotted], (raw_name, where), two_names=False)
+                        seen[dotted] = (raw_name, where)
                         passthrough[dotted] = value
                         continue
                     _unknown(raw_name)
                 if key.type is Type.PASSWORD and isinstance(value, str):
                     value = Password(value)  # keep secrets out of originals' reprs too
-                spelling = _declared_spelling(raw_name, key)
-                if key.name in seen_here and seen_here[key.name] != spelling:
-                    # ssl.ca.location and ssl.truststore.location both given: which one was meant?
-                    raise ConfigError(
-                        f"{key.name} given twice, as {seen_here[key.name]!r} and {spelling!r} "
-                        f"(the same setting under two names); keep one"
-                    )
-                if key.name in seen_here and originals[key.name] != value:
-                    raise ConfigError(
-                        f"{key.name} given twice with different values (as {seen_here[key.name]!r} "
-                        f"and {raw_name!r})"
-                    )
-                seen_here[key.name] = spelling
+                if key.name in seen:
+                    first = seen[key.name]
+                    two_names = _declared_spelling(first[0], key) != _declared_spelling(raw_name, key)
+                    _given_twice(key.name, first, (raw_name, where), two_names)
+                seen[key.name] = (raw_name, where)
                 originals[key.name] = value
 
         values: dict[str, Any] = {}
@@ -181,6 +180,9 @@ class ProducerConfig:
     def _post_validate(values: dict[str, Any], originals: Mapping[str, Any]) -> None:
         """The Java producer's cross-key rules (ProducerConfig.postProcessParsedConfig, KafkaProducer)."""
         parse_bootstrap_servers(values["bootstrap.servers"])
+        check_bootstrap_schemes(
+            values["bootstrap.servers"], values["security.protocol"], "security.protocol" in originals
+        )
 
         transactional_id = values["transactional.id"]
         if transactional_id is not None:
@@ -362,16 +364,16 @@ def _validate_security(values: dict[str, Any], originals: Mapping[str, Any]) -> 
     if protocol.startswith("SASL_"):
         # Raises ConfigError naming the missing or conflicting setting.
         resolve_sasl_settings(values, mechanism_explicit="sasl.mechanism" in originals)
-    else:
-        stray = sorted(k for k in originals if k.startswith("sasl.") and originals[k] is not None)
-        if stray:
-            logger.warning("%s ignored: security.protocol is %s", ", ".join(stray), protocol)
-    if not protocol.endswith("SSL"):
-        stray = sorted(
-            k for k in originals if (k.startswith("ssl.") or k.startswith("enable.ssl")) and originals[k] is not None
+    unused = unused_security_keys(protocol, originals)
+    if unused:
+        # One line for all of them, as the Java client's "These configurations ... were supplied but
+        # are not used yet" (AbstractConfig.logUnused).
+        logger.warning(
+            "%s supplied but not used: security.protocol is %s (ssl.* keys apply to SSL and SASL_SSL, "
+            "sasl.* keys to SASL_PLAINTEXT and SASL_SSL)",
+            ", ".join(unused),
+            protocol,
         )
-        if stray:
-            logger.warning("%s ignored: security.protocol is %s (no TLS)", ", ".join(stray), protocol)
     enabled = values["ssl.enabled.protocols"]
     if enabled is not None:
         bad = [p for p in enabled if p not in ("TLSv1.2", "TLSv1.3")]
@@ -379,6 +381,32 @@ def _validate_security(values: dict[str, Any], originals: Mapping[str, Any]) -> 
             raise ConfigError(
                 f"ssl.enabled.protocols must list TLSv1.2 and/or TLSv1.3, got {', '.join(enabled) or 'nothing'}"
             )
+
+
+def _given_twice(name: str, first: tuple[str, str], second: tuple[str, str], two_names: bool) -> NoReturn:
+    """The error for a key given twice: both spellings, where each came from, and what to do."""
+    (a, a_where), (b, b_where) = first, second
+    raise ConfigError(
+        f"{name} given twice, as {a!r} and {b!r}"
+        + (f" in {a_where}" if a_where == b_where else f" (in {a_where} and in {b_where})")
+        + (" (the same setting under two names)" if two_names else "")
+        + "; keep one"
+    )
+
+
+def unused_security_keys(protocol: str, originals: Mapping[str, Any]) -> list[str]:
+    """The ssl.* and sasl.* keys given (not None) that ``protocol`` will not use, sorted."""
+    tls = protocol.endswith("SSL")
+    sasl = protocol.startswith("SASL_")
+    return sorted(
+        k
+        for k, v in originals.items()
+        if v is not None
+        and (
+            (not tls and (k.startswith("ssl.") or k.startswith("enable.ssl.")))
+            or (not sasl and k.startswith("sasl."))
+        )
+    )
 
 
 def _hashable(v: Any) -> bool:

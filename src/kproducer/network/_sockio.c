@@ -107,7 +107,15 @@ done:
     return result;
 }
 
-/* recv(fd, size) -> bytes (b"" at end of stream). */
+/* recv(fd, size) -> bytes (b"" at end of stream).
+ *
+ * Reads into one scratch buffer kept for the process (only ever touched with the GIL held, which
+ * these calls never let go of), then copies what arrived into a bytes object of exactly that size:
+ * one allocation of the right size, without resizing a bytes object in place (which only CPython's
+ * private _PyBytes_Resize can do). */
+static char *recv_scratch = NULL;
+static size_t recv_scratch_size = 0;
+
 static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int fd = fd_of_two("recv(fd, size)", args, nargs);
     if (fd < 0) return NULL;
@@ -117,19 +125,21 @@ static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "negative buffersize in recv");
         return NULL;
     }
-    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
-    if (buf == NULL) return NULL;
+    if ((size_t)size > recv_scratch_size || recv_scratch == NULL) {
+        char *grown = PyMem_RawRealloc(recv_scratch, size > 0 ? (size_t)size : 1);
+        if (grown == NULL) return PyErr_NoMemory();
+        recv_scratch = grown;
+        recv_scratch_size = size > 0 ? (size_t)size : 1;
+    }
     ssize_t got;
     do {
-        got = recv(fd, PyBytes_AS_STRING(buf), (size_t)size, MSG_DONTWAIT);
+        got = recv(fd, recv_scratch, (size_t)size, MSG_DONTWAIT);
     } while (got < 0 && errno == EINTR && !PyErr_CheckSignals());
     if (got < 0) {
-        Py_DECREF(buf);
         if (!PyErr_Occurred()) PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
     }
-    if (got != size && _PyBytes_Resize(&buf, (Py_ssize_t)got) < 0) return NULL;
-    return buf;
+    return PyBytes_FromStringAndSize(recv_scratch, (Py_ssize_t)got);
 }
 
 /* poll_ready(epfd, maxevents) -> [(fd, events), ...]: epoll_wait with a zero timeout. */

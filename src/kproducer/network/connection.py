@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kproducer import __version__
+from kproducer._version import __version__
 from kproducer.errors import AuthenticationError, KafkaError, SslAuthenticationError, error_for_code
 from kproducer.network import protocol
 from kproducer.network.connection_states import ConnectionState, transition

@@ -23,22 +23,12 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kproducer.record.c_extension import pure_python_forced
+from kproducer.record.c_extension import load
 
 __all__ = ["HELD", "poll_ready_for", "recv", "send_iov"]
 
 
-def _load() -> Any:
-    if pure_python_forced():
-        return None
-    try:
-        from kproducer.network import _sockio  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _sockio
-
-
-_c = _load()
+_c: Any = load("kproducer.network._sockio")
 HELD: bool = _c is not None
 """True when the calls below keep the GIL (the C extension is in use)."""
 

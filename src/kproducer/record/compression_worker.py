@@ -25,7 +25,7 @@ import functools
 import logging
 from typing import Any, Protocol
 
-from kproducer.record.c_extension import pure_python_forced
+from kproducer.record.c_extension import load
 from kproducer.record.codecs import _DEFAULT_LEVELS, _LZ4_FRAME_HEADER, CompressionType
 
 __all__ = ["LZ4_LIBRARY", "ZSTD_LIBRARY", "CompressionJob", "CompressionWorker", "start_worker", "submit_args"]
@@ -63,18 +63,7 @@ class CompressionWorker(Protocol):
     def close(self) -> None: ...
 
 
-def _load() -> Any:
-    if pure_python_forced():
-        return None
-    try:
-        from kproducer.record import _compression_worker  # type: ignore[attr-defined]
-    except ImportError as e:
-        log.info("kproducer's compression worker is not built (%s); batches are compressed in Python", e)
-        return None
-    return _compression_worker
-
-
-_c = _load()
+_c: Any = load("kproducer.record._compression_worker")
 
 
 def start_worker(compression: CompressionType, wakeup_fd: int) -> CompressionWorker | None:

@@ -136,15 +136,128 @@ def test_snake_case_and_java_names_are_interchangeable() -> None:
     assert hash(a) == hash(c)
 
 
-def test_kwargs_override_config() -> None:
-    cfg = ProducerConfig({"bootstrap.servers": "h:1", "linger.ms": 1}, linger_ms=9)
-    assert cfg.linger_ms == 9
-    assert cfg.originals["linger.ms"] == 9
+def test_a_key_in_both_config_and_kwargs_is_an_error_naming_both() -> None:
+    # Neither silently wins: which one was meant is the caller's to say.
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig({"bootstrap.servers": "h:1", "linger.ms": 5}, linger_ms=50)
+    assert str(info.value).startswith(
+        "linger.ms given twice, as 'linger.ms' and 'linger_ms' (in the config dict and in the keyword "
+        "arguments); keep one"
+    )
+    with pytest.raises(ConfigError, match=r"linger\.ms given twice, as 'linger\.ms' and 'linger\.ms' \(in the"):
+        ProducerConfig({"bootstrap.servers": "h:1", "linger.ms": 5}, **{"linger.ms": 5})
+    with pytest.raises(ConfigError, match=r"'ssl\.ca\.location' and 'ssl_truststore_location' \(in the config"):
+        ProducerConfig({"bootstrap.servers": "h:1", "ssl.ca.location": "a"}, ssl_truststore_location="a")
 
 
-def test_same_key_twice_with_different_values_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"linger\.ms given twice"):
-        ProducerConfig({"bootstrap.servers": "h:1", "linger.ms": 1, "linger_ms": 2})
+@pytest.mark.parametrize("second", [2, 1])  # a different value, and the same one
+def test_same_key_twice_in_one_dict_is_an_error(second: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig({"bootstrap.servers": "h:1", "linger.ms": 1, "linger_ms": second})
+    assert str(info.value).startswith(
+        "linger.ms given twice, as 'linger.ms' and 'linger_ms' in the config dict; keep one"
+    )
+
+
+def test_a_circuit_breaker_option_twice_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"producer\.circuit\.breaker\.x\.y given twice"):
+        ProducerConfig(
+            {"bootstrap.servers": "h:1", "producer.circuit.breaker.x.y": 1}, producer_circuit_breaker_x_y=2
+        )
+
+
+# ---------------------------------------------------------------- security keys and protocols
+
+
+@pytest.mark.parametrize(
+    ("servers", "protocol", "message"),
+    [
+        (
+            "SSL://broker:9093",
+            None,
+            "bootstrap.servers entry 'SSL://broker:9093' names SSL, but security.protocol is PLAINTEXT (the "
+            "default): set security.protocol=SSL",
+        ),
+        (
+            "a:1,sasl_ssl://broker:9093",
+            "SSL",
+            "bootstrap.servers entry 'sasl_ssl://broker:9093' names SASL_SSL, but security.protocol is SSL: "
+            "set security.protocol=SASL_SSL",
+        ),
+        (
+            "PLAINTEXT://broker:9092",
+            "SSL",
+            "bootstrap.servers entry 'PLAINTEXT://broker:9092' names PLAINTEXT, but security.protocol is SSL",
+        ),
+        (
+            "kafka://broker:9092",
+            None,
+            "bootstrap.servers entry 'kafka://broker:9092' starts with 'kafka://', which is not a Kafka "
+            "security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)",
+        ),
+    ],
+)
+def test_a_scheme_that_disagrees_with_security_protocol_is_an_error(
+    servers: str, protocol: str | None, message: str
+) -> None:
+    extra = {"security.protocol": protocol} if protocol else {}
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig({"bootstrap.servers": servers, **extra})
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("servers", "protocol"),
+    [("PLAINTEXT://broker:9092", None), ("ssl://broker:9093", "SSL"), ("SSL://b:1,c:2", "ssl")],
+)
+def test_a_scheme_that_matches_security_protocol_is_accepted(servers: str, protocol: str | None) -> None:
+    extra = {"security.protocol": protocol} if protocol else {}
+    cfg = ProducerConfig({"bootstrap.servers": servers, **extra})
+    assert cfg.bootstrap_servers == tuple(s.strip() for s in servers.split(","))
+
+
+def _config_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "kproducer.config" and r.levelname == "WARNING"]
+
+
+def test_unused_ssl_and_sasl_keys_give_one_warning_listing_them(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="kproducer.config")
+    ProducerConfig(
+        {
+            **BOOT,
+            "ssl.ca.location": "/etc/ca.pem",
+            "ssl.endpoint.identification.algorithm": "",
+            "sasl.username": "u",
+            "sasl.password": "secret",
+        }
+    )
+    assert _config_warnings(caplog) == [
+        "sasl.password, sasl.username, ssl.endpoint.identification.algorithm, ssl.truststore.location "
+        "supplied but not used: security.protocol is PLAINTEXT (ssl.* keys apply to SSL and SASL_SSL, "
+        "sasl.* keys to SASL_PLAINTEXT and SASL_SSL)"
+    ]
+    assert "secret" not in caplog.text
+
+
+def test_ssl_keys_with_sasl_plaintext_are_named_and_used_ones_are_not(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="kproducer.config")
+    ProducerConfig(
+        {
+            **BOOT,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "p",
+            "ssl.truststore.location": "/etc/ca.pem",
+        }
+    )
+    assert _config_warnings(caplog) == [
+        "ssl.truststore.location supplied but not used: security.protocol is SASL_PLAINTEXT (ssl.* keys "
+        "apply to SSL and SASL_SSL, sasl.* keys to SASL_PLAINTEXT and SASL_SSL)"
+    ]
+    caplog.clear()
+    ProducerConfig({**BOOT, "security.protocol": "SSL", "ssl.truststore.location": "/etc/ca.pem"})
+    assert _config_warnings(caplog) == []
 
 
 def test_originals_explicitly_set_get_and_as_dict() -> None:

@@ -1,7 +1,10 @@
-"""``import kproducer`` stays cheap: the network layer, asyncio, ssl and importlib.metadata load when needed.
+"""Importing kproducer loads only what is used: checked by what is in ``sys.modules`` in a fresh interpreter.
 
-Checked by what is in ``sys.modules`` after the import in a fresh interpreter (not by a wall-clock
-bound); the measured times are in docs/operability.md.
+``import kproducer`` loads the package and its version; the public names load their modules on first
+use. ``from kproducer import Producer`` loads what every producer needs, and not the network layer
+(loaded by the first Producer), asyncio, TLS, SASL, Spark, Arrow, the transaction API, the bulk
+calls or the metrics exporters. No wall-clock bound here: the measured times are in
+benchmarks/RESULTS.md ("Import cost").
 """
 
 from __future__ import annotations
@@ -9,8 +12,22 @@ from __future__ import annotations
 import subprocess
 import sys
 
-DEFERRED = ("asyncio", "ssl", "importlib.metadata", "email", "json", "difflib", "argparse", "kio", "socket",
-            "kproducer.network.client", "kproducer.network.protocol", "kproducer.sender", "kproducer.circuit_breaker", "crc32c")
+import pytest
+
+import kproducer
+
+DEFERRED = (
+    "asyncio", "ssl", "importlib.metadata", "email", "json", "difflib", "argparse", "kio", "socket",
+    "kproducer.network.client", "kproducer.network.protocol", "kproducer.sender", "kproducer.circuit_breaker",
+    "crc32c",
+    # Loaded when used: TLS and SASL (by a producer configured for them), Spark, Arrow, the
+    # transaction API and the bulk calls (on their first call), the metrics exporters.
+    "kproducer.network.tls", "kproducer.network.sasl", "scramp", "cryptography",
+    "kproducer.spark", "pyspark", "pyarrow", "pandas", "numpy",
+    "kproducer.producer_transactions", "kproducer.coordinator", "kproducer.coordinator_requests",
+    "kproducer.producer_bulk", "kproducer.bulk", "kproducer.aio",
+    "kproducer.metrics.reporters", "kproducer.metrics_reporter", "prometheus_client", "opentelemetry",
+)
 
 
 def _modules_after(code: str) -> list[str]:
@@ -19,10 +36,47 @@ def _modules_after(code: str) -> list[str]:
     return out.split()
 
 
-def test_import_kproducer_defers_heavy_modules() -> None:
+def test_import_kproducer_loads_the_package_only() -> None:
     loaded = set(_modules_after("import kproducer"))
+    assert sorted(m for m in loaded if m.startswith("kproducer")) == ["kproducer", "kproducer._version"]
+    assert "typing" not in loaded
+
+
+def test_from_kproducer_import_producer_defers_what_it_does_not_need() -> None:
+    loaded = set(_modules_after("from kproducer import Producer"))
     assert "kproducer.producer" in loaded
     assert sorted(m for m in DEFERRED if m in loaded) == []
+
+
+def test_a_submodule_does_not_load_the_producer() -> None:
+    loaded = set(_modules_after("import kproducer.errors, kproducer.structs"))
+    assert "kproducer.producer" not in loaded
+
+
+@pytest.mark.parametrize("name", kproducer.__all__)
+def test_every_public_name_resolves_and_is_listed(name: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", f"import kproducer; print(kproducer.{name}.__module__, '{name}' in dir(kproducer))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert out[0].startswith("kproducer.") and out[1] == "True"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="module 'kproducer' has no attribute 'Consumer'"):
+        kproducer.Consumer  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_bulk_and_transaction_methods_load_on_first_use() -> None:
+    code = (
+        "from kproducer import Producer; import sys; "
+        "doc = Producer.send_batch.__doc__; "
+        "print('kproducer.producer_bulk' in sys.modules, 'kproducer.producer_transactions' in sys.modules, "
+        "Producer.__dict__['send_batch'].__module__, Producer.init_transactions.__name__, "
+        "'kproducer.producer_transactions' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False", "kproducer.producer_bulk", "init_transactions", "True"]
 
 
 def test_crc32c_extension_is_loaded_without_its_package_metadata() -> None:

@@ -7,6 +7,7 @@ import datetime
 import inspect
 import os
 import pydoc
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -39,7 +40,9 @@ def test_signature_and_help_show_the_real_send(producer: Producer) -> None:
     assert producer.send.__doc__ == Producer.send.__doc__
     assert producer.send.__name__ == "send" and producer.send.__qualname__ == "Producer.send"
     text = pydoc.render_doc(producer.send, renderer=pydoc.plaintext)
-    assert "send(topic: 'str | ProducerRecord', value: 'Any' = None" in text, text[:400]
+    # Python 3.13's pydoc puts each parameter of a long signature on its own line.
+    flat = re.sub(r"\(\n\s+", "(", re.sub(r",\n\s+", ", ", text))
+    assert "send(topic: 'str | ProducerRecord', value: 'Any' = None" in flat, text[:400]
     assert "callback(metadata, exception)" in text
     assert "for the common call shape, in C" not in text  # not the C lane type's own docstring
 
@@ -129,3 +132,33 @@ def test_partitions_for_timeout_bounds_that_call_only(producer: Producer, monkey
     with pytest.raises(KafkaTimeoutError, match=r"'t' not present in metadata after 50 ms"):
         producer.partitions_for("t", timeout=0.05)
     assert seen and set(seen) == {200}
+
+
+def _seconds_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "looks like seconds" in r.getMessage()]
+
+
+def test_a_timestamp_in_seconds_logs_one_warning_per_producer(caplog: pytest.LogCaptureFixture) -> None:
+    seconds = 1_764_288_000  # 2025-11-28 in seconds: as ms, 1970-01-21
+    caplog.set_level("WARNING", logger="kproducer")
+    first = Producer(bootstrap_servers="127.0.0.1:1", max_block_ms=200, client_id="secs-1")
+    second = Producer(bootstrap_servers="127.0.0.1:1", max_block_ms=200, client_id="secs-2")
+    try:
+        first.send("t", b"ms", timestamp=seconds * 1000)  # milliseconds: nothing said
+        assert _seconds_warnings(caplog) == []
+        for _ in range(3):
+            first.send("t", b"s", timestamp=seconds)  # sent as given, as Kafka accepts any timestamp >= 0
+        first.send_batch("t", [b"a", b"b"], timestamp=seconds)
+        first.send("t", b"zero", timestamp=0)
+        assert _seconds_warnings(caplog) == [
+            "producer secs-1: record timestamp 1764288000 looks like seconds, not milliseconds since the epoch "
+            "(it is below 10^11 ms, 1973-03-03): the broker stores it as 1970-01-21T10:04:48+00:00; pass "
+            "int(seconds * 1000). Logged once per producer; the records are sent as given"
+        ]
+        second.send_batch("t", [b"a"], timestamp=seconds)  # the bulk call has the same check
+        second.send("t", b"s", timestamp=seconds)
+        warnings = _seconds_warnings(caplog)
+        assert len(warnings) == 2 and warnings[1].startswith("producer secs-2: record timestamp 1764288000")
+    finally:
+        first.close(0)
+        second.close(0)

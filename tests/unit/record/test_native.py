@@ -11,6 +11,7 @@ implementations directly, so they run the same whichever one the process uses.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import os
@@ -303,3 +304,33 @@ def test_every_slot_the_c_lane_reads_is_a_slot_of_its_class(monkeypatch: pytest.
                 f"the C send lane uses {cls.__qualname__}.{name} ({keyword}) as a __slots__ member, "
                 f"but the class has {member!r}: rename it in _speedups.c too"
             )
+
+
+def test_settle_group_untracks_settled_futures_without_attributes() -> None:
+    """settle_group takes a settled future out of the cyclic GC only when it has no attributes of its own.
+
+    The check reads public type fields (and PyObject_VisitManagedDict on 3.13, where asyncio's
+    Future keeps a managed dict): a future given an attribute may be in a cycle and stays tracked.
+    """
+    import gc
+
+    from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
+    from kproducer.structs import RecordMetadata, TopicPartition
+
+    async def main() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        result = ProduceRequestResult(TopicPartition("t", 0))
+        plain, tagged, subclassed = loop.create_future(), loop.create_future(), _TaggedFuture(loop=loop)
+        tagged.note = "kept"  # type: ignore[attr-defined]
+        group: list[object] = []
+        for i, fut in enumerate((plain, tagged, subclassed)):
+            group += [fut, RecordFuture(result, i, 1_700_000_000_000, -1, 1)]
+        _c().settle_group(group, RecordMetadata, "t", 0, 100, -1)  # type: ignore[attr-defined]
+        assert [f.result().offset for f in (plain, tagged, subclassed)] == [100, 101, 102]
+        return gc.is_tracked(plain), gc.is_tracked(tagged), gc.is_tracked(subclassed)
+
+    assert asyncio.run(main()) == (False, True, False)
+
+
+class _TaggedFuture(asyncio.Future):  # type: ignore[type-arg]
+    """A Python subclass of asyncio.Future: its instances get a dict managed by the interpreter."""

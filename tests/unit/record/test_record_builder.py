@@ -412,3 +412,12 @@ def test_control_batch_sets_attribute_bit_5() -> None:
     assert not _one(plain.buffer()).is_control
     with pytest.raises(ValueError, match="control batch .* needs magic 2"):
         MemoryRecordsBuilder(bytearray(), magic=1, write_limit=4096, is_control=True)
+
+
+def test_the_precomputed_varint_table_is_the_varint_encoding() -> None:
+    from kproducer.record import default_record as dr
+
+    assert len(dr._VARINT) == len(dr._VARINT_LEN) == dr._TABLE_SIZE
+    for i in range(dr._TABLE_SIZE):
+        assert dr._VARINT[i] == dr.encode_unsigned_varint(dr.zigzag(i)), i
+        assert dr._VARINT_LEN[i] == len(dr._VARINT[i]), i
