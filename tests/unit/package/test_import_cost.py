@@ -26,7 +26,7 @@ DEFERRED = (
     "kproducer.spark", "pyspark", "pyarrow", "pandas", "numpy",
     "kproducer.producer_transactions", "kproducer.coordinator", "kproducer.coordinator_requests",
     "kproducer.producer_bulk", "kproducer.bulk", "kproducer.aio",
-    "kproducer.metrics.reporters", "kproducer.metrics_reporter", "prometheus_client", "opentelemetry",
+    "kproducer.metrics.reporters", "prometheus_client", "opentelemetry",
 )
 
 
