@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c 2>/dev/null | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c src/kproducer/avro/_avro_encoder.c 2>/dev/null | sha1sum | cut -c1-12)
 .PHONY: run run-exactly-once run-stream test lint typecheck bench install java stunnel codecs clean
 
 $(PY):

@@ -1,5 +1,5 @@
 """Builds kproducer's optional C hot path (``kproducer._speedups``, ``kproducer.network._sockio``,
-``kproducer.record._compression_worker``) with the machine's compiler.
+``kproducer.record._compression_worker``, ``kproducer.avro._avro_encoder``) with the machine's compiler.
 
 Everything else lives in pyproject.toml. A failed compile is not fatal: the
 pure-Python implementation is the fallback (``kproducer.record.native.AVAILABLE``
@@ -50,6 +50,12 @@ setup(
             sources=["src/kproducer/record/_compression_worker.c"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
             libraries=["dl", "pthread"],
+        ),
+        Extension(
+            # Arrow columns to Avro bodies; kproducer.avro.encoder.ReferenceEncoder is its Python twin.
+            "kproducer.avro._avro_encoder",
+            sources=["src/kproducer/avro/_avro_encoder.c"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter"],
         ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
