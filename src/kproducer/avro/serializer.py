@@ -35,7 +35,7 @@ from kproducer.avro.schema import AvroSchema, derive_schema
 from kproducer.avro.writer import AvroColumnWriter
 from kproducer.errors import ConfigError
 
-__all__ = ["AVRO_OPTIONS", "AvroFormat", "avro_format_from_options"]
+__all__ = ["AVRO_OPTIONS", "SIDED_OPTIONS", "AvroFormat", "avro_format_from_options"]
 
 _TRUE = {"true": True, "false": False}
 
@@ -56,7 +56,7 @@ AVRO_OPTIONS = {
     "avro.record.name": "the derived top-level record's name (default topLevelRecord)",
     "avro.record.namespace": "the derived top-level record's namespace (default empty)",
 }
-_SIDED = {
+SIDED_OPTIONS = {
     "auto.register.schemas", "use.latest.version", "subject.name.strategy", "avro.schema", "avro.schema.id",
     "avro.record.name", "avro.record.namespace",
 }
@@ -227,7 +227,7 @@ def avro_format_from_options(options: Mapping[str, str], side: str) -> AvroForma
     """
 
     def get(name: str) -> str | None:
-        if name in _SIDED:
+        if name in SIDED_OPTIONS:
             return options.get(f"{side}.{name}", options.get(name))
         return options.get(name)
 
