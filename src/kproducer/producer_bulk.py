@@ -149,7 +149,7 @@ def _check_formats(value_format: Any, key_format: Any) -> tuple[AvroFormat | Non
     out: list[AvroFormat | None] = []
     for side, fmt in (("value", value_format), ("key", key_format)):
         if isinstance(fmt, AvroFormat):
-            out.append(fmt if (side == "key") == fmt.is_key else (fmt.for_key() if side == "key" else fmt))
+            out.append(fmt.for_side(side == "key"))
         elif fmt == "bytes":
             out.append(None)
         else:

@@ -121,6 +121,7 @@ class AvroFormat:
         self._lock = threading.Lock()
         self._writers: dict[tuple[str, Any], AvroColumnWriter] = {}
         self._client: SchemaRegistryClient | None = None
+        self._twin: AvroFormat | None = None
 
     def __repr__(self) -> str:
         s = self._settings
@@ -139,7 +140,16 @@ class AvroFormat:
 
     def for_key(self) -> AvroFormat:
         """The same settings for the key side (subjects ``<topic>-key``)."""
-        return _rebuild(replace(self._settings, is_key=True))
+        return self.for_side(True)
+
+    def for_side(self, is_key: bool) -> AvroFormat:
+        """This format for keys or for values: itself, or its twin for the other side (made once, kept)."""
+        if is_key == self._settings.is_key:
+            return self
+        with self._lock:
+            if self._twin is None:
+                self._twin = _rebuild(replace(self._settings, is_key=is_key))
+            return self._twin
 
     def pinned(self, schema: AvroSchema, schema_id: int | None) -> AvroFormat:
         """These settings with the schema and its id fixed (what the Spark driver hands its tasks)."""
@@ -206,6 +216,7 @@ def _rebuild(settings: _Settings) -> AvroFormat:
     fmt._lock = threading.Lock()
     fmt._writers = {}
     fmt._client = None
+    fmt._twin = None
     return fmt
 
 
