@@ -97,7 +97,10 @@ def _value(t: Any, nullable: bool) -> st.SearchStrategy[Any]:
         ).map(lambda d: d.replace(tzinfo=tz, microsecond=d.microsecond - d.microsecond % 1000 if t.unit == "ms" else d.microsecond))
     elif types.is_decimal128(t):
         digits = t.precision
-        base = st.integers(-(10**digits) + 1, 10**digits - 1).map(lambda u: decimal.Decimal(u).scaleb(-t.scale))
+        wide = decimal.Context(prec=60)  # the default context (28 digits) would round 38-digit values
+        base = st.integers(-(10**digits) + 1, 10**digits - 1).map(
+            lambda u: decimal.Decimal(u).scaleb(-t.scale, context=wide)
+        )
     elif types.is_struct(t):
         base = st.fixed_dictionaries({t.field(i).name: _value(t.field(i).type, t.field(i).nullable) for i in range(t.num_fields)})
     elif types.is_list(t) or types.is_large_list(t):
