@@ -186,3 +186,22 @@ def test_a_schema_the_registry_refuses_fails_the_call_before_any_row_is_sent(
             producer.send_arrow(first, topic_name, value_format=AvroFormat("http://127.0.0.1:9"))
         producer.flush(30)
     assert len(read_topic(tansu.bootstrap, topic_name, 1)) == 1
+
+
+def test_async_producer_send_arrow_with_avro(tansu: TansuBroker, topic_name: str, registry: SchemaRegistry) -> None:
+    import asyncio
+
+    from kproducer.aio import AsyncProducer
+
+    create_topic(tansu.bootstrap, topic_name)
+    t = pa.struct([pa.field("n", pa.int32())])
+    table = pa.table({"value": pa.array([{"n": i} for i in range(50)], t)})
+
+    async def main() -> list[Any]:
+        async with AsyncProducer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 5}) as p:
+            fut = await p.send_arrow(table, topic_name, value_format=AvroFormat(registry.url))
+            return list(await fut)
+
+    assert [md.offset for md in asyncio.run(main())] == list(range(50))
+    _records, values = _read_avro(tansu, registry, topic_name, 50)
+    assert values == [{"n": i} for i in range(50)]
