@@ -18,11 +18,11 @@ import fastavro
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from kproducer.avro import encoder
 from kproducer.avro.schema import AvroSchema, AvroSchemaError, derive_schema
 from kproducer.avro.writer import AvroColumnWriter, AvroRecordError
+from tests.support.avro_values import arrow_tables
 
 
 def _c_module() -> Any:
@@ -31,98 +31,6 @@ def _c_module() -> Any:
     except ImportError as e:
         pytest.fail(f"kproducer.avro._avro_encoder is not built ({e}); run `python setup.py build_ext --inplace`")
     return _avro_encoder
-
-
-# ---------------------------------------------------------------- generated Arrow types and values
-_LEAVES = [
-    pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
-    pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
-    pa.date32(), pa.timestamp("us", tz="UTC"), pa.timestamp("ms", tz="UTC"), pa.timestamp("us"),
-    pa.decimal128(9, 2), pa.decimal128(20, 0), pa.decimal128(38, 10), pa.null(),
-]
-
-
-def _names(n: int) -> list[str]:
-    return [f"f{i}" for i in range(n)]
-
-
-def _arrow_types() -> st.SearchStrategy[Any]:
-    leaves = st.sampled_from(_LEAVES)
-
-    def extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-        field = st.tuples(children, st.booleans()).map(lambda c: pa.field("item", c[0], nullable=c[1] or pa.types.is_null(c[0])))
-        return st.one_of(
-            st.lists(st.tuples(children, st.booleans()), min_size=1, max_size=4).map(
-                lambda fs: pa.struct(
-                    [pa.field(n, t, nullable=nl or pa.types.is_null(t)) for n, (t, nl) in zip(_names(len(fs)), fs, strict=True)]
-                )
-            ),
-            field.map(pa.list_),
-            field.map(pa.large_list),
-            st.tuples(children, st.booleans()).map(
-                lambda c: pa.map_(pa.string(), pa.field("value", c[0], nullable=c[1] or pa.types.is_null(c[0])))
-            ),
-        )
-
-    return st.recursive(leaves, extend, max_leaves=6)
-
-
-def _value(t: Any, nullable: bool) -> st.SearchStrategy[Any]:
-    base: st.SearchStrategy[Any]
-    types = pa.types
-    if types.is_null(t):
-        return st.none()
-    if types.is_boolean(t):
-        base = st.booleans()
-    elif types.is_integer(t):
-        info = {8: 7, 16: 15, 32: 31, 64: 63}[t.bit_width]
-        if types.is_unsigned_integer(t):
-            base = st.integers(0, 2 ** t.bit_width - 1)
-        else:
-            base = st.integers(-(2**info), 2**info - 1)
-    elif types.is_float32(t):
-        base = st.floats(allow_nan=False, width=32)
-    elif types.is_float64(t):
-        base = st.floats(allow_nan=False)
-    elif types.is_string(t) or types.is_large_string(t):
-        base = st.text(max_size=12)
-    elif types.is_binary(t) or types.is_large_binary(t):
-        base = st.binary(max_size=12)
-    elif types.is_date32(t):
-        base = st.dates()
-    elif types.is_timestamp(t):
-        tz = datetime.UTC if t.tz else None
-        base = st.datetimes(
-            min_value=datetime.datetime(1900, 1, 1), max_value=datetime.datetime(2200, 1, 1)
-        ).map(lambda d: d.replace(tzinfo=tz, microsecond=d.microsecond - d.microsecond % 1000 if t.unit == "ms" else d.microsecond))
-    elif types.is_decimal128(t):
-        digits = t.precision
-        wide = decimal.Context(prec=60)  # the default context (28 digits) would round 38-digit values
-        base = st.integers(-(10**digits) + 1, 10**digits - 1).map(
-            lambda u: decimal.Decimal(u).scaleb(-t.scale, context=wide)
-        )
-    elif types.is_struct(t):
-        base = st.fixed_dictionaries({t.field(i).name: _value(t.field(i).type, t.field(i).nullable) for i in range(t.num_fields)})
-    elif types.is_list(t) or types.is_large_list(t):
-        base = st.lists(_value(t.value_type, t.value_field.nullable), max_size=4)
-    elif types.is_map(t):
-        base = st.dictionaries(st.text(max_size=5), _value(t.item_type, t.item_field.nullable), max_size=3).map(
-            lambda d: list(d.items())
-        )
-    else:  # pragma: no cover
-        raise AssertionError(t)
-    return st.one_of(st.none(), base) if nullable else base
-
-
-@st.composite
-def _tables(draw: Any) -> tuple[Any, Any]:
-    t = draw(_arrow_types())
-    if not pa.types.is_struct(t):
-        t = pa.struct([pa.field("v", t, nullable=True)])
-    rows = draw(st.lists(_value(t, True), min_size=0, max_size=8))
-    arr = pa.array(rows, type=t)
-    start = draw(st.integers(0, len(rows)))
-    return t, arr.slice(start)
 
 
 def _normal(value: Any, t: Any) -> Any:
@@ -144,7 +52,7 @@ def _decode(schema: AvroSchema, body: bytes) -> Any:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_tables())
+@given(arrow_tables())
 def test_c_and_reference_write_the_same_bytes_and_fastavro_reads_the_values(table: tuple[Any, Any]) -> None:
     t, arr = table
     schema = derive_schema(t)
