@@ -158,3 +158,33 @@ def test_streaming_avro_values(spark: Any, tansu: EmbeddedBroker, registry: Sche
     ns = sorted(v["n"] for v in values)
     assert ns[:committed] == list(range(committed))
     assert all(r.key == str(v["n"]).encode() for r, v in zip(records, values, strict=True))
+
+
+def test_topic_column_and_avro_keys(spark: Any, tansu: EmbeddedBroker, registry: SchemaRegistry) -> None:
+    """Without a topic option each task registers the subjects of the topics it writes; keys are Avro too."""
+    topics = ["spark-avro-route-a", "spark-avro-route-b"]
+    for t in topics:
+        create_topic(tansu.bootstrap, t, 1)
+    n = 400
+    df = spark.range(0, n, 1, 2).selectExpr(
+        "element_at(array('spark-avro-route-a', 'spark-avro-route-b'), cast(id % 2 + 1 as int)) as topic",
+        "named_struct('tenant', 'acme', 'id', id) as key",
+        "named_struct('n', id, 'half', id / 2.0D) as value",
+    )
+    opts = {
+        "kafka.bootstrap.servers": tansu.bootstrap, "kafka.linger.ms": "5",
+        "value.format": "avro", "key.format": "avro", "schema.registry.url": registry.url,
+        "key.avro.record.name": "OrderKey",
+    }
+    df.write.format("kproducer").options(**opts).mode("append").save()
+    client = SchemaRegistryClient({"url": registry.url})
+    assert sorted(client.get_subjects()) == sorted([f"{t}-key" for t in topics] + [f"{t}-value" for t in topics])
+    assert json.loads(client.get_latest_version(f"{topics[0]}-key").schema.schema_str)["name"] == "OrderKey"
+    deser = AvroDeserializer(client)
+    for i, t in enumerate(topics):
+        records = read_topic(tansu.bootstrap, t, n // 2)
+        got = [(deser(r.key, SerializationContext(t, MessageField.KEY)),
+                deser(r.value, SerializationContext(t, MessageField.VALUE))) for r in records]
+        assert sorted(got, key=lambda kv: kv[0]["id"]) == [
+            ({"tenant": "acme", "id": k}, {"n": k, "half": k / 2}) for k in range(i, n, 2)
+        ]
