@@ -188,3 +188,24 @@ def test_topic_column_and_avro_keys(spark: Any, tansu: EmbeddedBroker, registry:
         assert sorted(got, key=lambda kv: kv[0]["id"]) == [
             ({"tenant": "acme", "id": k}, {"n": k, "half": k / 2}) for k in range(i, n, 2)
         ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        ({"schema.registry.url": "http://127.0.0.1:9"}, r"no schema registry reachable at http://127.0.0.1:9"),
+        ({"value.avro.schema": json.dumps({"type": "record", "name": "r", "fields": [{"name": "id", "type": "string"}]})},
+         r"value.id: Avro type string cannot be written from Arrow type int64"),
+        ({"value.avro.schema": "{not json"}, r"not valid JSON"),
+    ],
+)
+def test_registry_down_or_schema_not_fitting_fails_at_planning(
+    spark: Any, registry: SchemaRegistry, extra: dict[str, str], pattern: str
+) -> None:
+    df = spark.range(3).selectExpr("named_struct('id', id) as value")
+    opts = {**_avro_options("spark-avro-plan", "127.0.0.1:1", registry), **extra}
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as ei:
+        df.write.format("kproducer").options(**opts).mode("append").save()
+    assert re.search(pattern, str(ei.value), re.S), str(ei.value)[:3000]
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
