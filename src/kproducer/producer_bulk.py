@@ -298,8 +298,12 @@ def _send_arrow_encoded(
     a registry that is down or refuses the schema raises here. Rows that cannot be
     written fail on their own; the others go as one bulk call.
     """
+    import pyarrow as pa
+
     from kproducer.avro.table import encode_table
 
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
     names = data.schema.names
     if value_column not in names:
         raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
