@@ -172,14 +172,15 @@ def _send_arrow(
     headers: Any,
     on_delivery: Callback | None,
     formats: tuple[AvroFormat | None, AvroFormat | None] | None = None,
+    row_numbers: Sequence[int] | None = None,
 ) -> BulkFuture:
-    """send_arrow() with its per-row callback resolved."""
+    """send_arrow() with its per-row callback resolved (``row_numbers``: the caller's, for a topic's subset)."""
     import pyarrow as pa
 
     if formats is not None and topic is not None:
         return _send_arrow_encoded(
             producer, data, topic, value_column, key_column, topic_column, partition, timestamp, headers,
-            on_delivery, formats,
+            on_delivery, formats, row_numbers,
         )
 
     if isinstance(data, pa.RecordBatch):
@@ -265,6 +266,7 @@ def _send_arrow_by_topic(
     outer = BulkFuture("<several>", table.num_rows)
     for t in pc.unique(topics_col).to_pylist():
         rows = pc.indices_nonzero(pc.equal(topics_col, t))
+        row_list = rows.to_pylist()
         sub = table.take(rows)
         for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
         inner = _send_arrow(
@@ -273,9 +275,10 @@ def _send_arrow_by_topic(
                 t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
             ),
             formats,
+            row_list,
         )
         outer._appended(len(rows))
-        inner.add_done_callback(partial(outer._forward_from, rows.to_pylist(), t))
+        inner.add_done_callback(partial(outer._forward_from, row_list, t))
     return outer
 
 
@@ -291,6 +294,7 @@ def _send_arrow_encoded(
     headers: Any,
     on_delivery: Callback | None,
     formats: tuple[AvroFormat | None, AvroFormat | None],
+    row_numbers: Sequence[int] | None = None,
 ) -> BulkFuture:
     """send_arrow() of one topic's rows whose value/key columns are written as Avro first.
 
@@ -310,7 +314,7 @@ def _send_arrow_encoded(
     keys = key_column if key_column is not None and key_column in names else None
     if formats[1] is not None and keys is None:
         raise ValueError(f"key_format is Avro but the table has no key column {key_column!r}")
-    encoded = encode_table(data, topic, value_column, keys, formats[0], formats[1])
+    encoded = encode_table(data, topic, value_column, keys, formats[0], formats[1], row_numbers)
     table = encoded.table
     for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports show the encoded bytes
     cb = on_delivery if for_columns is None else for_columns(

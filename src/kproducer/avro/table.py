@@ -10,6 +10,7 @@ so nothing half-written is sent and the other rows go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kproducer.avro.serializer import AvroFormat
@@ -51,8 +52,13 @@ def encode_table(
     key_column: str | None,
     value_format: AvroFormat | None,
     key_format: AvroFormat | None,
+    row_numbers: Sequence[int] | None = None,
 ) -> EncodedTable:
-    """Encode ``data``'s value column with ``value_format`` and key column with ``key_format`` (None: as is)."""
+    """Encode ``data``'s value column with ``value_format`` and key column with ``key_format`` (None: as is).
+
+    ``row_numbers``: the caller's number of each row of ``data`` (when ``data`` is a subset of the
+    caller's rows, e.g. one topic's), used in the errors' messages.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -71,7 +77,7 @@ def encode_table(
     bad = {row for row, _ in errors}
     first: dict[int, AvroRecordError] = {}
     for row, err in errors:
-        first.setdefault(row, err)
+        first.setdefault(row, err if row_numbers is None else err.at_row(row_numbers[row]))
     rows = [i for i in range(table.num_rows) if i not in bad]
     log.warning(
         "%d of %d rows for topic %s not written as Avro (their futures fail); first: %s",

@@ -48,6 +48,14 @@ class AvroRecordError(SerializationError):
         self.field = field
         self.rule = rule
 
+    @classmethod
+    def of(cls, row: int, field: str, rule: str) -> AvroRecordError:
+        return cls(f"row {row}: column {field!r} cannot be written as Avro: {rule}", row, field, rule)
+
+    def at_row(self, row: int) -> AvroRecordError:
+        """The same error for the caller's row number ``row`` (when the rows were a subset of the caller's)."""
+        return AvroRecordError.of(row, self.field, self.rule)
+
 
 class EncodedArray(NamedTuple):
     """``array``: the rows as a large_binary Arrow array (a failed row is an empty slot);
@@ -108,11 +116,5 @@ class AvroColumnWriter:
         for row, node, rule in failures:
             path = plan.path(node)
             text = _rule_text(plan, node, rule)
-            errors.append((
-                row,
-                AvroRecordError(
-                    f"row {row_base + row}: column {path!r} cannot be written as Avro: {text}",
-                    row_base + row, path, text,
-                ),
-            ))
+            errors.append((row, AvroRecordError.of(row_base + row, path, text)))
         return EncodedArray(out, errors)

@@ -234,3 +234,20 @@ def test_generated_tables_round_trip_through_tansu_and_confluent_kafkas_deserial
             assert got == [as_avro_reads(v, t) for v in arr.to_pylist()]
 
         check()
+
+
+def test_a_bad_row_routed_by_a_topic_column_is_named_by_the_callers_row(
+    tansu: TansuBroker, topic_name: str, registry: SchemaRegistry
+) -> None:
+    topics = [f"{topic_name}-a", f"{topic_name}-b"]
+    for t in topics:
+        create_topic(tansu.bootstrap, t)
+    schema = {"type": "record", "name": "r", "fields": [{"name": "n", "type": "long"}]}
+    table = pa.table({
+        "value": pa.array([{"n": 0}, {"n": 1}, {"n": 2}, {"n": None}], pa.struct([pa.field("n", pa.int64())])),
+        "topic": [topics[0], topics[1], topics[0], topics[1]],
+    })
+    with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 5}) as producer:
+        errors = producer.send_arrow(table, None, value_format=AvroFormat(registry.url, schema=schema)).exceptions(30)
+    assert errors[:3] == [None, None, None]
+    assert isinstance(errors[3], AvroRecordError) and errors[3].row == 3 and str(errors[3]).startswith("row 3:")
