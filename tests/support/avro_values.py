@@ -37,6 +37,7 @@ _LEAVES = [
     pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
     pa.date32(), pa.timestamp("us", tz="UTC"), pa.timestamp("ms", tz="UTC"), pa.timestamp("us"),
     pa.decimal128(9, 2), pa.decimal128(20, 0), pa.decimal128(38, 10), pa.null(),
+    pa.date64(), pa.time32("s"), pa.time32("ms"), pa.time64("us"), pa.binary(3),
 ]
 
 
@@ -57,6 +58,7 @@ def _arrow_types() -> st.SearchStrategy[Any]:
             ),
             field.map(pa.list_),
             field.map(pa.large_list),
+            field.map(lambda f: pa.list_(f, 2)),
             st.tuples(children, st.booleans()).map(
                 lambda c: pa.map_(pa.string(), pa.field("value", c[0], nullable=c[1] or pa.types.is_null(c[0])))
             ),
@@ -86,8 +88,14 @@ def _value(t: Any, nullable: bool) -> st.SearchStrategy[Any]:
         base = st.text(max_size=12)
     elif types.is_binary(t) or types.is_large_binary(t):
         base = st.binary(max_size=12)
-    elif types.is_date32(t):
+    elif types.is_date32(t) or types.is_date64(t):
         base = st.dates()
+    elif types.is_time32(t) or types.is_time64(t):
+        base = st.times().map(
+            lambda v: v.replace(microsecond=0 if t.unit == "s" else v.microsecond - v.microsecond % 1000 if t.unit == "ms" else v.microsecond)
+        )
+    elif types.is_fixed_size_binary(t):
+        base = st.binary(min_size=t.byte_width, max_size=t.byte_width)
     elif types.is_timestamp(t):
         tz = datetime.UTC if t.tz else None
         base = st.datetimes(
@@ -101,6 +109,8 @@ def _value(t: Any, nullable: bool) -> st.SearchStrategy[Any]:
         )
     elif types.is_struct(t):
         base = st.fixed_dictionaries({t.field(i).name: _value(t.field(i).type, t.field(i).nullable) for i in range(t.num_fields)})
+    elif types.is_fixed_size_list(t):
+        base = st.lists(_value(t.value_type, t.value_field.nullable), min_size=t.list_size, max_size=t.list_size)
     elif types.is_list(t) or types.is_large_list(t):
         base = st.lists(_value(t.value_type, t.value_field.nullable), max_size=4)
     elif types.is_map(t):

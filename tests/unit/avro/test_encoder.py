@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from kproducer.avro import encoder
 from kproducer.avro.schema import AvroSchema, AvroSchemaError, derive_schema
 from kproducer.avro.writer import AvroColumnWriter, AvroRecordError
-from tests.support.avro_values import arrow_tables
+from tests.support.avro_values import arrow_tables, as_avro_reads
 
 
 def _c_module() -> Any:
@@ -31,19 +31,6 @@ def _c_module() -> Any:
     except ImportError as e:
         pytest.fail(f"kproducer.avro._avro_encoder is not built ({e}); run `python setup.py build_ext --inplace`")
     return _avro_encoder
-
-
-def _normal(value: Any, t: Any) -> Any:
-    """pyarrow's to_pylist value as fastavro reads it back (maps are dicts)."""
-    if value is None:
-        return None
-    if pa.types.is_map(t):
-        return {k: _normal(v, t.item_type) for k, v in value}
-    if pa.types.is_struct(t):
-        return {t.field(i).name: _normal(value[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_normal(v, t.value_type) for v in value]
-    return value
 
 
 def _decode(schema: AvroSchema, body: bytes) -> Any:
@@ -68,7 +55,7 @@ def test_c_and_reference_write_the_same_bytes_and_fastavro_reads_the_values(tabl
             assert got is None
             continue
         assert got[:5] == b"\x00\x00\x00\x00\x2a"
-        assert _decode(schema, got[5:]) == _normal(want, t)
+        assert _decode(schema, got[5:]) == as_avro_reads(want, t)
 
 
 def test_a_null_in_a_non_nullable_field_fails_only_that_row_naming_row_column_and_rule() -> None:
