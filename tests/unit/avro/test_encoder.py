@@ -165,3 +165,44 @@ def test_derived_schema_follows_spark_to_avro_naming() -> None:
         ],
     }
     assert derive_schema(pa.string()).json == '"string"'
+
+
+def _strict(t: Any) -> Any:
+    """The type with every field non-nullable (a null Arrow type stays nullable): its schema has no unions."""
+    types = pa.types
+
+    def f(field: Any) -> Any:
+        return pa.field(field.name, _strict(field.type), nullable=types.is_null(field.type))
+
+    if types.is_struct(t):
+        return pa.struct([f(t.field(i)) for i in range(t.num_fields)])
+    if types.is_map(t):
+        return pa.map_(t.key_type, f(t.item_field))
+    if types.is_fixed_size_list(t):
+        return pa.list_(f(t.value_field), t.list_size)
+    if types.is_large_list(t):
+        return pa.large_list(f(t.value_field))
+    if types.is_list(t):
+        return pa.list_(f(t.value_field))
+    return t
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arrow_tables())
+def test_c_and_reference_agree_on_rows_that_break_a_rule(table: tuple[Any, Any]) -> None:
+    """Nulls written against a schema without unions: the same failed rows, the same bytes for the others."""
+    t, arr = table
+    schema = derive_schema(_strict(t))
+    writer = AvroColumnWriter(schema, 7)
+    nodes = writer.plan_for(t).bind(arr)
+    ref = encoder.encode_reference(nodes, writer.prefix)
+    c_offsets, c_data, c_validity, c_failures = _c_module().encode(nodes, writer.prefix)
+    assert (bytes(c_data), c_offsets, c_validity, c_failures) == (bytes(ref.data), ref.offsets, ref.validity, ref.failures)
+    failed = {row for row, _node, _rule in ref.failures}
+    assert all(rule == encoder.RULE_NULL for _row, _node, rule in ref.failures)
+    rows = writer.encode(arr).array.to_pylist()
+    for i, (got, want) in enumerate(zip(rows, arr.to_pylist(), strict=True)):
+        if i in failed:
+            assert got == b""
+        elif want is not None:
+            assert _decode(schema, got[5:]) == as_avro_reads(want, t)
