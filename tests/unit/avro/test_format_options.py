@@ -67,3 +67,29 @@ def test_registered_once_per_writer_pickled_and_pinned() -> None:
         copy = pickle.loads(pickle.dumps(fmt.pinned(w1.schema, w1.schema_id)))
         assert "R" in repr(w1.schema) and copy.writer("orders", t).prefix == w1.prefix
         assert [p for m, p in registry.requests if m == "POST"] == registrations  # a pinned copy never asks
+
+
+def test_latest_version_and_lookup_only() -> None:
+    import json
+
+    from kproducer.avro import AvroSchema, SchemaRegistryClient, SchemaRegistryError
+
+    t = pa.struct([pa.field("id", pa.int64())])
+    given = {"type": "record", "name": "Event", "namespace": "com.example", "fields": [
+        {"name": "id", "type": ["null", "long"], "default": None}]}
+    with SchemaRegistry() as registry:
+        sid = SchemaRegistryClient(registry.url).register("events-value", AvroSchema(given))
+        latest = AvroFormat(registry.url, use_latest_version=True).writer("events", t)
+        assert latest.schema_id == sid and json.loads(latest.schema.json) == given
+        # ["null", "long"]: the value branch is 1.
+        assert latest.encode(pa.array([{"id": 5}], t)).array.to_pylist() == [
+            b"\x00" + sid.to_bytes(4, "big") + b"\x02\x0a"
+        ]
+        looked_up = AvroFormat(registry.url, schema=given, auto_register=False).writer("events", t)
+        assert looked_up.schema_id == sid
+        with pytest.raises(SchemaRegistryError, match="40403"):
+            AvroFormat(registry.url, auto_register=False).writer("events", t)  # the derived schema is not registered
+        with pytest.raises(SchemaRegistryError, match="40401"):
+            AvroFormat(registry.url, use_latest_version=True).writer("nothing", t)
+        with pytest.raises(ConfigError, match="not both"):
+            AvroFormat(registry.url, use_latest_version=True, schema=given)
