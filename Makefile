@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-HASH   := $(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c 2>/dev/null | sha1sum | cut -c1-12)
+HASH   := $(shell sha1sum pyproject.toml setup.py src/kproducer/_speedups.c src/kproducer/network/_sockio.c src/kproducer/record/_compression_worker.c src/kproducer/avro/_avro_encoder.c 2>/dev/null | sha1sum | cut -c1-12)
 STAMP  := $(VENV)/.installed-$(HASH)
 # The other CPython versions the unit suite also runs on, each in its own venv (.venv312, .venv313),
 # found under pyenv's versions or as a working pythonX.Y on PATH (a pyenv shim may not run).

@@ -1,5 +1,5 @@
 """Builds kproducer's C extensions (``kproducer._speedups``, ``kproducer.network._sockio``,
-``kproducer.record._compression_worker``) with the machine's compiler.
+``kproducer.record._compression_worker``, ``kproducer.avro._avro_encoder``) with the machine's compiler.
 
 Everything else lives in pyproject.toml. A failed compile does not fail the install: the
 package installs with its pure-Python implementation (the same results, more CPU per record),
@@ -114,6 +114,12 @@ setup(
             sources=["src/kproducer/record/_compression_worker.c"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter", *WERROR],
             libraries=["dl", "pthread"],
+        ),
+        Extension(
+            # Arrow columns to Avro bodies; kproducer.avro.encoder.ReferenceEncoder is its Python twin.
+            "kproducer.avro._avro_encoder",
+            sources=["src/kproducer/avro/_avro_encoder.c"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-parameter", *WERROR],
         ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

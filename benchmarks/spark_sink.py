@@ -22,6 +22,16 @@ acknowledged/flushed count (for exactly-once, the committed tasks' count).
 each repeat; the load average is printed, since the machine may be shared.
 
     .venv/bin/python benchmarks/spark_sink.py [--rows 2000000] [--repeat 2]
+
+``--avro`` measures Avro values instead (:func:`run_avro`): a 10-column record
+(ints, strings, a timestamp, a nullable double, a nested struct) written by the
+sink with ``value.format=avro`` against a Schema Registry (the tests' loopback
+one), against the strongest Python baseline, ``mapInArrow`` with fastavro's
+``schemaless_writer`` per row and confluent-kafka ``produce`` (no per-row
+callback), and against the plain Arrow writer on the same rows pre-encoded as
+bytes (what the Avro writer costs on top of sending).
+
+    .venv/bin/python benchmarks/spark_sink.py --avro [--rows 2000000] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -136,13 +146,183 @@ def _confluent_arrow(bootstrap: str, topic: str) -> Callable[[Iterator[Any]], It
     return run
 
 
+AVRO_VALUE = """named_struct(
+    'id', id,
+    'user_id', cast(id % 100000 as int),
+    'name', concat('user-', cast(id % 100000 as string)),
+    'city', element_at(array('Lisboa', 'Zürich', 'Oslo', 'Montréal', 'Kyoto'), cast(id % 5 + 1 as int)),
+    'at', timestamp_micros(1700000000000000 + id * 1000),
+    'score', if(id % 10 = 0, null, id / 7.0D),
+    'qty', cast(id % 50 as int),
+    'status', if(id % 3 = 0, 'shipped', 'pending'),
+    'amount_cents', id * 37,
+    'address', named_struct('zip', cast(id % 99999 as int), 'street', concat(cast(id % 1000 as string), ' Main St'))
+) as value"""
+AVRO_SINK = "kproducer sink, value.format=avro (Arrow -> registry Avro)"
+AVRO_PLAIN = "kproducer sink, plain Arrow writer, same rows pre-encoded as bytes"
+AVRO_BASE = "mapInArrow + fastavro schemaless_writer per row + confluent-kafka"
+NOOP_STRUCT = "no-op Arrow writer on the struct rows (Spark's cost, ceiling of the Avro sink)"
+NOOP_BYTES = "no-op Arrow writer on the pre-encoded rows (ceiling of the plain writer)"
+
+
+def _fastavro_arrow(bootstrap: str, topic: str, schema_json: str, schema_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The strongest pure-Python Avro sink: a dict per row from to_pylist, fastavro per row, produce per row."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import io
+        import json
+
+        import pyarrow as pa
+        from confluent_kafka import Producer
+        from fastavro import parse_schema, schemaless_writer
+
+        parsed = parse_schema(json.loads(schema_json))
+        header = b"\x00" + schema_id.to_bytes(4, "big")
+        errors: list[Any] = []
+        p = Producer(_confluent_config(bootstrap, errors))
+        n = 0
+
+        def encoded(keys: list[Any], values: list[Any]) -> Iterator[tuple[Any, bytes]]:
+            for key, value in zip(keys, values, strict=True):
+                buf = io.BytesIO()
+                buf.write(header)
+                schemaless_writer(buf, parsed, value)
+                yield key, buf.getvalue()
+
+        for batch in batches:
+            _produce_all(p, topic, encoded(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
+            n += batch.num_rows
+        if p.flush(120) != 0 or errors:
+            raise RuntimeError(f"confluent-kafka: {len(errors)} errors, first {errors[:1]}")
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    return run
+
+
+def _pre_encode(schema_json: str, schema_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """mapInArrow: the value column as registry Avro bytes (kproducer's encoder), for the plain writer's run."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from kproducer.avro import AvroSchema
+        from kproducer.avro.writer import AvroColumnWriter
+
+        writer = AvroColumnWriter(AvroSchema(schema_json), schema_id)
+        for batch in batches:
+            enc = writer.encode(batch.column(1))
+            yield pa.RecordBatch.from_arrays([batch.column(0), enc.array.cast(pa.binary())], names=["key", "value"])
+
+    return run
+
+
+def run_avro(args: argparse.Namespace) -> int:
+    """The --avro benchmark (see the module docstring)."""
+    from benchmarks.broker_warmup import warm_broker
+    from pyspark.sql import SparkSession
+    from pyspark.sql.pandas.types import to_arrow_type
+    from tests.support.schema_registry import SchemaRegistry
+
+    from kproducer.admin import create_topics
+    from kproducer.avro import AvroFormat
+    from kproducer.avro.encoder import AVAILABLE
+    from kproducer.embedded_broker import start_embedded_broker
+    from kproducer.spark import register, write_to_kafka
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(NoopSource)
+    df = spark.range(0, args.rows, 1, args.partitions).selectExpr("cast(id as string) as key", AVRO_VALUE).cache()
+    n = df.count()
+    vtype = to_arrow_type(df.schema["value"].dataType, timezone="UTC")
+    print(f"kproducer Avro encoder: {'C' if AVAILABLE else 'pure Python'}; value type {vtype}")
+    load_before = os.getloadavg()
+    results: list[tuple[str, float]] = []
+    with start_embedded_broker() as broker, SchemaRegistry() as registry:
+        bs = broker.bootstrap
+        run_id = uuid.uuid4().hex[:8]
+        # The schema every path writes: the sink's own derivation, registered once here.
+        fmt = AvroFormat(registry.url)
+        schema, schema_id = fmt.resolve(f"bench-{run_id}", vtype)
+        pre = df.mapInArrow(_pre_encode(schema.json, schema_id), "key string, value binary").cache()
+        assert pre.count() == n
+        avro_opts = {"value.format": "avro", "schema.registry.url": registry.url, "value.avro.schema": schema.json}
+        print(f"{AVRO_SINK}: producer config {{'bootstrap.servers'}}, sink options {avro_opts}")
+        print(f"{AVRO_PLAIN}: producer config {{'bootstrap.servers'}}")
+        print(f"{AVRO_BASE}: {{'linger.ms': 5, 'queue.buffering.max.messages': 1000000, 'delivery.report.only.error': True}}")
+        kinds = ("avro", "plain", "base")
+        create_topics(bs, {f"bench-{run_id}-{k}-{r}": 6 for r in range(args.repeat + 1) for k in kinds})
+        df.write.format("noop_arrow").option("warm", "true").mode("append").save()
+        warm_broker(bs)
+        sample = df.sample(fraction=min(1.0, 1000 / max(n, 1)), seed=1)
+        write_to_kafka(sample, f"bench-{run_id}-avro-{args.repeat}", config={"bootstrap.servers": bs}, options=avro_opts)
+        write_to_kafka(pre.sample(fraction=min(1.0, 1000 / max(n, 1)), seed=1), f"bench-{run_id}-plain-{args.repeat}",
+                       config={"bootstrap.servers": bs})
+        for r in range(args.repeat):
+            for name, frame in ((NOOP_STRUCT, df), (NOOP_BYTES, pre)):
+                t = time.perf_counter()
+                frame.write.format("noop_arrow").mode("append").save()
+                results.append((name, n / (time.perf_counter() - t)))
+            t = time.perf_counter()
+            s = write_to_kafka(df, f"bench-{run_id}-avro-{r}", config={"bootstrap.servers": bs}, options=avro_opts)
+            el = time.perf_counter() - t
+            assert s.records == n, f"{AVRO_SINK}: {s.records} of {n}"
+            results.append((AVRO_SINK, n / el))
+            t = time.perf_counter()
+            s = write_to_kafka(pre, f"bench-{run_id}-plain-{r}", config={"bootstrap.servers": bs})
+            el = time.perf_counter() - t
+            assert s.records == n, f"{AVRO_PLAIN}: {s.records} of {n}"
+            results.append((AVRO_PLAIN, n / el))
+            t = time.perf_counter()
+            counts = df.mapInArrow(_fastavro_arrow(bs, f"bench-{run_id}-base-{r}", schema.json, schema_id), "n long").collect()
+            el = time.perf_counter() - t
+            assert sum(row.n for row in counts) == n
+            results.append((AVRO_BASE, n / el))
+            for name, rate in results[-5:]:
+                print(f"  repeat {r}: {name:70s} {rate:>12,.0f} rows/s", flush=True)
+    spark.stop()
+    load_after = os.getloadavg()
+    per_run = [results[i : i + 5] for i in range(0, len(results), 5)]
+    rates: dict[str, list[float]] = {}
+    vs_base: dict[str, list[float]] = {}
+    vs_plain: dict[str, list[float]] = {}
+    for run in per_run:
+        by = dict(run)
+        for name, rate in run:
+            rates.setdefault(name, []).append(rate)
+            vs_base.setdefault(name, []).append(rate / by[AVRO_BASE])
+            vs_plain.setdefault(name, []).append(rate / by[AVRO_PLAIN])
+
+    def rng(xs: list[float], f: str) -> str:
+        return f"{min(xs):{f}}" if len(xs) == 1 else f"{min(xs):{f}}–{max(xs):{f}}"
+
+    print(f"\n{n:,} rows of a 10-column Avro record, local[2], Tansu on loopback, {args.repeat} run(s), interleaved")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min), {os.cpu_count()} CPUs\n")
+    print("| path | rows/s | vs fastavro + confluent-kafka baseline | vs plain Arrow writer on pre-encoded bytes |")
+    print("|---|---:|---:|---:|")
+    for name, xs in rates.items():
+        print(f"| {name} | {rng(xs, ',.0f')} | {rng(vs_base[name], '.2f')}x | {rng(vs_plain[name], '.2f')}x |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--partitions", type=int, default=4, help="Spark partitions (tasks)")
     ap.add_argument("--repeat", type=int, default=1, help="run every path this many times, interleaved")
+    ap.add_argument("--avro", action="store_true", help="Avro values against a Schema Registry (run_avro)")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.avro:
+        return run_avro(args)
 
     from benchmarks.broker_warmup import warm_broker
     from pyspark.sql import SparkSession

@@ -646,12 +646,19 @@ class AsyncProducer:
         headers: Iterable[tuple[str, bytes | None]] | None = None,
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
+        value_format: Any = "bytes",
+        key_format: Any = "bytes",
     ) -> asyncio.Future[list[RecordMetadata]]:
-        """``Producer.send_arrow`` off the loop; the future resolves to each row's metadata, in row order."""
+        """``Producer.send_arrow`` off the loop; the future resolves to each row's metadata, in row order.
+
+        ``value_format``/``key_format``: as for ``Producer.send_arrow`` (``"bytes"`` or a
+        ``kproducer.avro.AvroFormat``; the registry calls then also run off the loop).
+        """
         return await self._bulk_off_loop(
             lambda p: p.send_arrow(
                 table_or_batch, topic, value_column=value_column, key_column=key_column, topic_column=topic_column,
                 partition=partition, timestamp=timestamp, headers=headers, callback=callback, on_delivery=on_delivery,
+                value_format=value_format, key_format=key_format,
             )
         )
 

@@ -172,6 +172,18 @@ class BulkFuture:
             timestamp = md.timestamp if md is not None else NO_TIMESTAMP
             self._finish(BulkRange(0, 1, self, range(row, row + 1), None, timestamp), result, None)
 
+    def _fail_rows(self, failures: Sequence[tuple[int, BaseException]], topic: str) -> None:
+        """Rows that were refused before routing (e.g. not encodable): each fails with its own exception."""
+        self._appended(len(failures))
+        for row, err in failures:
+
+            def error_of(_index: int, err: BaseException = err) -> BaseException:
+                return err
+
+            result = ProduceRequestResult(TopicPartition(topic, -1))
+            result.set(NO_OFFSET, NO_TIMESTAMP, error_of)
+            self._finish(BulkRange(0, 1, self, range(row, row + 1), None, NO_TIMESTAMP), result, None)
+
     # ------------------------------------------------------------ the future API
     def done(self) -> bool:
         return self._done.is_set()

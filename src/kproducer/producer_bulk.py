@@ -10,6 +10,7 @@ the producer and is bound as a :class:`~kproducer.producer.Producer` method.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,10 @@ from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.validation import check_headers, check_partition, check_timestamp
 
 if TYPE_CHECKING:
+    from kproducer.avro.serializer import AvroFormat
     from kproducer.producer import Producer
+
+log = logging.getLogger(__name__)
 
 __all__ = ["send_arrow", "send_batch"]
 
@@ -126,6 +130,8 @@ def send_arrow(
     headers: Iterable[tuple[str, bytes | None]] | None = None,
     callback: Callback | None = None,
     on_delivery: OnDelivery | None = None,
+    value_format: str | AvroFormat = "bytes",
+    key_format: str | AvroFormat = "bytes",
 ) -> BulkFuture:
     """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
 
@@ -136,6 +142,10 @@ def send_arrow(
     ``partition``, ``timestamp``, ``headers``: as for :meth:`send_batch`.
     ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
     :meth:`send`, called once per row on the I/O thread.
+    ``value_format``/``key_format``: ``"bytes"`` (the column's bytes as they are), or a
+    :class:`kproducer.avro.AvroFormat`: the column (a struct is a record) is written as
+    Schema Registry framed Avro; a row that cannot be written fails on its own with an
+    :class:`~kproducer.avro.AvroRecordError` naming the row, the field and the rule.
 
     Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
     """
@@ -172,6 +182,7 @@ def _send_arrow_call(
     """send_arrow() once its span, if any, is current."""
     producer._check_usable()
 
+    formats = _check_formats(value_format, key_format)
     headers, partition, timestamp = _check_common(producer, headers, partition, timestamp)
     data = table_or_batch
     cb = None
@@ -180,7 +191,27 @@ def _send_arrow_call(
             callback, on_delivery, topic or "", _arrow_column_or_none(data, key_column),
             _arrow_column_or_none(data, value_column),
         )
-    return _send_arrow(producer, data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb)
+    return _send_arrow(
+        producer, data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb, formats
+    )
+
+
+def _check_formats(value_format: Any, key_format: Any) -> tuple[AvroFormat | None, AvroFormat | None] | None:
+    """The formats of send_arrow's value and key columns: None when both are plain bytes."""
+    from kproducer.avro.serializer import AvroFormat
+
+    out: list[AvroFormat | None] = []
+    for side, fmt in (("value", value_format), ("key", key_format)):
+        if isinstance(fmt, AvroFormat):
+            out.append(fmt.for_side(side == "key"))
+        elif fmt == "bytes":
+            out.append(None)
+        else:
+            raise ValueError(
+                f"{side}_format must be 'bytes' or a kproducer.avro.AvroFormat (which holds the registry "
+                f"settings and the schema ids it registered), got {fmt!r}"
+            )
+    return None if out == [None, None] else (out[0], out[1])
 
 
 def _send_arrow(
@@ -194,9 +225,17 @@ def _send_arrow(
     timestamp: int | None,
     headers: Any,
     on_delivery: Callback | None,
+    formats: tuple[AvroFormat | None, AvroFormat | None] | None = None,
+    row_numbers: Sequence[int] | None = None,
 ) -> BulkFuture:
-    """send_arrow() with its per-row callback resolved."""
+    """send_arrow() with its per-row callback resolved (``row_numbers``: the caller's, for a topic's subset)."""
     import pyarrow as pa
+
+    if formats is not None and topic is not None:
+        return _send_arrow_encoded(
+            producer, data, topic, value_column, key_column, topic_column, partition, timestamp, headers,
+            on_delivery, formats, row_numbers,
+        )
 
     if isinstance(data, pa.RecordBatch):
         batches = [data]
@@ -218,7 +257,7 @@ def _send_arrow(
             )
         return _send_arrow_by_topic(
             producer, data, value_column, key_column if has_keys else None, topic_column, partition, timestamp,
-            headers, on_delivery,
+            headers, on_delivery, formats,
         )
     if type(topic) is not str:
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
@@ -266,6 +305,7 @@ def _send_arrow_by_topic(
     timestamp: int | None,
     headers: Any,
     on_delivery: Callback | None,
+    formats: tuple[AvroFormat | None, AvroFormat | None] | None = None,
 ) -> BulkFuture:
     """One bulk call per distinct topic (rows keep their order within a topic); one future over all rows."""
     import pyarrow as pa
@@ -280,6 +320,7 @@ def _send_arrow_by_topic(
     outer = BulkFuture("<several>", table.num_rows)
     for t in pc.unique(topics_col).to_pylist():
         rows = pc.indices_nonzero(pc.equal(topics_col, t))
+        row_list = rows.to_pylist()
         sub = table.take(rows)
         for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
         inner = _send_arrow(
@@ -287,9 +328,65 @@ def _send_arrow_by_topic(
             on_delivery if for_columns is None else for_columns(
                 t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
             ),
+            formats,
+            row_list,
         )
         outer._appended(len(rows))
-        inner.add_done_callback(partial(outer._forward_from, rows.to_pylist(), t))
+        inner.add_done_callback(partial(outer._forward_from, row_list, t))
+    return outer
+
+
+def _send_arrow_encoded(
+    producer: Producer,
+    data: Any,
+    topic: str,
+    value_column: str,
+    key_column: str | None,
+    topic_column: str,
+    partition: int | None,
+    timestamp: int | None,
+    headers: Any,
+    on_delivery: Callback | None,
+    formats: tuple[AvroFormat | None, AvroFormat | None],
+    row_numbers: Sequence[int] | None = None,
+) -> BulkFuture:
+    """send_arrow() of one topic's rows whose value/key columns are written as Avro first.
+
+    The registry is asked (once per format and Arrow type) before any row is routed:
+    a registry that is down or refuses the schema raises here. Rows that cannot be
+    written fail on their own; the others go as one bulk call.
+    """
+    import pyarrow as pa
+
+    from kproducer.avro.table import encode_table
+
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
+    names = data.schema.names
+    if value_column not in names:
+        raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
+    keys = key_column if key_column is not None and key_column in names else None
+    if formats[1] is not None and keys is None:
+        raise ValueError(f"key_format is Avro but the table has no key column {key_column!r}")
+    encoded = encode_table(data, topic, value_column, keys, formats[0], formats[1], row_numbers)
+    table = encoded.table
+    for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports show the encoded bytes
+    cb = on_delivery if for_columns is None else for_columns(
+        topic, table.column(keys) if keys is not None else None, table.column(value_column)
+    )
+    inner = _send_arrow(producer, table, topic, value_column, keys, topic_column, partition, timestamp, headers, cb)
+    if encoded.rows is None:
+        return inner
+    outer = BulkFuture(topic, data.num_rows)
+    outer._appended(len(encoded.rows))
+    inner.add_done_callback(partial(outer._forward_from, encoded.rows, topic))
+    outer._fail_rows(encoded.errors, topic)
+    if on_delivery is not None:
+        for _row, err in encoded.errors:
+            try:
+                on_delivery(None, err)
+            except Exception:
+                log.exception("delivery callback raised")
     return outer
 
 

@@ -57,6 +57,8 @@ def sink_opts(args: argparse.Namespace, topic: str) -> dict[str, str]:
     from kproducer.spark import sink_options
 
     opts = sink_options(topic, bootstrap_servers=args.bootstrap, linger_ms=5)
+    if args.registry:
+        opts.update({"value.format": "avro", "schema.registry.url": args.registry})
     opts["deliveryGuarantee"] = args.guarantee
     if args.guarantee == "exactly_once":
         opts["transactionalIdPrefix"] = args.prefix
@@ -69,9 +71,12 @@ def write_keyed_through(spark: Any, args: argparse.Namespace, udf: Any, n: int, 
 
     from kproducer.spark import write_to_kafka
 
-    df = spark.range(0, n, 1, parts).select(udf(F.col("id")).alias("key")).selectExpr(
-        "key", "concat('row-', key) as value"
+    value = (
+        "named_struct('id', cast(key as long), 'label', concat('row-', key)) as value"  # --registry: Avro values
+        if args.registry
+        else "concat('row-', key) as value"
     )
+    df = spark.range(0, n, 1, parts).select(udf(F.col("id")).alias("key")).selectExpr("key", value)
     summary = write_to_kafka(df, args.topic, options=sink_opts(args, args.topic))
     print("RESULT " + json.dumps({"records": summary.records, "tasks": summary.tasks}), flush=True)
     spark.stop()
@@ -325,6 +330,7 @@ def main() -> None:
     p.add_argument("--crash-point", choices=["before_commit", "after_prepare"])
     p.add_argument("--crash-batch", type=int, default=1)
     p.add_argument("--marker")
+    p.add_argument("--registry", help="a Schema Registry URL: the values are Avro records (value.format=avro)")
     args = p.parse_args()
     if args.scenario == "retry":
         run_retry(args)

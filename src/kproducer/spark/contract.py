@@ -61,7 +61,20 @@ _OWN_OPTIONS = {
     "summary.token": "set by write_to_kafka: the key under which the driver keeps the summary for it",
     "deliveryguarantee": "at_least_once (default) or exactly_once",
     "transactionalidprefix": "exactly_once: prefix of the tasks' transactional ids, unique per application",
+    "value.format": "bytes (default: the value column's bytes) or avro (Schema Registry framed Avro)",
+    "key.format": "bytes (default: the key column's bytes) or avro (Schema Registry framed Avro)",
 }
+FORMATS = ("bytes", "avro")
+
+
+def _avro_option(lower: str) -> bool:
+    """The Avro and Schema Registry options (kproducer.avro.serializer.AVRO_OPTIONS), also per side."""
+    from kproducer.avro.serializer import AVRO_OPTIONS, SIDED_OPTIONS
+
+    if lower in AVRO_OPTIONS:
+        return True
+    side, _, rest = lower.partition(".")
+    return side in ("value", "key") and rest in SIDED_OPTIONS
 # Options Spark itself may put into the map; accepted (the exactly-once stream writer
 # keeps its transaction log in the checkpoint location), otherwise ignored.
 _SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
@@ -91,6 +104,12 @@ class SinkOptions:
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None
     checkpoint_location: str | None = None
+    value_format: str = "bytes"
+    key_format: str = "bytes"
+    # The Avro/registry options as given; the driver turns them into the formats below (plan()).
+    avro_options: tuple[tuple[str, str], ...] = ()
+    value_avro: Any = None  # kproducer.avro.AvroFormat, schema and id pinned on the driver
+    key_avro: Any = None
 
     @property
     def exactly_once(self) -> bool:
@@ -152,6 +171,7 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
     """Split the options into the producer's ``kafka.*`` keys and the sink's own, and check them."""
     producer: dict[str, str] = {}
     own: dict[str, str] = {}
+    avro: dict[str, str] = {}
     for raw_key, value in options.items():
         key = str(raw_key)
         lower = key.lower()
@@ -161,11 +181,14 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
             producer[lower[len(KAFKA_PREFIX) :]] = str(value)
         elif lower in _OWN_OPTIONS or lower in _SPARK_OPTIONS:
             own[lower] = str(value)
+        elif _avro_option(lower):
+            avro[lower] = str(value)
         else:
             allowed = ", ".join(sorted(_OWN_OPTIONS))
             raise ConfigError(
                 f"unknown option {key!r} for the kproducer sink{_suggest(lower, list(_OWN_OPTIONS))}; "
-                f"producer settings take the prefix 'kafka.' (e.g. kafka.linger.ms); sink options are: {allowed}"
+                f"producer settings take the prefix 'kafka.' (e.g. kafka.linger.ms); sink options are: {allowed}, "
+                "and with value.format=avro the Avro options (docs/spark.md)"
             )
     for key, why in _REFUSED_PRODUCER_KEYS.items():
         if key in producer:
@@ -206,6 +229,18 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
     # kafka.tracing.enabled=true: a worker whose process has a tracer provider would otherwise trace
     # every row.
     producer.setdefault("tracing.enabled", "false")
+    formats = {}
+    for side in ("value", "key"):
+        fmt = own.get(f"{side}.format", "bytes").strip().lower()
+        if fmt not in FORMATS:
+            raise ConfigError(f"option '{side}.format' is {fmt!r}; allowed: {', '.join(FORMATS)}")
+        formats[side] = fmt
+    if "avro" in formats.values() and writer != "arrow":
+        raise ConfigError("value.format=avro and key.format=avro are written by the Arrow writer; remove 'writer'")
+    if avro and "avro" not in formats.values():
+        raise ConfigError(
+            f"option {sorted(avro)[0]!r} is an Avro option, but neither 'value.format' nor 'key.format' is avro"
+        )
     return SinkOptions(
         producer_config=tuple(sorted(producer.items())),
         topic=topic.strip() if topic is not None else None,
@@ -217,6 +252,9 @@ def parse_options(options: Mapping[str, str]) -> SinkOptions:
         delivery_guarantee=guarantee,
         transactional_id_prefix=prefix,
         checkpoint_location=own.get("checkpointlocation"),
+        value_format=formats["value"],
+        key_format=formats["key"],
+        avro_options=tuple(sorted(avro.items())),
     )
 
 
@@ -281,8 +319,14 @@ def _type_name(dt: Any) -> str:
     return str(dt.simpleString())
 
 
-def validate_schema(schema: Any, topic_option: str | None) -> SinkSchema:
-    """Check a Spark ``StructType`` against the Kafka sink's column contract."""
+def validate_schema(
+    schema: Any, topic_option: str | None, value_format: str = "bytes", key_format: str = "bytes"
+) -> SinkSchema:
+    """Check a Spark ``StructType`` against the Kafka sink's column contract.
+
+    With ``value_format``/``key_format`` ``avro`` the column may be of any type Avro
+    writes (a struct is a record); kproducer.avro checks it against the schema.
+    """
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
@@ -311,9 +355,11 @@ def validate_schema(schema: Any, topic_option: str | None) -> SinkSchema:
         raise SinkSchemaError(
             f"the kproducer sink needs a 'value' column of type string or binary; the DataFrame has: {have}"
         )
-    value_is_string = check_str_or_bin("value")
+    value_is_string = check_str_or_bin("value") if value_format == "bytes" else False
     has_key = "key" in fields
-    key_is_string = check_str_or_bin("key") if has_key else False
+    if key_format == "avro" and not has_key:
+        raise SinkSchemaError(f"key.format=avro needs a 'key' column; the DataFrame has: {have}")
+    key_is_string = check_str_or_bin("key") if has_key and key_format == "bytes" else False
     has_topic = "topic" in fields
     if has_topic and not isinstance(fields["topic"].dataType, StringType):
         raise SinkSchemaError(

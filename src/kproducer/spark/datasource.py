@@ -45,6 +45,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kproducer.errors import ConfigError, KafkaTimeoutError
+from kproducer.spark.avro_formats import encode_batch, pin_formats
 from kproducer.spark.cache import ProducerCache, default_cache
 from kproducer.spark.commit import (
     DeliveryTracker,
@@ -318,11 +319,14 @@ class _SinkWriterBase:
     def _write_arrow(self, iterator: Iterator[Any]) -> TaskCommit:
         schema, topic = self.sink_schema, self.sink_options.topic
         key_name = schema.key
+        value_avro, key_avro = self.sink_options.value_avro, self.sink_options.key_avro
 
         def send_all(producer: Any, tracker: DeliveryTracker) -> tuple[int, int]:
             sent = nbytes = 0
             send_arrow = producer.send_arrow
             for batch in iterator:
+                if value_avro is not None or key_avro is not None:
+                    batch = encode_batch(batch, schema, topic, value_avro, key_avro)
                 for part in plan_arrow_batch(batch, schema, topic):
                     if isinstance(part, BulkCall):
                         data = part.batch
@@ -496,8 +500,11 @@ class KafkaStreamRowWriter(_RowWrite, _StreamCommit, DataSourceStreamWriter):
 def plan(options: Any, schema: StructType) -> tuple[SinkOptions, SinkSchema]:
     """The planning-time checks: options, columns, then the producer's own config table."""
     opts = parse_options(options)
-    cols = validate_schema(schema, opts.topic)
+    cols = validate_schema(schema, opts.topic, opts.value_format, opts.key_format)
     validate_producer_config(opts.producer_config_dict)
+    if opts.value_format == "avro" or opts.key_format == "avro":
+        # The registry is asked here, on the driver: a refused schema fails the query before any task.
+        opts = pin_formats(opts, cols, schema)
     return opts, cols
 
 

@@ -107,6 +107,34 @@ def test_retried_task_each_row_once_under_exactly_once(tansu: EmbeddedBroker, gu
         assert dupes > 0, "at-least-once with a failed attempt after sending should show duplicates"
 
 
+@pytest.mark.timeout(900)
+def test_retried_task_each_row_once_with_avro_values(tansu: EmbeddedBroker) -> None:
+    """The retried-task scenario with value.format=avro: committed rows once each, decodable from the registry."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.support.schema_registry import SchemaRegistry
+
+    topic, n = "eos-retry-avro", 40_000
+    create_topic(tansu.bootstrap, topic, 3)
+    with SchemaRegistry() as registry:
+        results = run_job(
+            ["retry", "--bootstrap", tansu.bootstrap, "--topic", topic, "--rows", str(n), "--guarantee",
+             "exactly_once", "--prefix", "retry-avro", "--registry", registry.url]
+        )
+        assert results and results[0]["records"] == n, results
+        view = read_topic_transactional(tansu.bootstrap, topic, timeout=60)
+        deser = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        committed = Counter(deser(r.value, ctx)["label"] for r in view.committed)
+    dupes = sum(c - 1 for c in committed.values() if c > 1)
+    assert set(committed) == {f"row-{i}" for i in range(n)}
+    assert dupes == 0, f"{dupes} rows visible twice to read_committed consumers"
+    assert view.aborted, "the failed attempt's records should be in Kafka, aborted"
+    assert not view.open, f"{len(view.open)} records in transactions left open"
+
+
 def _committed_batches(ckpt: Path) -> int:
     d = ckpt / "kproducer-transactions"
     if not d.is_dir():
