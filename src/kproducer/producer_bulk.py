@@ -157,12 +157,12 @@ def send_arrow(
             _arrow_bytes(table_or_batch, value_column) + _arrow_bytes(table_or_batch, key_column), headers,
             lambda traced: _send_arrow_call(
                 producer, table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, traced,
-                callback, on_delivery,
+                callback, on_delivery, value_format, key_format,
             ),
         )
     return _send_arrow_call(
         producer, table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, headers,
-        callback, on_delivery,
+        callback, on_delivery, value_format, key_format,
     )
 
 
@@ -178,6 +178,8 @@ def _send_arrow_call(
     headers: Iterable[tuple[str, bytes | None]] | None,
     callback: Callback | None,
     on_delivery: OnDelivery | None,
+    value_format: str | AvroFormat,
+    key_format: str | AvroFormat,
 ) -> BulkFuture:
     """send_arrow() once its span, if any, is current."""
     producer._check_usable()

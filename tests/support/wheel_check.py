@@ -13,7 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-EXTENSIONS = ("kproducer._speedups", "kproducer.network._sockio", "kproducer.record._compression_worker")
+EXTENSIONS = (
+    "kproducer._speedups",
+    "kproducer.network._sockio",
+    "kproducer.record._compression_worker",
+    "kproducer.avro._avro_encoder",
+)
 
 
 def main() -> int:

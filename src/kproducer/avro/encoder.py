@@ -37,7 +37,7 @@ from kproducer.avro.plan import (
     K_NULL,
     K_STRUCT,
 )
-from kproducer.record.c_extension import pure_python_forced
+from kproducer.record.c_extension import load
 
 __all__ = [
     "AVAILABLE",
@@ -223,17 +223,8 @@ def encode_reference(nodes: tuple[tuple[Any, ...], ...], prefix: bytes) -> Encod
     return EncodedColumn(struct.pack(f"<{n + 1}q", *offsets), out, bytes(validity) if validity else None, failures)
 
 
-def _load() -> Any:
-    if pure_python_forced():
-        return None
-    try:
-        from kproducer.avro import _avro_encoder  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _avro_encoder
-
-
-_c: Any = _load()
+# The C encoder, or None with the reason recorded for kproducer.native_available().
+_c: Any = load("kproducer.avro._avro_encoder")
 AVAILABLE: bool = _c is not None
 """Whether the C encoder runs (else the reference)."""
 

@@ -40,7 +40,12 @@ __all__ = [
 # The name these lines have always been logged under (the loader lived in kproducer.record.native).
 log = logging.getLogger("kproducer.record.native")
 
-EXTENSIONS = ("kproducer._speedups", "kproducer.network._sockio", "kproducer.record._compression_worker")
+EXTENSIONS = (
+    "kproducer._speedups",
+    "kproducer.network._sockio",
+    "kproducer.record._compression_worker",
+    "kproducer.avro._avro_encoder",
+)
 """Every C extension setup.py builds, by module name."""
 
 # The modules that load each extension (importing one makes it try), for native_available().
@@ -48,6 +53,7 @@ _LOADERS = {
     "kproducer._speedups": "kproducer.record.c_extension",
     "kproducer.network._sockio": "kproducer.network.sockio",
     "kproducer.record._compression_worker": "kproducer.record.compression_worker",
+    "kproducer.avro._avro_encoder": "kproducer.avro.encoder",
 }
 
 _ENV = "KPRODUCER_PURE_PYTHON"
