@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-EXTENSIONS = ("kproducer._speedups", "kproducer.network._sockio", "kproducer.record._compression_worker")
+from kproducer.record.c_extension import EXTENSIONS  # noqa: E402  (every extension setup.py builds)
 
 
 def _build(
