@@ -432,11 +432,12 @@ def _arrow_bytes(data: Any, name: str | None) -> int:
     column = _arrow_column_or_none(data, name) if hasattr(data, "schema") else None
     if column is None:
         return 0
-    try:
-        import pyarrow.compute as pc
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
+    try:
         total = pc.sum(pc.binary_length(column)).as_py()
-    except (TypeError, ValueError, NotImplementedError):
+    except (TypeError, ValueError, pa.ArrowException):  # not a binary column (an Avro struct): no size
         return 0
     return int(total or 0)
 
