@@ -71,6 +71,25 @@ def _type_error(is_key: bool, data: Any, expected: str, serializer: str) -> Seri
     )
 
 
+def _user_serializer_result(is_key: bool, label: str, data: Any, func: Callable[..., Any], *args: Any) -> bytes | None:
+    """``func(*args)``, a user's serializer: its own SerializationError as is, any other error wrapped
+    naming ``label`` (the config key and the callable) and the data's type, and a result that is not
+    bytes-like refused (bytearray and memoryview become bytes)."""
+    try:
+        out = func(*args)
+    except SerializationError:
+        raise
+    except Exception as e:
+        raise SerializationError(
+            f"{label} failed on {_field(is_key)} of type {type(data).__name__}: {type(e).__name__}: {e}"
+        ) from e
+    if out is None or type(out) is bytes:
+        return out
+    if isinstance(out, _BYTES_LIKE):
+        return bytes(out)
+    raise SerializationError(f"{label} returned {type(out).__name__}; it must return bytes, bytearray, memoryview or None")
+
+
 class _Base:
     """Holds which field (key or value) a serializer serves, so errors can name it."""
 
@@ -259,31 +278,16 @@ class AutoSerializer(_Base):
 class CallableSerializer(_Base):
     """Adapts a plain ``f(data) -> bytes`` function; checks what it returns."""
 
-    __slots__ = ("func",)
+    __slots__ = ("func", "_label")
     name = "callable"
 
     def __init__(self, func: Callable[[Any], Any], *, is_key: bool = False) -> None:
         super().__init__(is_key=is_key)
         self.func = func
+        self._label = f"{_config_key(is_key)} callable {_qualname(func)}"
 
     def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
-        try:
-            out = self.func(data)
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise SerializationError(
-                f"{_config_key(self.is_key)} callable {_qualname(self.func)} failed on "
-                f"{_field(self.is_key)} of type {type(data).__name__}: {type(e).__name__}: {e}"
-            ) from e
-        if out is None or type(out) is bytes:
-            return out
-        if isinstance(out, _BYTES_LIKE):
-            return bytes(out)
-        raise SerializationError(
-            f"{_config_key(self.is_key)} callable {_qualname(self.func)} returned {type(out).__name__}; "
-            "it must return bytes, bytearray, memoryview or None"
-        )
+        return _user_serializer_result(self.is_key, self._label, data, self.func, data)
 
     def __repr__(self) -> str:
         return f"CallableSerializer({_qualname(self.func)}, is_key={self.is_key})"
@@ -303,7 +307,7 @@ class ContextSerializer(_Base):
     a serializer that adds a header (a schema id, say) adds it to the record.
     """
 
-    __slots__ = ("func", "_context", "_field")
+    __slots__ = ("func", "_context", "_field", "_label")
     name = "confluent-kafka"
 
     def __init__(self, func: Callable[[Any, Any], Any], *, is_key: bool = False) -> None:
@@ -318,25 +322,11 @@ class ContextSerializer(_Base):
         self.func = func
         self._context: Any = SerializationContext
         self._field = MessageField.KEY if is_key else MessageField.VALUE
+        self._label = f"{_config_key(is_key)} {_qualname(func)}"
 
     def serialize(self, topic: str, data: Any, headers: Headers | None) -> bytes | None:
-        try:
-            out = self.func(data, self._context(topic, self._field, headers))
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise SerializationError(
-                f"{_config_key(self.is_key)} {_qualname(self.func)} failed on {_field(self.is_key)} of type "
-                f"{type(data).__name__}: {type(e).__name__}: {e}"
-            ) from e
-        if out is None or type(out) is bytes:
-            return out
-        if isinstance(out, _BYTES_LIKE):
-            return bytes(out)
-        raise SerializationError(
-            f"{_config_key(self.is_key)} {_qualname(self.func)} returned {type(out).__name__}; "
-            "it must return bytes, bytearray, memoryview or None"
-        )
+        context = self._context(topic, self._field, headers)
+        return _user_serializer_result(self.is_key, self._label, data, self.func, data, context)
 
     def __repr__(self) -> str:
         return f"ContextSerializer({_qualname(self.func)}, is_key={self.is_key})"
