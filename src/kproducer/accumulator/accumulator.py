@@ -920,12 +920,12 @@ class RecordAccumulator:
     # KIP-782 expandable batches: growing a hot partition's open batch, and the in-flight growth budget per leader.
     #
     # A batch is sendable at ``batch.size``; until the Sender drains it, records keep
-    # going into it, and when it runs out of room :func:`grow` raises its limit,
+    # going into it, and when it runs out of room :meth:`_grow` raises its limit,
     # charged to ``buffer.memory`` first and never waiting (the rule is in
     # ``docs/architecture.md``, its measurements in ``benchmarks/RESULTS.md``, "Expandable batches"). With a
     # circuit breaker, the drain also bounds the bytes past ``batch.size`` that the
-    # batches in flight to one leader hold between them (:func:`in_flight_growth_by_node`);
-    # :func:`release_growth` gives a batch's share back when it completes or comes
+    # batches in flight to one leader hold between them (:meth:`in_flight_growth_by_node`);
+    # :meth:`release_growth` gives a batch's share back when it completes or comes
     # back for a retry. The budget is guarded by the incomplete-batches lock.
 
     def _grow(self, batch: ProducerBatch, needed: int, *, rows_in_hand: bool = False) -> bool:
@@ -992,7 +992,7 @@ class RecordAccumulator:
         batch costs the Sender, the request and the broker a fixed amount.
 
         The charge makes the batch's ``capacity`` cover both what it stages and its limit,
-        under the same rules as :func:`grow`: never waiting, and for a single record
+        under the same rules as :meth:`_grow`: never waiting, and for a single record
         keeping four ``batch.size`` buffers free, so that across many partitions the
         staged records stay within ``buffer.memory`` and a caller never blocks because a
         batch grew.
@@ -1076,7 +1076,7 @@ class RecordAccumulator:
         """No more records into ``batch``; queue it for compression (compressed producers only).
 
         Called with the batch's deque lock held, so it only queues: the compression itself
-        runs after the lock is released (:func:`seal_if_behind`) or on the Sender thread. A
+        runs after the lock is released (:meth:`seal_if_behind`) or on the Sender thread. A
         codec lets go of the GIL while it works; compressing under the deque lock made the
         Sender's ready() wait for that lock, and then for the GIL, up to a switch interval
         (docs/architecture.md, "The GIL and the Sender's system calls").
@@ -1284,9 +1284,9 @@ class RecordAccumulator:
     #
     # A muted partition is not drained (only its probe is), so what is queued for it
     # stays in ``buffer.memory``. Never-sent keyless batches move to an open
-    # partition of the same topic (:func:`move_unsent_off_muted`); a caller opening a
+    # partition of the same topic (:meth:`move_unsent_off_muted`); a caller opening a
     # new batch of pinned records for a muted partition waits once those hold half
-    # the pool (:func:`await_room_while_muted`); :func:`queued_bytes_by_node` shows
+    # the pool (:meth:`_await_room_while_muted`); :meth:`queued_bytes_by_node` shows
     # which leaders hold the memory. Called by the Sender (moves, reports) and, for
     # the wait, by ``append`` before it allocates a new batch.
 
