@@ -9,6 +9,7 @@
  *   without a Python object per record.
  * - partition_seq / partition_arrow: murmur2 partition of every key, grouped into
  *   per-partition index arrays (int64), keeping record order within a partition.
+ * - largest_record: the size of a batch's largest record, read from its bytes.
  *
  * Each function mirrors a pure-Python reference, which is what runs when the
  * extension is not built (or KPRODUCER_PURE_PYTHON=1):
@@ -20,6 +21,7 @@
  * - lane_key_partition's CRC32 (zlib's) and fnv1a_raw mirror the keyed rules of
  *   kproducer.librdkafka_partitioners (ConsistentPartitioner, Fnv1aPartitioner);
  * - column_from_arrow / column_get mirror kproducer.record.arrow_column.column_reader;
+ * - largest_record mirrors kproducer.record.default_record.largest_record;
  * - append_seq / append_arrow / partition_* / sizes_* mirror the functions of the
  *   same names on kproducer.record.native.py, built on those references.
  * The tests compare each pair, and whole batches built both ways (hypothesis).
@@ -105,6 +107,58 @@ static PyObject *py_murmur2(PyObject *self, PyObject *arg) {
     int32_t h = murmur2_raw((const uint8_t *)view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromLong((long)h);
+}
+
+/* largest_record(buf, start, end) -> int: the size of the largest v2 record in buf[start:end]
+   (each record: its length as a zigzag varint, then that many bytes); 0 when there is none.
+   Mirrors kproducer.record.default_record.largest_record. */
+static PyObject *py_largest_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "largest_record(buf, start, end) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "largest_record: range %zd..%zd is outside the buffer (%zd bytes)",
+                     start, end, view.len);
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t pos = start, largest = 0;
+    while (pos < end) {
+        Py_ssize_t first = pos;
+        uint64_t u = 0;
+        int shift = 0;
+        for (;;) {
+            if (pos >= view.len || shift > 63) {
+                PyBuffer_Release(&view);
+                PyErr_Format(PyExc_ValueError, "corrupt record at byte %zd: its length runs past the buffer", first);
+                return NULL;
+            }
+            uint8_t byte = b[pos++];
+            u |= (uint64_t)(byte & 0x7F) << shift;
+            if (!(byte & 0x80)) break;
+            shift += 7;
+        }
+        int64_t length = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+        if (length < 0 || length > end - pos) {
+            PyBuffer_Release(&view);
+            PyErr_Format(PyExc_ValueError, "corrupt record at byte %zd: length %lld past the end of the records (%zd)",
+                         first, (long long)length, end);
+            return NULL;
+        }
+        Py_ssize_t size = pos - first + (Py_ssize_t)length;
+        if (size > largest) largest = size;
+        pos += (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(largest);
 }
 
 /* ------------------------------------------------------------------ columns */
@@ -1520,6 +1574,8 @@ static PyObject *names_tuple(const char **names, int n) {
 
 static PyMethodDef methods[] = {
     {"murmur2", py_murmur2, METH_O, "Kafka's murmur2 of a bytes-like object (signed 32-bit)."},
+    {"largest_record", (PyCFunction)(void (*)(void))py_largest_record, METH_FASTCALL,
+     "largest_record(buf, start, end) -> the size of the largest v2 record in buf[start:end] (0: none)."},
     {"append_record", (PyCFunction)(void (*)(void))py_append_record, METH_FASTCALL,
      "append_record(buf, pos, write_limit, records_start, ratio, num_records, ts_delta, key, value, headers)"
      " -> new position, or -1 when the record does not fit."},

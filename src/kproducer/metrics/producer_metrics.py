@@ -44,6 +44,9 @@ class _BuilderSizes(Protocol):
     @property
     def records_size(self) -> int: ...
 
+    @property
+    def largest_record_size(self) -> int: ...
+
 
 #: The metrics that have no value until their event happens, by name, with that event: an
 #: average or a maximum of nothing is undefined (Java reports NaN). ``metrics()`` gives NaN
@@ -164,6 +167,8 @@ class ProducerSensors:
     produce_throttle_time: Sensor
     #: record(bytes) per batch sent: the mean size of its records as encoded (see record_drained).
     record_size: Sensor
+    #: record(bytes) per batch sent: its largest record as encoded (see record_drained).
+    record_size_max: Sensor
     #: record(number of topics asked for) per metadata request.
     metadata_request: Sensor
     #: record(bytes) per metadata response.
@@ -179,8 +184,9 @@ class ProducerSensors:
         Queue time, batch size and compression are recorded by the accumulator at drain.
 
         ``record-size-avg``/``-max`` get one value per batch, as Java's Sender records
-        ``record-size`` once per batch drained: here the mean size of the batch's records as
-        encoded in the v2 format (length, attributes, deltas, key, value, headers; before
+        ``record-size`` once per batch drained: the average the mean size of the batch's
+        records, the maximum its largest record (Java's ``ProducerBatch.maxRecordSize``), each
+        as encoded in the v2 format (length, attributes, deltas, key, value, headers; before
         compression). Recording it here, from the batch, counts the records of every path
         alike (send(), the C send lane, send_batch(), send_arrow()), none of which pays a
         per-record metric call.
@@ -191,11 +197,16 @@ class ProducerSensors:
         records = 0
         per_topic: dict[str, list[float]] = {}
         sizes: list[float] = []
+        largest: list[float] = []
         for batch in batches:
             count = batch.record_count
             records += count
             if count > 0:
-                sizes.append(batch.builder.records_size / count)
+                builder = batch.builder
+                mean = builder.records_size / count
+                sizes.append(mean)
+                # 0: not read (magic 0/1, whose records are not v2 records): the mean stands in.
+                largest.append(builder.largest_record_size or mean)
             acc = per_topic.get(batch.topic_partition[0])
             if acc is None:
                 per_topic[batch.topic_partition[0]] = [
@@ -224,6 +235,7 @@ class ProducerSensors:
         self.request.record(1.0, now_ms)
         self.records_per_request.record(records, now_ms)
         self.record_size.record_each(sizes, now_ms)
+        self.record_size_max.record_each(largest, now_ms)
 
     def record_request_latency(self, latency_ms: float, node_id: int | None = None) -> None:
         """Send-to-response time of one produce request (``node_id`` kept for per-node metrics)."""
@@ -347,9 +359,8 @@ def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
     record_size.add(
         "record-size-avg", Avg(), "The average record size in bytes (each batch sent counts its mean record size)."
     )
-    record_size.add(
-        "record-size-max", Max(), "The largest record size in bytes (the largest mean record size of a batch sent)."
-    )
+    record_size_max = s("record-size-max")
+    record_size_max.add("record-size-max", Max(), "The largest record size in bytes, as encoded before compression.")
 
     metadata_request = s("metadata-requests")
     metadata_request.add("metadata-request-rate", Rate(WindowedCount()), "Metadata requests sent per second.")
@@ -382,6 +393,7 @@ def register_producer_metrics(metrics: Metrics) -> ProducerSensors:
         record_queue_time=record_queue_time,
         produce_throttle_time=throttle,
         record_size=record_size,
+        record_size_max=record_size_max,
         metadata_request=metadata_request,
         metadata_response_bytes=metadata_response_bytes,
         topics=TopicMetricsRegistry(metrics),

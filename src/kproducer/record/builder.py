@@ -99,6 +99,7 @@ _ZERO = NO_HEADERS  # a headers block with no headers: a count of 0
 # The v2 record encoder with its room check fused in: the C one (kproducer._speedups) when built,
 # else its reference, kproducer.record.default_record.append_record.
 _append_record = native.append_record
+_largest_record = native.largest_record
 
 
 def _headers_size(headers: Sequence[Header] | None) -> int:
@@ -167,6 +168,7 @@ class MemoryRecordsBuilder:
         "_compressed_records_size",
         "_sealed",
         "_uncompressed_records_size",
+        "_largest_record_size",
         "_estimated_ratio",
         "_topic",
         "_ratio_estimator",
@@ -286,6 +288,8 @@ class MemoryRecordsBuilder:
         # Sealed: the records are compressed already (close_for_record_appends); close() adds the header.
         self._sealed = False
         self._uncompressed_records_size = 0
+        # The largest record's size, read once the records are final (before any compression).
+        self._largest_record_size = 0
         self._topic = topic
         self._ratio_estimator = ratio_estimator
         self._estimated_ratio = estimated_ratio
@@ -680,6 +684,12 @@ class MemoryRecordsBuilder:
         """Bytes of the records as encoded before compression, without the batch header."""
         return self._uncompressed_records()
 
+    @property
+    def largest_record_size(self) -> int:
+        """The largest v2 record's size in bytes (as encoded, before compression), once the
+        records are final (compressed or closed); 0 before then and for magic 0/1."""
+        return self._largest_record_size
+
     def _uncompressed_records(self) -> int:
         return self._uncompressed_records_size if self._sealed else self._pos - self._records_start
 
@@ -765,6 +775,7 @@ class MemoryRecordsBuilder:
             return
         buf = self._buf
         start, end = self._records_start, self._pos
+        self._largest_record_size = _largest_record(buf, start, end)
         with memoryview(buf) as mv:
             compressed = compress(self._compression, mv[start:end], self._compression_level, 2)
         buf[start : start + len(compressed)] = compressed
@@ -816,6 +827,7 @@ class MemoryRecordsBuilder:
             return False
         codec, level, header = submit_args(ctype, self._compression_level)
         start, end = self._records_start, self._pos
+        self._largest_record_size = _largest_record(self._buf, start, end)
         try:
             self._job = worker.submit(codec, level, header, self._buf, start, end)
         except RuntimeError:
@@ -898,12 +910,14 @@ class MemoryRecordsBuilder:
         if self._sealed:
             end = start + self._compressed_records_size
         elif ctype is not CompressionType.NONE:
+            self._largest_record_size = _largest_record(buf, start, end)
             with memoryview(buf) as mv:
                 compressed = compress(ctype, mv[start:end], self._compression_level, 2)
             end = start + len(compressed)
             buf[start:end] = compressed
             self._compressed_records_size = len(compressed)
         else:
+            self._largest_record_size = _largest_record(buf, start, end)
             self._compressed_records_size = end - start
         self._size = end
         attributes = int(ctype) | (self._timestamp_type << 3)

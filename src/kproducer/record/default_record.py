@@ -29,6 +29,7 @@ __all__ = [
     "encode_unsigned_varint",
     "encode_varint",
     "has_room",
+    "largest_record",
     "record_size",
     "varint_size",
     "zigzag",
@@ -237,3 +238,38 @@ def append_record(
     end = pos + len(rec)
     buf[pos:end] = rec
     return end
+
+
+# ---------------------------------------------------------------- records already written
+def largest_record(buf: BytesLike, start: int, end: int) -> int:
+    """The size of the largest v2 record in ``buf[start:end]`` (records as written, uncompressed),
+    0 when there is none: each record is its length as a zigzag varint, then that many bytes.
+
+    What ``record-size-max`` reports per batch, as Java's Sender records each batch's largest
+    record (``ProducerBatch.maxRecordSize``); read from the bytes so that every append path
+    (send, the C send lane, the bulk calls) is counted alike at no cost per record.
+    """
+    largest = 0
+    pos = start
+    while pos < end:
+        first = pos
+        u = buf[pos]
+        pos += 1
+        if u & 0x80:  # a length of 64 bytes or more: more varint bytes
+            u &= 0x7F
+            shift = 7
+            while True:
+                byte = buf[pos]
+                pos += 1
+                u |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
+        length = (u >> 1) ^ -(u & 1)
+        if length < 0 or pos + length > end:
+            raise ValueError(f"corrupt record at byte {first}: length {length} past the end of the records ({end})")
+        size = pos - first + length
+        if size > largest:
+            largest = size
+        pos += length
+    return largest

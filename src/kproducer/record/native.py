@@ -32,6 +32,7 @@ from kproducer.record.arrow_column import ArrowColumn, column_reader
 from kproducer.record.c_extension import AVAILABLE, c
 from kproducer.record.default_record import NO_HEADERS
 from kproducer.record.default_record import append_record as _append_record
+from kproducer.record.default_record import largest_record as _largest_record
 
 __all__ = [
     "AVAILABLE",
@@ -40,6 +41,7 @@ __all__ = [
     "append_record",
     "append_seq",
     "c",
+    "largest_record",
     "murmur2",
     "partition_arrow",
     "partition_seq",
@@ -54,6 +56,7 @@ class _Pure:
     """The pure-Python twin of each C function (the fallback), on the references named above."""
 
     append_record = staticmethod(_append_record)
+    largest_record = staticmethod(_largest_record)
     murmur2 = staticmethod(_murmur2)
 
     @staticmethod
@@ -225,6 +228,7 @@ py = _Pure
 _impl: Any = c if c is not None else _Pure
 
 murmur2 = _impl.murmur2
+largest_record = _impl.largest_record
 append_record = _impl.append_record
 append_seq = _impl.append_seq
 append_arrow = _impl.append_arrow

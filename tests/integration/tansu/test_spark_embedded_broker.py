@@ -27,10 +27,3 @@ def test_default_advertises_its_own_port(tansu: EmbeddedBroker) -> None:
     assert tansu.advertised_port == tansu.port
     md = AdminClient({"bootstrap.servers": tansu.bootstrap}).list_topics(timeout=10)
     assert {b.port for b in md.brokers.values()} == {tansu.port}
-
-
-def test_the_former_spark_import_path_names_the_same_starter() -> None:
-    from kproducer.spark import embedded_broker as former
-
-    assert former.start_embedded_broker is start_embedded_broker
-    assert former.EmbeddedBroker is EmbeddedBroker and former.free_port is free_port

@@ -354,16 +354,17 @@ def test_per_topic_sensors(metrics: Metrics) -> None:
 
 
 class _Builder:
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, largest: int = 0) -> None:
         self.records_size = size - 61  # the v2 batch header
+        self.largest_record_size = largest
 
 
 class _Batch:
-    def __init__(self, topic: str, partition: int, records: int, size: int) -> None:
+    def __init__(self, topic: str, partition: int, records: int, size: int, largest: int = 0) -> None:
         self.topic_partition = (topic, partition)
         self.record_count = records
         self._size = size
-        self.builder = _Builder(size)
+        self.builder = _Builder(size, largest)
 
     def estimated_size_in_bytes(self) -> int:
         return self._size
@@ -481,12 +482,15 @@ def test_the_package_keeps_the_former_module_s_names_and_loggers() -> None:
     assert reporters.logger is logging.getLogger("kproducer.metrics.reporters")
 
 
-def test_record_size_is_each_drained_batch_mean_encoded_record_size(metrics: Metrics) -> None:
+def test_record_size_avg_is_each_batch_mean_and_max_its_largest_record(metrics: Metrics) -> None:
     ps = register_producer_metrics(metrics)
     assert math.isnan(metrics.snapshot()["record-size-avg"])  # undefined until a batch is sent
-    # 10 records in 61 + 1000 bytes, 4 records in 61 + 200 bytes: means 100 and 50.
-    ps.record_drained([_Batch("a", 0, 10, 1061), _Batch("b", 0, 4, 261)])
-    ps.record_drained([_Batch("a", 0, 0, 61)])  # an empty batch has no mean: not counted
+    # 10 records in 61 + 1000 bytes (the largest 400), 4 records in 61 + 200 bytes (the largest 80).
+    ps.record_drained([_Batch("a", 0, 10, 1061, largest=400), _Batch("b", 0, 4, 261, largest=80)])
+    ps.record_drained([_Batch("a", 0, 0, 61)])  # an empty batch has no records: not counted
     snap = metrics.snapshot()
-    assert snap["record-size-avg"] == 75.0
-    assert snap["record-size-max"] == 100.0
+    assert snap["record-size-avg"] == 75.0  # the batches' means, 100 and 50
+    assert snap["record-size-max"] == 400.0
+    # A batch whose builder did not read its records (magic 0/1) counts its mean as its largest.
+    ps.record_drained([_Batch("c", 0, 2, 61 + 1000)])
+    assert metrics.snapshot()["record-size-max"] == 500.0

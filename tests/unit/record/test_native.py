@@ -54,6 +54,36 @@ def test_murmur2_agrees(data: bytes) -> None:
     assert _c().murmur2(data) == murmur2(data) == native.py.murmur2(data)  # type: ignore[attr-defined]
 
 
+@settings(deadline=None, max_examples=200)
+@given(
+    st.lists(
+        st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=3000), st.integers(-5000, 5000)),
+        max_size=30,
+    ),
+    st.binary(max_size=20),
+)
+def test_largest_record_agrees_and_is_the_largest_encoded_record(
+    records: list[tuple[bytes | None, bytes | None, int]], head: bytes
+) -> None:
+    """C and Python read the same largest record from a batch's bytes: the longest encoded one."""
+    encoded = [default_record.encode_record(i, ts, k, v, b"\x00") for i, (k, v, ts) in enumerate(records)]
+    buf = bytearray(head) + b"".join(encoded) + b"tail"
+    start, end = len(head), len(head) + sum(map(len, encoded))
+    want = max(map(len, encoded), default=0)
+    assert _c().largest_record(buf, start, end) == want  # type: ignore[attr-defined]
+    assert native.py.largest_record(buf, start, end) == want
+
+
+def test_largest_record_refuses_records_that_run_past_the_end() -> None:
+    record = default_record.encode_record(0, 0, None, b"x" * 300, b"\x00")
+    buf = bytearray(record)
+    for impl in (_c(), native.py):
+        with pytest.raises(ValueError, match="corrupt record at byte 0: length 30[0-9] past the end"):
+            impl.largest_record(buf, 0, len(buf) - 1)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="outside the buffer"):
+        _c().largest_record(buf, 0, len(buf) + 1)  # type: ignore[attr-defined]
+
+
 @settings(max_examples=100, deadline=None)
 @given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60), partitions=st.integers(1, 50))
 def test_partition_formula_agrees_with_the_c_mirror(keys: list[bytes | None], partitions: int) -> None:

@@ -183,3 +183,22 @@ def test_a_record_sent_from_a_delivery_callback_goes_out_in_a_later_loop(rig: Pr
     assert chained and chained[0].result(0).offset == 2  # type: ignore[attr-defined]
     assert rig.values() == [[b"first"], [b"next"]]
     assert [s[2] for s in rig.sequences()] == [0, 1]
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_record_size_max_is_the_largest_record_sent_and_avg_each_batch_mean(make_rig: MakeRig, compression: str) -> None:
+    """Java's record-size-max: the largest record of the batches sent (as encoded, before compression),
+    on every path alike; record-size-avg counts each batch's mean record size."""
+    from kproducer.record.default_record import encode_record
+
+    rig = make_rig({"linger.ms": 50, "compression.type": compression})
+    values = [b"a" * 10, b"b" * 500, b"c" * 20]
+    futs = [rig.producer.send("t", v, None, partition=0, timestamp=1_700_000_000_000) for v in values]
+    rig.clock.advance(50)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, base_offset=0))
+    rig.run()
+    assert [f.result(0).offset for f in futs] == [0, 1, 2]
+    encoded = [encode_record(i, 0, None, v, b"\x00") for i, v in enumerate(values)]
+    metrics = rig.producer.metrics()
+    assert metrics["record-size-max"] == len(encoded[1])  # the 500-byte value's record, not the mean
+    assert metrics["record-size-avg"] == pytest.approx(sum(map(len, encoded)) / 3)
