@@ -41,6 +41,7 @@ __all__ = [
     "TransactionAbortedError",
     "error_for_code",
     "error_class_for_code",
+    "no_partitions_error",
     "error_codes",
     "PRODUCER_FENCED_CODES",
 ]
@@ -800,6 +801,11 @@ ABORTABLE_ERRORS: frozenset[int] = error_codes(
     InvalidProducerIdMappingError,
     TransactionAbortableError,  # KIP-890
 )
+
+
+def no_partitions_error(topic: str) -> KafkaError:
+    """What a partitioner raises when the cluster view knows no partitions for ``topic``."""
+    return KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
 
 
 def error_class_for_code(code: int) -> type[KafkaError]:

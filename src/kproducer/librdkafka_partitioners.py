@@ -38,7 +38,7 @@ import zlib
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from kproducer.errors import KafkaError
+from kproducer.errors import no_partitions_error
 from kproducer.metadata import Cluster
 from kproducer.murmur2 import murmur2
 from kproducer.structs import TopicPartition
@@ -105,7 +105,7 @@ class LibrdkafkaPartitioner(ABC):
             return STICKY
         count = cluster.partition_count(topic)
         if not count:
-            raise KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
+            raise no_partitions_error(topic)
         return self.for_key(bytes(key_bytes), count)
 
     @abstractmethod
@@ -193,7 +193,7 @@ class RandomPartitioner(LibrdkafkaPartitioner):
     ) -> int:
         count = cluster.partition_count(topic)
         if not count:
-            raise KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
+            raise no_partitions_error(topic)
         chosen = self._rng.randrange(count)
         if cluster.leader_for(TopicPartition(topic, chosen)) is None:
             chosen = self._rng.randrange(count)

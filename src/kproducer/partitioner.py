@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast, runtime_checkable
 
 from kproducer.common.loader import load_object
-from kproducer.errors import ConfigError, KafkaError
+from kproducer.errors import ConfigError, KafkaError, no_partitions_error
 from kproducer.librdkafka_partitioners import LIBRDKAFKA_PARTITIONERS
 from kproducer.metadata import Cluster
 from kproducer.murmur2 import murmur2, partition_for_key, to_positive
@@ -62,12 +62,8 @@ def _spread(cluster: Cluster, topic: str, n: int) -> int:
         return available[n % len(available)].partition
     count = cluster.partition_count(topic)
     if not count:
-        raise _no_partitions(topic)
+        raise no_partitions_error(topic)
     return n % count
-
-
-def _no_partitions(topic: str) -> KafkaError:
-    return KafkaError(f"topic {topic!r} has no partitions in the current metadata", topic=topic)
 
 
 class RoundRobinPartitioner:
@@ -112,7 +108,7 @@ class CallablePartitioner:
     ) -> int:
         count = cluster.partition_count(topic)
         if not count:
-            raise _no_partitions(topic)
+            raise no_partitions_error(topic)
         result = self.func(topic, key_bytes, count)
         if type(result) is not int or not 0 <= result < count:
             raise KafkaError(
