@@ -218,7 +218,7 @@ def _assert_isolation(
     tracker.run(lambda: False, timeout_s=1.0 if not expect_probe_failure else 1.5)
     recover()
     recovered_at = time.monotonic()
-    assert tracker.run(lambda: not manager.muted_partitions(), timeout_s=15), (
+    assert tracker.run(lambda: _unmuted_and_told(manager, events, bad), timeout_s=15), (
         f"partitions {sorted(manager.muted_partitions())} were not unmuted after recovery; events {events}"
     )
     # Back to normal: the formerly muted partitions take records again.
@@ -361,7 +361,7 @@ def test_a_leader_slow_from_the_first_contact_is_muted_by_its_stalled_connection
     assert len(tracker.routed_to_muted) <= 2, f"keyless records went to muted partitions: {tracker.routed_to_muted}"
     assert sum(1 for tp in tracker.partitions.values() if tp not in bad) - healthy_before >= 100
     mock_cluster.broker_set_rtt(bad_broker, 0)
-    assert tracker.run(lambda: not manager.muted_partitions(), timeout_s=30), (
+    assert tracker.run(lambda: _unmuted_and_told(manager, events, bad), timeout_s=30), (
         f"partitions {sorted(manager.muted_partitions())} were not unmuted after recovery; events {events}"
     )
     for tp in bad:
@@ -371,6 +371,21 @@ def test_a_leader_slow_from_the_first_contact_is_muted_by_its_stalled_connection
     delivered, failed = tracker.check_none_lost()
     assert not failed, [tracker.outcomes[i][0][1] for i in failed[:3]]
     assert any(tracker.partitions[idx] in bad for idx in delivered), "the recovered partitions took no record"
+
+
+def _unmuted_and_told(manager: CircuitBreakManager, events: list[CircuitStateChange], bad: set[TopicPartition]) -> bool:
+    """Nothing is muted and every partition in ``bad`` was last told closed.
+
+    Listeners hear of a change on the Sender thread after the muted set changed and outside
+    the manager's lock, so an empty muted set alone does not mean the close was told yet.
+    """
+    if manager.muted_partitions():
+        return False
+    for tp in bad:
+        mine = [e for e in events if e.topic_partition == tp]
+        if not mine or mine[-1].current is not BreakerState.CLOSED:
+            return False
+    return True
 
 
 def _key_for(partition: int, count: int) -> bytes:
