@@ -15,11 +15,20 @@ runs callbacks on its I/O thread, as the Java client does.
 
     .venv/bin/python benchmarks/latency.py                          # both shapes, both clients
     .venv/bin/python benchmarks/latency.py --shape busy --records 100000
+    .venv/bin/python benchmarks/latency.py --gc default,freeze,off   # where the tail comes from
+
+Where the tail comes from: ``--gc`` runs each client with the cyclic garbage collector as it
+is (``default``), with every object alive before the clock moved out of its scans
+(``freeze``: ``gc.freeze()``), or off (``off``); ``--switch-interval`` sets
+``sys.setswitchinterval`` in both processes. Each row also says how many full (generation 2)
+collections ran, the longest, and how many of the records at or past the p99.9 were in
+flight while a collection ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -52,14 +61,24 @@ def _pace(shape: str, due: float) -> None:
             time.sleep(delay)
 
 
-def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list[float]:
+def _prepare_gc(args: argparse.Namespace) -> None:
+    """The collector setting under test, applied once everything the run needs exists."""
+    gc.collect()
+    if args.gc == "freeze":
+        gc.freeze()
+    elif args.gc == "off":
+        gc.disable()
+
+
+def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list[tuple[float, float]]:
     from kproducer import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": args.acks})
     payload = os.urandom(args.size)
     p.send(topic, payload).result()  # metadata and connection before the clock
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     perf = time.perf_counter
+    _prepare_gc(args)
     interval = 1.0 / args.rate
     start = perf()
     for i in range(args.records):
@@ -68,7 +87,7 @@ def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list
 
         def done(_md: Any, exc: BaseException | None, t0: float = t0) -> None:
             if exc is None:
-                latencies.append(perf() - t0)
+                latencies.append((t0, perf() - t0))
 
         p.send(topic, payload, callback=done)
     p.flush()
@@ -76,7 +95,7 @@ def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     return latencies
 
 
-def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list[float]:
+def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list[tuple[float, float]]:
     from confluent_kafka import Producer as CProducer
 
     acks = "-1" if args.acks == "all" else args.acks
@@ -84,8 +103,9 @@ def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     payload = os.urandom(args.size)
     cp.produce(topic, payload)
     cp.flush()
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     perf = time.perf_counter
+    _prepare_gc(args)
     interval = 1.0 / args.rate
     start = perf()
     for i in range(args.records):
@@ -94,7 +114,7 @@ def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list
 
         def done(err: Any, _msg: Any, t0: float = t0) -> None:
             if err is None:
-                latencies.append(perf() - t0)
+                latencies.append((t0, perf() - t0))
 
         while True:
             try:
@@ -107,6 +127,20 @@ def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     return latencies
 
 
+class _Collections:
+    """The garbage collector's pauses, from ``gc.callbacks``: (start, end, generation)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, float, int]] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append((self._start, time.perf_counter(), info["generation"]))
+
+
 def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * (len(sorted_ms) - 1)))]
 
@@ -115,17 +149,30 @@ def _child(args: argparse.Namespace) -> None:
     from kproducer.admin import create_topics
     from kproducer.embedded_broker import start_embedded_broker
 
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1000)
+    collections = _Collections()
     broker = start_embedded_broker()
     try:
         topic = f"latency-{args.child}-{time.time_ns()}"
         create_topics(broker.bootstrap, {topic: args.partitions})
         run = _run_kproducer if args.child == "kproducer" else _run_confluent
-        latencies = sorted(x * 1000 for x in run(args, broker.bootstrap, topic))
+        gc.callbacks.append(collections)
+        timed = run(args, broker.bootstrap, topic)
+        gc.callbacks.remove(collections)
     finally:
         broker.stop()
+    latencies = sorted(lat * 1000 for _, lat in timed)
+    p999 = _percentile(latencies, 0.999)
+    first_send = min((t0 for t0, _ in timed), default=0.0)  # not the collection that set the run up
+    full = [(a, b) for a, b, generation in collections.pauses if generation == 2 and a >= first_send]
+    tail = [(t0, t0 + lat) for t0, lat in timed if lat * 1000 >= p999]
+    tail_in_full = sum(1 for a, b in tail if any(s < b and e > a for s, e in full))
     print(json.dumps({
         "client": args.child, "delivered": len(latencies), "p50": _percentile(latencies, 0.5),
-        "p99": _percentile(latencies, 0.99), "p999": _percentile(latencies, 0.999), "max": latencies[-1],
+        "p99": _percentile(latencies, 0.99), "p999": p999, "max": latencies[-1],
+        "full_collections": len(full), "longest_full_ms": max(((e - s) * 1000 for s, e in full), default=0.0),
+        "tail": len(tail), "tail_in_full": tail_in_full,
     }))  # fmt: skip
 
 
@@ -138,6 +185,8 @@ def main() -> int:
     ap.add_argument("--acks", default="all", choices=["0", "1", "all"])
     ap.add_argument("--shape", default="sleep,busy", help="comma-separated: sleep, busy")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--gc", default="default", help="comma-separated: default, freeze, off (see above)")
+    ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval in ms, in both clients")
     ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -146,24 +195,31 @@ def main() -> int:
     print(f"{args.records:,} x {args.size} B at {args.rate:,.0f} records/s, acks={args.acks}, {args.partitions} "
           f"partitions; each client in its own process with its own Tansu; a callback per record. "
           f"kproducer at its defaults; confluent-kafka at its defaults with linger.ms=5 (kproducer's default), "
-          f"poll(0) after every produce().")  # fmt: skip
+          f"poll(0) after every produce(). Switch interval: "
+          f"{args.switch_interval if args.switch_interval is not None else sys.getswitchinterval() * 1000} ms.")  # fmt: skip
     print()
-    print("| caller between sends | client | delivered | p50 ms | p99 ms | p99.9 ms | max ms |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| caller between sends | gc | client | delivered | p50 ms | p99 ms | p99.9 ms | max ms "
+          "| full collections (longest ms) | p99.9 tail in flight during one |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for shape in [s for s in args.shape.split(",") if s]:
-        for rep in range(args.repeat):
-            clients = CLIENTS if rep % 2 == 0 else CLIENTS[::-1]
-            for client in clients:
-                cmd = [sys.executable, __file__, "--child", client, "--records", str(args.records), "--rate",
-                       str(args.rate), "--size", str(args.size), "--partitions", str(args.partitions), "--acks",
-                       args.acks, "--shape", shape]  # fmt: skip
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-                if proc.returncode != 0:
-                    print(f"| {shape} | {client} | error: {proc.stderr.strip().splitlines()[-1:]} | | | | |")
-                    continue
-                r = json.loads(proc.stdout.strip().splitlines()[-1])
-                print(f"| {shape} | {client} | {r['delivered']:,} | {r['p50']:.1f} | {r['p99']:.1f} | "
-                      f"{r['p999']:.1f} | {r['max']:.1f} |", flush=True)  # fmt: skip
+        for mode in [m for m in args.gc.split(",") if m]:
+            for rep in range(args.repeat):
+                clients = CLIENTS if rep % 2 == 0 else CLIENTS[::-1]
+                for client in clients:
+                    cmd = [sys.executable, __file__, "--child", client, "--records", str(args.records), "--rate",
+                           str(args.rate), "--size", str(args.size), "--partitions", str(args.partitions), "--acks",
+                           args.acks, "--shape", shape, "--gc", mode]  # fmt: skip
+                    if args.switch_interval is not None:
+                        cmd += ["--switch-interval", str(args.switch_interval)]
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+                    if proc.returncode != 0:
+                        err = proc.stderr.strip().splitlines()[-1:]
+                        print(f"| {shape} | {mode} | {client} | error: {err} | | | | | | |")
+                        continue
+                    r = json.loads(proc.stdout.strip().splitlines()[-1])
+                    print(f"| {shape} | {mode} | {client} | {r['delivered']:,} | {r['p50']:.1f} | {r['p99']:.1f} | "
+                          f"{r['p999']:.1f} | {r['max']:.1f} | {r['full_collections']} ({r['longest_full_ms']:.1f}) | "
+                          f"{r['tail_in_full']} of {r['tail']} |", flush=True)  # fmt: skip
     return 0
 
 
