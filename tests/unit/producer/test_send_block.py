@@ -138,3 +138,20 @@ def test_asyncio_send_awaits_memory_without_blocking_the_loop() -> None:
             await ap.close(0)  # no I/O thread here to flush: close at once
 
     asyncio.run(main())
+
+
+def test_block_false_is_honoured_by_the_share_of_records_waiting_for_metadata() -> None:
+    """Records parked for a topic without metadata may hold half of buffer.memory; past it a
+    ``block=False`` send raises (with a poll interval: no memory event ends this wait) instead of waiting."""
+    # max.block.ms at the latch's bound: a send that waited instead would fail after it, not hang.
+    rig = ProducerRig({**CONFIG, "max.block.ms": int(LATCH_S * 1000)}, serve_metadata=False)
+    p = rig.producer
+    parked = p.send("not-yet-known", BIG, b"k0", block=False)  # 20,000 bytes: within the half
+    assert not parked.done()
+    available = p.metrics()["buffer-available-bytes"]
+    with pytest.raises(MemoryWouldBlock) as e:
+        p.send("not-yet-known", BIG, b"k1", block=False)  # 40,000 bytes would pass the half
+    assert e.value.poll_s is not None and e.value.poll_s > 0
+    assert p.metrics()["buffer-available-bytes"] == available, "the refused record charged nothing"
+    assert p.metrics()["waiting-threads"] == 0
+    rig.close()
