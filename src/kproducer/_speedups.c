@@ -1218,6 +1218,9 @@ static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size
             else if (kw_is(name, "key") && nargs < 3) key = arg;
             else if (kw_is(name, "callback")) callback = arg;
             else if (kw_is(name, "on_delivery")) on_delivery = arg;
+            /* block=False (Producer.send's: never wait for buffer.memory) is the lane's way anyway: it
+               never allocates, it declines and the Python path it calls gets the same keywords. */
+            else if (kw_is(name, "block")) continue;
             else if (arg == Py_None && (kw_is(name, "partition") ||
                                         kw_is(name, "timestamp") ||
                                         kw_is(name, "headers"))) continue;

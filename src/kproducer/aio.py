@@ -9,8 +9,8 @@ that a coroutine never blocks its event loop:
 - ``await send(...)`` appends through the ordinary ``Producer.send`` (the same
   routing step and C fast lane). ``send()`` never waits for metadata (a record
   for a topic without it waits in the producer), so the one wait left is for
-  ``buffer.memory``: during the call the BufferPool is told that this thread must
-  not wait, and raises ``MemoryWouldBlock`` instead of blocking. The coroutine
+  ``buffer.memory``: the call is made with ``block=False``, so where it would
+  wait it raises ``MemoryWouldBlock`` instead, having appended nothing. The coroutine
   then awaits an ``asyncio.Event`` that the I/O thread sets, through
   ``loop.call_soon_threadsafe``, when a batch's memory returns, and sends the
   record again; the wait is bounded by ``max.block.ms`` (then the record fails
@@ -40,7 +40,6 @@ import asyncio
 import collections
 import contextvars
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -290,7 +289,6 @@ class AsyncProducer:
         self._kwargs = kwargs
         self._producer: Producer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = 0
         self._new_future: Any = None
         self._completions: _Completions | None = None
         self._memory = asyncio.Event()
@@ -310,7 +308,6 @@ class AsyncProducer:
         loop = asyncio.get_running_loop()
         producer = await loop.run_in_executor(None, lambda: Producer(self._config, **self._kwargs))
         self._loop = loop
-        self._thread = threading.get_ident()
         if type(loop).create_future is asyncio.BaseEventLoop.create_future:
             # What BaseEventLoop.create_future does, without its Python frame per record.
             self._new_future = partial(asyncio.Future, loop=loop)
@@ -462,15 +459,12 @@ class AsyncProducer:
         self, p: Producer, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
         headers: Any, callback: Callback | None,
     ) -> RecordFuture:
-        """``Producer.send`` with the pool told that this thread must not wait (MemoryWouldBlock instead)."""
-        pool = p._pool
-        pool.no_wait_thread = self._thread
-        try:
-            if partition is None and timestamp is None and headers is None and callback is None:
-                return p.send(topic, value, key)  # the C lane's shape
-            return p.send(topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=callback)
-        finally:
-            pool.no_wait_thread = None
+        """``Producer.send`` that must not wait for memory (MemoryWouldBlock instead)."""
+        if partition is None and timestamp is None and headers is None and callback is None:
+            return p.send(topic, value, key, block=False)  # the C lane's shape
+        return p.send(
+            topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=callback, block=False
+        )
 
     async def _send_when_memory(
         self, p: Producer, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
@@ -559,20 +553,19 @@ class AsyncProducer:
             delivery = _Delivery(fut, completions, callback)
         rf: RecordFuture | None = None
         if not self._memory_waiters:
-            # _try_send, inline: this runs once per record.
-            pool = p._pool
-            pool.no_wait_thread = self._thread
+            # _try_send, inline: this runs once per record. block=False: where the send would wait
+            # for buffer.memory it raises MemoryWouldBlock instead (the C lane takes it too: it never
+            # waits, and what it declines goes to the Python path with the same keywords).
             try:
                 if delivery is None and partition is None and timestamp is None and headers is None:
-                    rf = p.send(topic, value, key)  # the C lane's shape
+                    rf = p.send(topic, value, key, block=False)  # the C lane's shape
                 else:
                     rf = p.send(
-                        topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery
+                        topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery,
+                        block=False,
                     )
             except MemoryWouldBlock:
                 pass
-            finally:
-                pool.no_wait_thread = None
         if rf is None:
             # buffer.memory is full (or other sends wait for it already): await it, in turn.
             rf = await self._send_when_memory(p, topic, value, key, partition, timestamp, headers, delivery)

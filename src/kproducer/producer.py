@@ -442,6 +442,7 @@ class Producer:
         headers: Headers | Iterable[tuple[str, bytes | None]] | None = None,
         callback: Callback | None = None,
         on_delivery: OnDelivery | None = None,
+        block: bool = True,
     ) -> RecordFuture:
         """Queue one record; returns a RecordFuture resolving to its RecordMetadata.
 
@@ -475,6 +476,14 @@ class Producer:
         is confluent-kafka's (see :mod:`kproducer.delivery`). A callable that
         cannot take two positional arguments raises TypeError here.
 
+        ``block=False`` is for a caller that must never wait, such as an event loop
+        (:class:`~kproducer.aio.AsyncProducer` sends so): where the call would wait
+        for ``buffer.memory`` it raises ``kproducer.accumulator.buffer_pool.MemoryWouldBlock``
+        instead, with nothing appended or charged, and the caller sends the record
+        again once memory returned (librdkafka's ``produce()`` without
+        ``RD_KAFKA_MSG_F_BLOCK``). With ``max.block.ms=0`` the record fails at once
+        with BufferExhaustedError either way.
+
         Once the application has set an OpenTelemetry tracer provider (and unless
         ``tracing.enabled`` is false) the send is a PRODUCER span, child of the
         caller's current span, ended with the record's outcome, and the record's
@@ -490,7 +499,9 @@ class Producer:
             else:
                 raise TypeError(f"topic must be a str or a ProducerRecord, got {type(topic).__name__}")
         if self._tracing is not None and self._tracing.should_trace(headers):
-            return self._tracing.send(self, topic, value, key, partition, timestamp, headers, callback, on_delivery)
+            return self._tracing.send(
+                self, topic, value, key, partition, timestamp, headers, callback, on_delivery, block
+            )
         if self._closed or self._forked:
             self._raise_unusable()
         if self._txn is not None:
@@ -537,7 +548,7 @@ class Producer:
             return self._router.fail_now(topic, partition, error, callback)
         if sent_as is not None:
             sent_as(key_bytes, value_bytes, headers)
-        return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback)
+        return self._route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, callback, block)
 
     def _timestamp_seconds_warning(self) -> SecondsTimestampWarning:
         """This producer's once-only WARNING for timestamps that look like seconds (the bulk calls use it)."""

@@ -183,8 +183,13 @@ class RecordRouter:
         timestamp: int | None,
         headers: Any,
         on_delivery: DeliveryCallback | None,
+        block: bool = True,
     ) -> RecordFuture:
-        """Send one serialized record on; its future (never raises for the record's own errors)."""
+        """Send one serialized record on; its future (never raises for the record's own errors).
+
+        ``block=False``: raise :class:`MemoryWouldBlock` (nothing appended, nothing charged)
+        where the record would wait for ``buffer.memory`` (see ``RecordAccumulator.append``).
+        """
         # partition and timestamp were checked by Producer.send (kproducer.validation).
         if timestamp is None:
             timestamp = int(time.time() * 1000)
@@ -196,8 +201,12 @@ class RecordRouter:
         if count is None or (partition is not None and partition >= count) or (
             self.parked and self._behind(topic, count) and not self._catch_up(topic, count)
         ):
-            return self._park(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, size)
-        return self._direct(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count)
+            return self._park(
+                topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, size, block
+            )
+        return self._direct(
+            topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count, block
+        )
 
     def _behind(self, topic: str, count: int) -> bool:
         """Whether a record for an existing partition of ``topic`` must park behind the topic's parked ones.
@@ -243,6 +252,7 @@ class RecordRouter:
         on_delivery: DeliveryCallback | None,
         cluster: Cluster,
         count: int,
+        block: bool = True,
     ) -> RecordFuture:
         """The append of a record whose topic has metadata and no parked record to wait behind."""
         now = self._clock()
@@ -250,7 +260,7 @@ class RecordRouter:
         try:
             return self._append_one(
                 topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery,
-                cluster, count, self.max_block_ms, now, None,
+                cluster, count, self.max_block_ms, now, None, block,
             )
         except ProducerClosedError:
             raise
@@ -324,12 +334,13 @@ class RecordRouter:
         max_block_ms: int,
         now: int,
         memory: ChargedMemory | None,
+        block: bool = True,
     ) -> RecordFuture:
         """Partition and append one record whose topic has metadata; raises the record's KafkaError."""
         chosen = self.choose_partition(topic, partition, key, key_bytes, value, value_bytes, cluster, count)
         result = self._append(
             topic, chosen, timestamp, key_bytes, value_bytes, headers, on_delivery, max_block_ms, False, now, cluster,
-            memory=memory,
+            memory=memory, block=block,
         )
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
@@ -369,13 +380,17 @@ class RecordRouter:
         headers: Any,
         on_delivery: DeliveryCallback | None,
         size: int,
+        block: bool = True,
     ) -> RecordFuture:
         err = invalid_topic_error(topic)
         if err is not None:
             return self.fail_now(topic, partition, err, on_delivery)
         try:
-            self._wait_for_room(size)
-            self._pool.reserve(size, self.max_block_ms)
+            self._wait_for_room(size, block)
+            if block or self.max_block_ms <= 0:
+                self._pool.reserve(size, self.max_block_ms)
+            elif not self._pool.try_reserve(size):
+                raise MemoryWouldBlock(size)  # the caller waits its own way, then sends again
         except BufferExhaustedError as e:
             return self.fail_now(topic, partition, e, on_delivery)
         # The caller may reuse its buffers once send() returns: keep bytes of our own.
@@ -393,9 +408,12 @@ class RecordRouter:
             cluster = self._md.cluster
             count = cluster.partition_count(topic)
             if count is None or (partition is not None and partition >= count):  # metadata changed again
-                return self.route(topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery)
+                return self.route(
+                    topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, block
+                )
             return self._direct(
-                topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count
+                topic, partition, key, value, key_bytes, value_bytes, timestamp, headers, on_delivery, cluster, count,
+                block,
             )
         if not self._parked_count & _YIELD_EVERY_PARKED:
             # The Sender needs the GIL in short slices to connect and fetch this metadata; a caller
@@ -443,11 +461,14 @@ class RecordRouter:
             self._wakeup()
         return True
 
-    def _wait_for_room(self, size: int) -> None:
-        """Block while parked records hold their share of buffer.memory (``_PARK_SHARE``), up to max.block.ms."""
+    def _wait_for_room(self, size: int, block: bool = True) -> None:
+        """Block while parked records hold their share of buffer.memory (``_PARK_SHARE``), up to max.block.ms.
+
+        A caller that may not block (``block=False``) gets :class:`MemoryWouldBlock` instead of the wait.
+        """
         if self._parked_bytes + size <= self._park_limit:
             return
-        if self._pool.must_not_wait():
+        if not block:
             raise MemoryWouldBlock(size, poll_s=_MEMORY_RETRY_MS / 1000)  # an event loop awaits instead
         with self._room:
             if not self._room.wait_for(

@@ -207,6 +207,7 @@ class ProducerTracing:
         headers: Any,
         callback: Any,
         on_delivery: Any,
+        block: bool = True,
     ) -> RecordFuture:
         """``producer.send`` inside a PRODUCER span that ends with the record's outcome."""
         attributes: dict[str, Any] = {
@@ -229,7 +230,7 @@ class ProducerTracing:
             injected = self._inject(span, headers)
             rf = producer.send(
                 topic, value, key, partition=partition, timestamp=timestamp, headers=injected, callback=callback,
-                on_delivery=on_delivery,
+                on_delivery=on_delivery, block=block,
             )
         except self._would_block:
             # AsyncProducer: buffer.memory is full and the send is tried again once memory returns;

@@ -59,7 +59,10 @@ class ProducerRig:
         nodes: int = 2,
         serve_metadata: bool = True,
         known_topics: bool = True,
+        build_producer: bool = True,
     ) -> None:
+        """``build_producer=False``: the test builds the Producer from :meth:`seams` (an
+        ``AsyncProducer`` does, in ``start()``) and sets :attr:`producer` to it."""
         conf: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 0, **(config or {})}
         cfg = ProducerConfig(conf)
         self.config = cfg
@@ -80,15 +83,19 @@ class ProducerRig:
             nodes=nodes,
             serve_metadata=serve_metadata,
         )
-        self.producer = Producer(
-            conf, _clock=self.clock, _client=self.client, _metadata=self.metadata, _start_io_thread=False
-        )
+        self.producer: Producer
+        if build_producer:
+            self.producer = Producer(conf, **self.seams())
         self.outcomes = Outcomes()
         if known_topics and self.client.broker_topics:
             # As the producer's first send() would: the topics are known before the test sends.
             for topic in self.client.broker_topics:
                 self.metadata.add_topic(topic, self.clock())
             self.client.answer_metadata()
+
+    def seams(self) -> dict[str, Any]:
+        """What builds a Producer on this rig: its clock, scripted client and metadata, no I/O thread."""
+        return {"_clock": self.clock, "_client": self.client, "_metadata": self.metadata, "_start_io_thread": False}
 
     # ------------------------------------------------------------ driving
     def run(self, loops: int = 1) -> None:

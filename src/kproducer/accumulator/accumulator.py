@@ -425,6 +425,7 @@ class RecordAccumulator:
         cluster: Cluster | None = None,
         *,
         memory: MemorySource | None = None,
+        block: bool = True,
     ) -> RecordAppendResult:
         """Append one record to its partition's last batch, or to a new batch (Java's ``RecordAccumulator.append``).
 
@@ -434,6 +435,15 @@ class RecordAccumulator:
         Producer facade's shorter form ``(..., max_time_to_block_ms, now_ms, cluster)``
         is accepted too. ``memory`` replaces the BufferPool as the source of a new
         batch's buffer (records that waited for metadata bring their own charge).
+
+        ``block=False`` is a caller that must never wait (an event loop): where a
+        caller would wait for memory (the BufferPool, or room beside a muted
+        partition) it raises :class:`MemoryWouldBlock` instead, having appended and
+        charged nothing. It is a flag beside Java's ``maxTimeToBlock``, not a budget
+        of 0, because a budget of 0 keeps Java's meaning (``max.block.ms=0``: the
+        record fails at once with BufferExhaustedError), while such a caller waits
+        in its own way and sends again; librdkafka's ``RD_KAFKA_MSG_F_BLOCK`` is the
+        same flag (without it, ``produce()`` answers "queue full" rather than wait).
         """
         pool: MemorySource = self.free if memory is None else memory
         if not isinstance(abort_on_new_batch, bool):
@@ -492,12 +502,20 @@ class RecordAccumulator:
                 magic = self._magic()
                 if buffer is None:
                     if not sticky and breaker is not None:
-                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
+                        max_time_to_block_ms = self._await_room_while_muted(
+                            TopicPartition(topic, effective), max_time_to_block_ms, block
+                        )
                     size = max(
                         self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, headers)
                     )
-                    # Outside the deque lock: this may block for up to max.block.ms.
-                    buffer = pool.allocate(size, max_time_to_block_ms)
+                    if block or memory is not None or max_time_to_block_ms <= 0:
+                        # Outside the deque lock: this may block for up to max.block.ms. (Charged memory
+                        # never waits; a budget of 0 fails at once, for every caller, as in Java.)
+                        buffer = pool.allocate(size, max_time_to_block_ms)
+                    else:
+                        buffer = self.free.try_allocate(size)
+                        if buffer is None:
+                            raise MemoryWouldBlock(size)  # the caller waits its own way, then sends again
                     now = self._clock()
                 with dq.lock:
                     if sticky and self._partition_changed(topic_info, effective, cluster):
@@ -1346,7 +1364,7 @@ class RecordAccumulator:
             self._moved_sensor.record(float(moved_records))
         return moved_batches, moved_records
 
-    def _await_room_while_muted(self, tp: TopicPartition, max_time_to_block_ms: int) -> int:
+    def _await_room_while_muted(self, tp: TopicPartition, max_time_to_block_ms: int, block: bool = True) -> int:
         """Before a new batch of keyed or explicit records for a muted partition: wait for room.
 
         Such records keep their partition, and a muted partition is not drained, so
@@ -1357,6 +1375,8 @@ class RecordAccumulator:
         for the partition to reopen or for room, then gets BufferExhaustedError. The
         other half stays for the partitions that drain, so only the callers sending
         to muted partitions ever wait here. Returns what is left of the block time.
+        A caller that may not block (``block=False``) gets :class:`MemoryWouldBlock`
+        where it would wait, with the poll interval to retry after.
         """
         routing = self._routing
         if routing is None or tp not in routing.partitions_to_vacate():
@@ -1381,8 +1401,7 @@ class RecordAccumulator:
                     topic=tp.topic,
                     partition=tp.partition,
                 )
-            pool = self.free
-            if isinstance(pool, BufferPool) and pool.must_not_wait():
+            if not block:
                 raise MemoryWouldBlock(self.batch_size, poll_s=0.02)  # an event loop awaits instead
             # Polled: nothing on the send or drain path pays for waking these rare waiters.
             time.sleep(min(remaining, 0.02))

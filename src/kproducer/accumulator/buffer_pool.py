@@ -5,7 +5,10 @@ a free list; any other size is carved out of the non-pooled memory and simply
 dropped on ``deallocate`` (its bytes go back to the non-pooled count). When
 there is not enough memory, the caller joins a FIFO queue of waiters, each with
 its own Condition on the pool lock, and accumulates memory piece by piece as
-other threads give it back, up to ``max.block.ms``. The invariant is
+other threads give it back, up to ``max.block.ms``. A caller that must never
+block (the asyncio facade's event loop) asks with :meth:`BufferPool.try_allocate`
+or :meth:`BufferPool.try_reserve` instead, which answer at once and charge nothing
+when the memory is not there; the pool does not need to know who calls. The invariant is
 
     available_memory() == non_pooled_available + len(free) * poolable_size
 
@@ -51,12 +54,14 @@ def _exported(buffer: bytearray) -> bool:
 
 
 class MemoryWouldBlock(Exception):
-    """Raised, instead of waiting, on the thread that said it must never wait (an event loop's).
+    """A send that asked not to block (``block=False``) would have had to wait for ``buffer.memory``.
 
-    ``size`` is what the allocation asked for; ``poll_s`` is set when no memory
-    event will announce the end of the wait (the caller retries after that many
-    seconds). Nothing was charged or appended when it is raised: the caller awaits,
-    then sends the record again.
+    Raised by the send path only for such a call (the asyncio facade makes them: an
+    event loop awaits instead of blocking), never for a caller that may block, which
+    waits up to ``max.block.ms`` instead. ``size`` is what the allocation asked for;
+    ``poll_s`` is set when no memory event will announce the end of the wait (the
+    caller retries after that many seconds). Nothing was charged or appended when it
+    is raised: the caller awaits, then sends the record again.
     """
 
     def __init__(self, size: int, poll_s: float | None = None) -> None:
@@ -95,9 +100,6 @@ class BufferPool:
         # ready() (memory is exhausted: send without lingering) and is told when memory returns.
         self._external_waiters = 0
         self._free_listener: Callable[[], None] | None = None
-        # The thread (an event loop's, for the duration of one send) that must get MemoryWouldBlock
-        # rather than wait: the asyncio facade awaits memory instead of blocking its loop.
-        self.no_wait_thread: int | None = None
         if clock_ms is None:
             self._now_ns: Callable[[], int] = time.monotonic_ns
         else:
@@ -127,6 +129,12 @@ class BufferPool:
         never be satisfied), ``BufferExhaustedError`` when the wait runs out and
         ``ProducerClosedError`` when the pool is closed before or during the wait.
         """
+        buffer = self._allocate(size, max_time_to_block_ms)
+        assert buffer is not None  # only a call that may not wait gets None
+        return buffer
+
+    def _allocate(self, size: int, max_time_to_block_ms: int | None) -> bytearray | None:
+        """:meth:`allocate`; with ``max_time_to_block_ms`` None, None instead of waiting (:meth:`try_allocate`)."""
         if size > self._total_memory:
             raise ValueError(
                 f"Attempt to allocate {size} bytes, but there is a hard limit of {self._total_memory} "
@@ -147,6 +155,8 @@ class BufferPool:
                     # Enough memory without waiting: shrink the free list if needed.
                     self._free_up(size)
                     self._non_pooled_available_memory -= size
+                elif max_time_to_block_ms is None:
+                    return None
                 else:
                     buffer = self._wait_for_memory(size, max_time_to_block_ms)
             finally:
@@ -164,10 +174,13 @@ class BufferPool:
         ``buffer.memory`` bounds everything the producer holds; :meth:`release` gives
         the bytes back.
         """
+        self._reserve(size, max_time_to_block_ms)
+
+    def _reserve(self, size: int, max_time_to_block_ms: int | None) -> bool:
+        """:meth:`reserve`; with ``max_time_to_block_ms`` None, False instead of waiting (:meth:`try_reserve`)."""
         if size == self._poolable_size or size > self._total_memory or size < 0:
             # A pooled buffer's bytes stay charged and the object is dropped; a bad size raises.
-            self.allocate(size, max_time_to_block_ms)
-            return
+            return self._allocate(size, max_time_to_block_ms) is not None
         with self._lock:
             if self._closed:
                 raise ProducerClosedError("Producer closed while allocating memory")
@@ -175,12 +188,28 @@ class BufferPool:
                 if self._non_pooled_available_memory + len(self._free) * self._poolable_size >= size:
                     self._free_up(size)
                     self._non_pooled_available_memory -= size
+                elif max_time_to_block_ms is None:
+                    return False
                 else:
                     pooled = self._wait_for_memory(size, max_time_to_block_ms)
                     del pooled  # a whole pooled buffer of this size: its bytes are the charge
+                return True
             finally:
                 if not (self._non_pooled_available_memory == 0 and not self._free) and self._waiters:
                     self._waiters[0].notify()
+
+    def try_allocate(self, size: int) -> bytearray | None:
+        """A buffer of ``size`` bytes if one is there now, else None: :meth:`allocate` that never waits.
+
+        For a caller that must not block (an event loop): None when :meth:`allocate`
+        would join the waiters, and then nothing was charged. Raises as :meth:`allocate`
+        does for a size that can never be satisfied and for a closed pool.
+        """
+        return self._allocate(size, None)
+
+    def try_reserve(self, size: int) -> bool:
+        """:meth:`reserve` that never waits: False (nothing charged) when it would have to."""
+        return self._reserve(size, None)
 
     def release(self, size: int) -> None:
         """Give back bytes charged by :meth:`reserve` (or by a buffer that was dropped)."""
@@ -193,8 +222,6 @@ class BufferPool:
 
     def _wait_for_memory(self, size: int, max_time_to_block_ms: int) -> bytearray | None:
         """Join the FIFO waiters and accumulate ``size`` bytes (lock held). Returns a pooled buffer or None."""
-        if max_time_to_block_ms > 0 and self.must_not_wait():
-            raise MemoryWouldBlock(size)
         accumulated = 0
         buffer: bytearray | None = None
         more_memory = threading.Condition(self._lock)
@@ -324,10 +351,6 @@ class BufferPool:
             if size == self._poolable_size and self._free:
                 return True
             return self._available_memory_locked() >= size
-
-    def must_not_wait(self) -> bool:
-        """Whether the calling thread asked never to wait for memory (see :class:`MemoryWouldBlock`)."""
-        return self.no_wait_thread is not None and self.no_wait_thread == threading.get_ident()
 
     def set_free_listener(self, listener: Callable[[], None] | None) -> None:
         """Call ``listener()`` (on the thread that frees it) whenever memory returns, and on close."""

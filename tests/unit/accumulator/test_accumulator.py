@@ -11,9 +11,9 @@ import pytest
 
 from kproducer.accumulator.accumulator import RecordAccumulator
 from kproducer.accumulator.batch import ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool
+from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.errors import NotLeaderOrFollowerError, ProducerClosedError
+from kproducer.errors import BufferExhaustedError, NotLeaderOrFollowerError, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.partitioner import BuiltInPartitioner
 from kproducer.record import c_extension, codecs
@@ -1250,3 +1250,37 @@ def test_with_the_worker_a_caller_past_the_backlog_takes_finished_batches_and_do
     for job in worker.jobs:
         job.finished = True
     complete_all(acc, make_cluster(partitions=1, nodes=1), clock)
+
+
+class _MutedPartitionZero:
+    """A circuit breaker's routing view with partition 0 muted on its own (its records must vacate)."""
+
+    muted = TopicPartition("t", 0)
+
+    def may_send(self, tp: TopicPartition) -> bool:
+        return tp != self.muted
+
+    def cluster_view(self, cluster: Cluster | None = None) -> Cluster:
+        assert cluster is not None
+        return cluster
+
+    def partitions_to_vacate(self) -> frozenset[TopicPartition]:
+        return frozenset({self.muted})
+
+
+def test_room_beside_a_muted_partition_honours_block_false() -> None:
+    """Keyed records for a muted partition may hold half of buffer.memory; past it a caller that
+    may not block gets MemoryWouldBlock (with a poll interval, and nothing appended) where a
+    blocking one would wait up to max.block.ms (a budget of 0 fails at once, as in Java)."""
+    clock = FakeClock(1000)
+    acc = make_acc(clock, memory=64 * 1024, batch_size=16 * 1024, circuit_break_manager=_MutedPartitionZero())
+    big = b"x" * 20_000  # a batch of its own: the muted partition then holds more than 16 KiB
+    acc.append("t", 0, clock.now, b"k", big, None, None, 0, False, clock.now, None)
+    available = acc.free.available_memory()
+    with pytest.raises(MemoryWouldBlock) as e:
+        acc.append("t", 0, clock.now, b"k", big, None, None, 60_000, False, clock.now, None, block=False)
+    assert e.value.poll_s is not None and e.value.poll_s > 0
+    assert acc.free.available_memory() == available, "nothing was charged"
+    assert acc.incomplete_record_count() == 1, "nothing was appended"
+    with pytest.raises(BufferExhaustedError):
+        acc.append("t", 0, clock.now, b"k", big, None, None, 0, False, clock.now, None)

@@ -344,3 +344,65 @@ def test_reserve_waits_for_memory_and_fails_after_max_block() -> None:
     pool.release(POOLABLE)  # a parked record was appended or failed: its charge comes back
     t.join(5)
     assert got.is_set() and pool.available_memory() == 0
+
+
+def test_try_allocate_answers_at_once_and_charges_nothing_when_memory_is_short() -> None:
+    """The non-blocking allocation of a caller that may not wait (an event loop): a buffer or None."""
+    pool = BufferPool(3 * 1024, 1024)
+    held = [pool.allocate(1024, 10), pool.allocate(1500, 10)]
+    assert pool.available_memory() == 548
+    assert pool.try_allocate(1024) is None, "548 bytes free: a 1024-byte buffer is not there"
+    assert pool.try_allocate(600) is None
+    assert pool.available_memory() == 548, "a refused try charged nothing"
+    assert pool.queued() == 0, "a refused try never joins the waiters"
+    small = pool.try_allocate(500)
+    assert small is not None and len(small) == 500
+    assert pool.available_memory() == 48
+    pool.deallocate(held[0])  # a poolable buffer back on the free list
+    reused = pool.try_allocate(1024)
+    assert reused is held[0], "the pooled buffer is handed out again, as allocate() does"
+    pool.deallocate(reused)
+    pool.deallocate(held[1])
+    pool.deallocate(small)
+    assert pool.available_memory() == 3 * 1024
+
+
+def test_try_reserve_charges_only_when_memory_is_there() -> None:
+    pool = BufferPool(2048, 1024)
+    assert pool.try_reserve(1500)
+    assert pool.available_memory() == 548
+    assert not pool.try_reserve(600)
+    assert not pool.try_reserve(1024), "the poolable size takes the allocate() path: refused too"
+    assert pool.available_memory() == 548 and pool.queued() == 0
+    pool.release(1500)
+    assert pool.try_reserve(1024)
+    assert pool.available_memory() == 1024
+
+
+def test_try_allocate_raises_as_allocate_does_for_impossible_sizes_and_a_closed_pool() -> None:
+    pool = BufferPool(1024, 512)
+    with pytest.raises(ValueError, match="buffer.memory"):
+        pool.try_allocate(2048)
+    with pytest.raises(ValueError, match="buffer.memory"):
+        pool.try_reserve(2048)
+    pool.close()
+    with pytest.raises(ProducerClosedError):
+        pool.try_allocate(100)
+    with pytest.raises(ProducerClosedError):
+        pool.try_reserve(100)
+
+
+def test_a_blocking_allocate_still_waits_while_try_allocate_is_refused() -> None:
+    """Same pressure, two callers: the thread waits (max.block.ms) for the memory a try was refused."""
+    pool = BufferPool(1024, 512)
+    held = pool.allocate(1024, 10)
+    assert pool.try_allocate(512) is None
+    got: list[bytearray] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.allocate(512, 600_000)))
+    waiter.start()
+    wait_until(lambda: pool.queued() == 1, "the blocking allocate joins the waiters")
+    assert not got and waiter.is_alive(), "it waits for memory"
+    assert pool.try_allocate(512) is None, "a try under the same pressure is still refused, at once"
+    pool.deallocate(held)
+    waiter.join(LATCH_S)
+    assert not waiter.is_alive() and len(got[0]) == 512
