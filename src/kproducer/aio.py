@@ -47,11 +47,10 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP
 from kproducer.callback_errors import callback_raised
 from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_callback
-from kproducer.errors import BufferExhaustedError, KafkaError, ProducerClosedError
+from kproducer.errors import BufferExhaustedError, KafkaError, MemoryWouldBlock, ProducerClosedError
 from kproducer.producer import Producer
 from kproducer.record import native
 from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicPartition, metadata_type

@@ -19,6 +19,7 @@ import builtins
 from typing import Any, ClassVar
 
 __all__ = [
+    "MemoryWouldBlock",
     "ErrorCode",
     "ErrorFlag",
     "ErrorName",
@@ -236,6 +237,23 @@ class BufferExhaustedError(KafkaTimeoutError):
 
     name = "BUFFER_EXHAUSTED"
     _confluent_code = -184  # _QUEUE_FULL
+
+
+class MemoryWouldBlock(Exception):
+    """A ``send(..., block=False)`` would have had to wait for ``buffer.memory``.
+
+    Raised by the send path only for such a call (the asyncio facade makes them: an
+    event loop awaits instead of blocking), never for a caller that may block, which
+    waits up to ``max.block.ms`` instead. ``size`` is what the allocation asked for;
+    ``poll_s`` is set when no memory event will announce the end of the wait (the
+    caller retries after that many seconds). Nothing was charged or appended when it
+    is raised: the caller awaits, then sends the record again.
+    """
+
+    def __init__(self, size: int, poll_s: float | None = None) -> None:
+        super().__init__(f"allocating {size} bytes would block this thread")
+        self.size = size
+        self.poll_s = poll_s
 
 
 class SerializationError(KafkaError, ValueError):

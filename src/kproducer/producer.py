@@ -478,7 +478,7 @@ class Producer:
 
         ``block=False`` is for a caller that must never wait, such as an event loop
         (:class:`~kproducer.aio.AsyncProducer` sends so): where the call would wait
-        for ``buffer.memory`` it raises ``kproducer.accumulator.buffer_pool.MemoryWouldBlock``
+        for ``buffer.memory`` it raises :class:`kproducer.errors.MemoryWouldBlock`
         instead, with nothing appended or charged, and the caller sends the record
         again once memory returned (librdkafka's ``produce()`` without
         ``RD_KAFKA_MSG_F_BLOCK``). With ``max.block.ms=0`` the record fails at once

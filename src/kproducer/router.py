@@ -41,7 +41,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.callback_errors import callback_raised
 from kproducer.common import ExponentialBackoff
@@ -49,6 +48,7 @@ from kproducer.errors import (
     BufferExhaustedError,
     KafkaError,
     KafkaTimeoutError,
+    MemoryWouldBlock,
     PartitionMutedError,
     ProducerClosedError,
     RecordTooLargeError,

@@ -124,7 +124,7 @@ class ProducerTracing:
         from opentelemetry import propagate, trace
         from opentelemetry.trace import Status, StatusCode
 
-        from kproducer.accumulator.buffer_pool import MemoryWouldBlock
+        from kproducer.errors import MemoryWouldBlock
         from kproducer.validation import check_headers
 
         self._check_headers = check_headers

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock, MetricsLike, SensorLike
+from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
 from kproducer.accumulator.collaborators import (
     CircuitBreakManagerLike,
     CircuitBreakRoutingLike,
@@ -42,7 +42,7 @@ from kproducer.accumulator.futures import RecordFuture
 from kproducer.accumulator.incomplete import IncompleteBatches
 from kproducer.accumulator.staging import StagingBuffers
 from kproducer.common import ExponentialBackoff, monotonic_ms
-from kproducer.errors import BufferExhaustedError, IllegalStateError, ProducerClosedError
+from kproducer.errors import BufferExhaustedError, IllegalStateError, MemoryWouldBlock, ProducerClosedError
 from kproducer.metadata import Cluster
 from kproducer.record.builder import (
     COMPRESSION_RATE_ESTIMATION_FACTOR,

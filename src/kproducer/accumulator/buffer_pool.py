@@ -53,23 +53,6 @@ def _exported(buffer: bytearray) -> bool:
     return False
 
 
-class MemoryWouldBlock(Exception):
-    """A send that asked not to block (``block=False``) would have had to wait for ``buffer.memory``.
-
-    Raised by the send path only for such a call (the asyncio facade makes them: an
-    event loop awaits instead of blocking), never for a caller that may block, which
-    waits up to ``max.block.ms`` instead. ``size`` is what the allocation asked for;
-    ``poll_s`` is set when no memory event will announce the end of the wait (the
-    caller retries after that many seconds). Nothing was charged or appended when it
-    is raised: the caller awaits, then sends the record again.
-    """
-
-    def __init__(self, size: int, poll_s: float | None = None) -> None:
-        super().__init__(f"allocating {size} bytes would block this thread")
-        self.size = size
-        self.poll_s = poll_s
-
-
 class BufferPool:
     """A pool of ``bytearray`` batch buffers bounded by ``total_memory`` (Java's ``BufferPool``).
 

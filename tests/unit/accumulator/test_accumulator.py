@@ -11,9 +11,14 @@ import pytest
 
 from kproducer.accumulator.accumulator import RecordAccumulator
 from kproducer.accumulator.batch import ProducerBatch
-from kproducer.accumulator.buffer_pool import BufferPool, MemoryWouldBlock
+from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.errors import BufferExhaustedError, NotLeaderOrFollowerError, ProducerClosedError
+from kproducer.errors import (
+    BufferExhaustedError,
+    MemoryWouldBlock,
+    NotLeaderOrFollowerError,
+    ProducerClosedError,
+)
 from kproducer.metadata import Cluster
 from kproducer.partitioner import BuiltInPartitioner
 from kproducer.record import c_extension, codecs

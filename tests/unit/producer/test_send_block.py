@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from kproducer.accumulator.buffer_pool import MemoryWouldBlock
 from kproducer.aio import AsyncProducer
+from kproducer.errors import MemoryWouldBlock
 from kproducer.network.protocol import ApiKey
 from tests.support.latch import LATCH_S, wait_until
 from tests.support.mock_client import produce_response
