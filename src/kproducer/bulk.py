@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
@@ -26,6 +26,9 @@ from kproducer.callback_errors import callback_raised
 from kproducer.errors import KafkaTimeoutError
 from kproducer.record.default_record import encode_headers
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
+
+if TYPE_CHECKING:
+    from kproducer.avro.serializer import AvroFormat
 
 __all__ = ["BulkFuture", "DeliveredRange"]
 
@@ -293,7 +296,7 @@ class BulkFuture:
 
 
 # ---------------------------------------------------------------- helpers of the bulk entry points
-def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallback | None) -> BulkFuture:
+def fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallback | None) -> BulkFuture:
     """The call failed part-way: its rows that reached no batch fail, through the future and the callback."""
     missing = fut._fail_all(error)
     if on_delivery is not None:
@@ -305,14 +308,14 @@ def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallb
     return fut
 
 
-def _encoded_headers(headers: Any) -> bytes | None:
+def encoded_headers(headers: Any) -> bytes | None:
     """A bulk call's headers (checked by kproducer.validation.check_headers), encoded once for every record."""
     if not headers:
         return None
     return encode_headers(headers)[0]
 
 
-class _OffsetSink:
+class OffsetSink:
     """Maps a chunk's row numbers to the call's (Arrow tables arrive in record-batch chunks)."""
 
     __slots__ = ("fut", "offset")
@@ -333,3 +336,51 @@ class _OffsetSink:
             shifted_rows = [r + off for r in rows]
         shifted = BulkRange(rng.first, rng.count, self.fut, shifted_rows, rng.callback, rng.timestamp)  # type: ignore[arg-type]
         self.fut._range_done(shifted, result, futures)
+
+
+# ---------------------------------------------------------------------- the bulk calls' argument helpers
+def check_formats(value_format: Any, key_format: Any) -> tuple[AvroFormat | None, AvroFormat | None] | None:
+    """The formats of send_arrow's value and key columns: None when both are plain bytes."""
+    from kproducer.avro.serializer import AvroFormat
+
+    out: list[AvroFormat | None] = []
+    for side, fmt in (("value", value_format), ("key", key_format)):
+        if isinstance(fmt, AvroFormat):
+            out.append(fmt.for_side(side == "key"))
+        elif fmt == "bytes":
+            out.append(None)
+        else:
+            raise ValueError(
+                f"{side}_format must be 'bytes' or a kproducer.avro.AvroFormat (which holds the registry "
+                f"settings and the schema ids it registered), got {fmt!r}"
+            )
+    return None if out == [None, None] else (out[0], out[1])
+
+
+def payload_bytes(column: Any) -> int:
+    """The bytes of a send_batch() column (its span's size); 0 for what the call will refuse."""
+    if not isinstance(column, Sequence) or isinstance(column, str | bytes | bytearray | memoryview):
+        return 0
+    return sum(len(v) for v in column if isinstance(v, bytes | bytearray | memoryview))
+
+
+def arrow_bytes(data: Any, name: str | None) -> int:
+    """The bytes of a send_arrow() binary or string column (its span's size); 0 for what the call will refuse."""
+    column = arrow_column_or_none(data, name) if hasattr(data, "schema") else None
+    if column is None:
+        return 0
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        total = pc.sum(pc.binary_length(column)).as_py()
+    except (TypeError, ValueError, pa.ArrowException):  # not a binary column (an Avro struct): no size
+        return 0
+    return int(total or 0)
+
+
+def arrow_column_or_none(data: Any, name: str | None) -> Any:
+    """A pyarrow Table/RecordBatch column by name (None when absent): rows for on_delivery's reports."""
+    if name is None or name not in data.schema.names:
+        return None
+    return data.column(name)
