@@ -74,7 +74,7 @@ class BulkFuture:
             self._done.set()
 
     # ------------------------------------------------------------ completion (Sender thread)
-    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
+    def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         """A batch holding ``rng`` completed; with ``futures`` (split) wait for those instead."""
         if futures is not None:
             remaining = [len(futures)]
@@ -97,11 +97,11 @@ class BulkFuture:
             callbacks = self._settle_locked(rng.count)
         self._fire(callbacks)
 
-    def _appended(self, count: int) -> None:
+    def appended(self, count: int) -> None:
         with self._lock:
             self._appended_count += count
 
-    def _fail_all(self, error: BaseException) -> int:
+    def fail_unappended(self, error: BaseException) -> int:
         """Fail the records that never reached a batch (the call failed part-way); returns how many.
 
         Rows parked for their topic's metadata are not among them: they complete on their own.
@@ -113,16 +113,16 @@ class BulkFuture:
         self._fire(callbacks)
         return missing
 
-    def _park(self, count: int) -> None:
+    def park(self, count: int) -> None:
         """``count`` rows wait for their topic's metadata in the producer."""
         with self._lock:
             self._parked_count += count
 
-    def _unpark(self, count: int) -> None:
+    def unpark(self, count: int) -> None:
         with self._lock:
             self._parked_count -= count
 
-    def _fail_parked(self, parked: int, missing: int, error: BaseException) -> None:
+    def fail_parked(self, parked: int, missing: int, error: BaseException) -> None:
         """Rows of a parked chunk failed: ``missing`` of its ``parked`` rows never reached a batch."""
         with self._lock:
             self._parked_count -= parked
@@ -148,17 +148,17 @@ class BulkFuture:
             except Exception:
                 log.exception("error in a bulk future done-callback for topic %s", self.topic)
 
-    def _follow(self, row: int, future: RecordFuture) -> None:
+    def follow(self, row: int, future: RecordFuture) -> None:
         """Row ``row`` was sent on its own (``send()``): complete it with ``future``."""
-        self._appended(1)
+        self.appended(1)
         rng = BulkRange(0, 1, self, range(row, row + 1), None, NO_TIMESTAMP)
 
         def done(f: RecordFuture) -> None:
-            self._finish(rng, f._batch_result, [f])
+            self._finish(rng, f.batch_result, [f])
 
         future.add_done_callback(done)
 
-    def _forward_from(self, rows: list[int], topic: str, inner: BulkFuture) -> None:
+    def forward_from(self, rows: list[int], topic: str, inner: BulkFuture) -> None:
         """``inner`` (a call for some of this call's rows, ``rows`` in order) completed: take its outcomes."""
         metadata, errors = inner._outcomes()
         for j, row in enumerate(rows):
@@ -175,9 +175,9 @@ class BulkFuture:
             timestamp = md.timestamp if md is not None else NO_TIMESTAMP
             self._finish(BulkRange(0, 1, self, range(row, row + 1), None, timestamp), result, None)
 
-    def _fail_rows(self, failures: Sequence[tuple[int, BaseException]], topic: str) -> None:
+    def fail_rows(self, failures: Sequence[tuple[int, BaseException]], topic: str) -> None:
         """Rows that were refused before routing (e.g. not encodable): each fails with its own exception."""
-        self._appended(len(failures))
+        self.appended(len(failures))
         for row, err in failures:
 
             def error_of(_index: int, err: BaseException = err) -> BaseException:
@@ -298,7 +298,7 @@ class BulkFuture:
 # ---------------------------------------------------------------- helpers of the bulk entry points
 def fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallback | None) -> BulkFuture:
     """The call failed part-way: its rows that reached no batch fail, through the future and the callback."""
-    missing = fut._fail_all(error)
+    missing = fut.fail_unappended(error)
     if on_delivery is not None:
         for _ in range(missing):
             try:
@@ -324,10 +324,10 @@ class OffsetSink:
         self.fut = fut
         self.offset = offset
 
-    def _appended(self, count: int) -> None:
-        self.fut._appended(count)
+    def appended(self, count: int) -> None:
+        self.fut.appended(count)
 
-    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
+    def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         rows = rng.rows
         off = self.offset
         if isinstance(rows, range):
@@ -335,7 +335,7 @@ class OffsetSink:
         else:
             shifted_rows = [r + off for r in rows]
         shifted = BulkRange(rng.first, rng.count, self.fut, shifted_rows, rng.callback, rng.timestamp)  # type: ignore[arg-type]
-        self.fut._range_done(shifted, result, futures)
+        self.fut.range_done(shifted, result, futures)
 
 
 # ---------------------------------------------------------------------- the bulk calls' argument helpers

@@ -648,6 +648,8 @@ class Producer:
     _intercept_callback = producer_interceptors.intercept_callback
 
     # ------------------------------------------------------------------ transactional API
+    # Java's KafkaProducer transactional methods over the TransactionManager, which the Sender
+    # drives; a transactional producer's send() calls _check_send_in_transaction first.
     def _require_transactional(self, operation: str) -> TransactionManager:
         if self._closed or self._forked:
             self._raise_unusable()
@@ -785,7 +787,7 @@ class Producer:
         try:
             yield self
         except BaseException:
-            if self._may_abort_after_error():
+            if self.can_abort_transaction():
                 try:
                     self.abort_transaction(timeout)
                 except KafkaError:
@@ -793,8 +795,9 @@ class Producer:
             raise
         self.commit_transaction(timeout)
 
-    def _may_abort_after_error(self) -> bool:
-        """Whether a transaction whose block raised can (and so should) be aborted now."""
+    def can_abort_transaction(self) -> bool:
+        """Whether the transaction can be aborted now: it is open, or failed with an abortable error, and the
+        producer is not fenced. ``transaction()`` checks it before aborting after an exception."""
         tm = self._txn
         return tm is not None and tm.fatal_error is None and tm.state in (
             TransactionState.IN_TRANSACTION,
@@ -807,6 +810,10 @@ class Producer:
             self._lane.enabled = False
 
     # ------------------------------------------------------------------ bulk calls
+    # Checked on the caller's thread, then handed to the same routing step as send()
+    # (RecordRouter.route_many) a range of rows at a time, without a Python object per record; the
+    # column readers and the bulk future are in kproducer.bulk. Interceptors, a custom partitioner
+    # and serializers must see each record, so then the rows go through send() one by one.
     def send_batch(
         self, topic: str,
         values: Sequence[bytes | bytearray | memoryview | None],
@@ -1089,8 +1096,8 @@ class Producer:
                 formats,
                 row_list,
             )
-            outer._appended(len(rows))
-            inner.add_done_callback(partial(outer._forward_from, row_list, t))
+            outer.appended(len(rows))
+            inner.add_done_callback(partial(outer.forward_from, row_list, t))
         return outer
 
     def _send_arrow_encoded(
@@ -1135,9 +1142,9 @@ class Producer:
         if encoded.rows is None:
             return inner
         outer = BulkFuture(topic, data.num_rows)
-        outer._appended(len(encoded.rows))
-        inner.add_done_callback(partial(outer._forward_from, encoded.rows, topic))
-        outer._fail_rows(encoded.errors, topic)
+        outer.appended(len(encoded.rows))
+        inner.add_done_callback(partial(outer.forward_from, encoded.rows, topic))
+        outer.fail_rows(encoded.errors, topic)
         if on_delivery is not None:
             for _row, err in encoded.errors:
                 try:
@@ -1169,7 +1176,7 @@ class Producer:
         for row, (key, value) in enumerate(rows):
             cb = on_delivery if for_row is None else for_row(row)
             rf = self.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
-            fut._follow(row, rf)
+            fut.follow(row, rf)
         return fut
 
     def _check_common(
@@ -1185,6 +1192,10 @@ class Producer:
         return headers, partition, timestamp
 
     # ------------------------------------------------------------------ flush, purge, close
+    # close() flushes within its timeout, then fails what is left, saying at WARNING what it still
+    # waits for. At interpreter exit a producer still holding records flushes them briefly and says
+    # so (its I/O thread is a daemon, as Java's network thread is); in a forked child every
+    # producer of the parent refuses use instead of hanging (the hooks at the end of this module).
     def flush(self, timeout: float | None = None) -> int:
         """Send everything buffered now and wait until it completes; returns how many records have not completed.
 
@@ -1398,6 +1409,18 @@ class Producer:
             budget_ms = self._max_block_ms if timeout is None else int(timeout * 1000)
             cluster = self._wait_on_metadata(topic, self._clock(), budget_ms)
         return list(cluster.partitions_for_topic(topic))
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called (sends raise ProducerClosedError from then on)."""
+        return self._closed
+
+    def set_memory_freed_listener(self, listener: Callable[[], None] | None) -> None:
+        """Call ``listener()`` whenever memory of ``buffer.memory`` returns (on the I/O thread) and on close; None: stop.
+
+        The asyncio facade uses it to wake its sends that wait for memory, without a blocked thread.
+        """
+        self._pool.set_free_listener(listener)
 
     def metrics(self) -> dict[str, float]:
         """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
