@@ -73,7 +73,8 @@ class BulkFuture:
         if n == 0:
             self._done.set()
 
-    # ------------------------------------------------------------ completion (Sender thread)
+    # ------------------------------------------------------------ the producer's side: the BulkSink the accumulator,
+    # router and Producer report appends and outcomes to (applications use the future API below)
     def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         """A batch holding ``rng`` completed; with ``futures`` (split) wait for those instead."""
         if futures is not None:

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from functools import partial, update_wrapper
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from kproducer import producer_interceptors
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
 from kproducer.common import monotonic_ms
@@ -66,7 +65,7 @@ from kproducer.metrics import (
     register_transaction_metrics,
 )
 from kproducer.partitioner import resolve_partitioner
-from kproducer.producer_interceptors import resolve_interceptors
+from kproducer.producer_interceptors import ProducerInterceptors
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.c_extension import report_implementation_once
 from kproducer.record.codecs import CompressionType
@@ -214,7 +213,7 @@ class Producer:
         self._value_passthrough = is_passthrough(self._value_serializer)
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
-        self._interceptors = resolve_interceptors(cfg.interceptor_classes)
+        self._interceptors = ProducerInterceptors.from_config(cfg.interceptor_classes)  # None: no interceptors
         # OpenTelemetry spans (kproducer.tracing); None: tracing.enabled=false or no opentelemetry-api.
         self._tracing = ProducerTracing.create(
             cfg.tracing_enabled, self.client_id, bulk_headers=cfg.tracing_bulk_headers,
@@ -395,7 +394,7 @@ class Producer:
         if (
             native.c is None
             or type(self).send is not Producer.send
-            or self._interceptors
+            or self._interceptors is not None
             or (self._partitioner is not None and lane_key_hash is None)
             or not (self._key_passthrough and self._value_passthrough)
         ):
@@ -520,11 +519,11 @@ class Producer:
             callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
             # A confluent-kafka style report gives back the bytes sent, not the objects passed.
             sent_as = getattr(callback, "record_serialized", None)
-        if self._interceptors:
-            topic, value, key, partition, timestamp, headers = self._intercept_send(
+        if self._interceptors is not None:
+            topic, value, key, partition, timestamp, headers = self._interceptors.on_send(
                 topic, value, key, partition, timestamp, headers
             )
-            callback = self._intercept_callback(callback)
+            callback = self._interceptors.wrap_callback(callback)
         if headers is not None:
             headers = check_headers(headers)
         if partition is not None and (type(partition) is not int or partition < 0):
@@ -643,9 +642,6 @@ class Producer:
         if self._io_thread_started:
             raise IllegalStateError("run_sender_once() is for a producer without its I/O thread; this one runs it")
         self._sender.run_once()
-
-    _intercept_send = producer_interceptors.intercept_send
-    _intercept_callback = producer_interceptors.intercept_callback
 
     # ------------------------------------------------------------------ transactional API
     # Java's KafkaProducer transactional methods over the TransactionManager, which the Sender
@@ -1156,7 +1152,7 @@ class Producer:
     def _needs_per_record(self) -> bool:
         """Interceptors, custom partitioners and serializers see each record: bulk calls then go through send()."""
         return (
-            bool(self._interceptors)
+            self._interceptors is not None
             or self._partitioner is not None
             or not (self._key_passthrough and self._value_passthrough)
         )
@@ -1305,7 +1301,7 @@ class Producer:
             self._sender.force_close()
             self._io_thread.join(5.0)
         self._pool.close()
-        for obj in (self._key_serializer, self._value_serializer, self._partitioner, *self._interceptors):
+        for obj in (self._key_serializer, self._value_serializer, self._partitioner, *(self._interceptors or ())):
             close = getattr(obj, "close", None)
             if callable(close):
                 try:
