@@ -135,6 +135,11 @@ class Sensor:
                 for value in values:
                     rec(config, value, now_ms)
 
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        """The clock this sensor records by (its registry's)."""
+        return self._clock
+
     def measure(self, stat: Stat, now_ms: int) -> float:
         """The value of one of this sensor's stats at ``now_ms`` (under the lock that ``record`` takes)."""
         with self._lock:

@@ -247,6 +247,10 @@ class NetworkClient:
     def is_connection_failed(self, node_id: int) -> bool:
         return self._states.is_connection_failed(node_id)
 
+    def is_gone_or_disconnected(self, node_id: int) -> bool:
+        """The node has no connection state any more, or is disconnected (a request to it cannot complete)."""
+        return self._states.is_gone_or_disconnected(node_id)
+
     def api_version(self, node_id: int, api_key: int) -> int | None:
         st = self._nodes.get(node_id)
         if st is None or st.conn is None:
