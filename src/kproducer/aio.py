@@ -121,8 +121,8 @@ class _Completions:
     def _watch_followed(self, group: list[Any]) -> None:
         """On the I/O thread: when the batch a parked record went into completes, warn if the loop is gone."""
         for i in range(1, len(group), 2):
-            nxt = group[i]._next
-            if nxt is not None and not nxt._batch_result._add_callback(self._check_closed):
+            nxt = group[i].next_future
+            if nxt is not None and not nxt.batch_result.add_callback(self._check_closed):
                 self._check_closed()
 
     def _check_closed(self) -> None:
@@ -165,7 +165,7 @@ class _Completions:
         if result is self.last_result:
             self.last_result = None
             self.last_group = []
-        if result._error_fn is None and result.moved is None:
+        if result.acknowledged_whole:
             # Acknowledged as a whole: each record's metadata comes from the batch's outcome.
             tp = result.topic_partition
             moved = _settle_group(
@@ -181,7 +181,7 @@ class _Completions:
                 self._settle_one(fut, group[i + 1])
 
     def _settle_one(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
-        moved = rf._forward()
+        moved = rf.chained
         if moved is not None:
             # The record went on into another batch (it waited for its topic's metadata, or its
             # batch was split): it joins that batch's group and is settled with it.
@@ -195,14 +195,14 @@ class _Completions:
 
     def track(self, fut: asyncio.Future[RecordMetadata], rf: RecordFuture) -> None:
         """On the loop: settle ``fut`` when the batch ``rf`` went into completes (one push per batch)."""
-        result = rf._batch_result
+        result = rf.batch_result
         if result is self.last_result:
             group = self.last_group
             group.append(fut)
             group.append(rf)
             return
         group = [fut, rf]
-        if not result._add_callback(partial(self.push, None, result, group)):
+        if not result.add_callback(partial(self.push, None, result, group)):
             # Already complete (a record that failed before reaching a batch, or one followed into
             # a batch that completed meanwhile): settle it now.
             self._settle_one(fut, rf)
@@ -218,7 +218,7 @@ def _settle_group_py(
     """Settle the loop futures of a batch acknowledged as a whole (see :class:`_Completions`).
 
     A future already done (cancelled) is skipped; a record that moved to another
-    batch (``_next`` set) is left for the caller, whose indices are returned. The C
+    batch (``next_future`` set) is left for the caller, whose indices are returned. The C
     twin is ``kproducer._speedups.settle_group``; this is its reference.
     """
     moved: list[int] = []
@@ -227,7 +227,7 @@ def _settle_group_py(
         if fut.done():
             continue
         rf = group[i + 1]
-        if rf._next is not None:
+        if rf.next_future is not None:
             moved.append(i)
             continue
         fut.set_result(
@@ -314,7 +314,7 @@ class AsyncProducer:
             self._new_future = loop.create_future  # a loop with futures of its own (uvloop...)
         self._completions = _Completions(loop)
         self._producer = producer
-        producer._pool.set_free_listener(self._memory_freed)
+        producer.set_memory_freed_listener(self._memory_freed)
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -343,7 +343,7 @@ class AsyncProducer:
         try:
             await self._off_loop(p.close, timeout)
         finally:
-            p._pool.set_free_listener(None)
+            p.set_memory_freed_listener(None)
             self._memory.set()  # a sender still waiting for memory sees the producer closed
         await self._settled()
 
@@ -437,7 +437,7 @@ class AsyncProducer:
         try:
             yield self
         except BaseException:
-            if p._may_abort_after_error():
+            if p.can_abort_transaction():
                 try:
                     await self.abort_transaction(timeout)
                 except KafkaError:
@@ -535,7 +535,7 @@ class AsyncProducer:
         transactional producer outside a transaction, bad argument types) raises here.
         """
         p = self._producer
-        if p is None or p._closed:
+        if p is None or p.closed:
             self._require()
             raise ProducerClosedError("Cannot send after the producer has been closed")
         completions = self._completions
@@ -571,7 +571,7 @@ class AsyncProducer:
         if delivery is None:
             # No per-record callback on the I/O thread: the batch's completion settles its records here
             # (consecutive records of one batch join its group directly, as track() would).
-            if rf._batch_result is completions.last_result:
+            if rf.batch_result is completions.last_result:
                 group = completions.last_group
                 group.append(fut)
                 group.append(rf)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kproducer.accumulator.batch import BulkRange, DeliveryCallback
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
@@ -26,6 +26,9 @@ from kproducer.callback_errors import callback_raised
 from kproducer.errors import KafkaTimeoutError
 from kproducer.record.default_record import encode_headers
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
+
+if TYPE_CHECKING:
+    from kproducer.avro.serializer import AvroFormat
 
 __all__ = ["BulkFuture", "DeliveredRange"]
 
@@ -70,8 +73,9 @@ class BulkFuture:
         if n == 0:
             self._done.set()
 
-    # ------------------------------------------------------------ completion (Sender thread)
-    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
+    # ------------------------------------------------------------ the producer's side: the BulkSink the accumulator,
+    # router and Producer report appends and outcomes to (applications use the future API below)
+    def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         """A batch holding ``rng`` completed; with ``futures`` (split) wait for those instead."""
         if futures is not None:
             remaining = [len(futures)]
@@ -94,11 +98,11 @@ class BulkFuture:
             callbacks = self._settle_locked(rng.count)
         self._fire(callbacks)
 
-    def _appended(self, count: int) -> None:
+    def appended(self, count: int) -> None:
         with self._lock:
             self._appended_count += count
 
-    def _fail_all(self, error: BaseException) -> int:
+    def fail_unappended(self, error: BaseException) -> int:
         """Fail the records that never reached a batch (the call failed part-way); returns how many.
 
         Rows parked for their topic's metadata are not among them: they complete on their own.
@@ -110,16 +114,16 @@ class BulkFuture:
         self._fire(callbacks)
         return missing
 
-    def _park(self, count: int) -> None:
+    def park(self, count: int) -> None:
         """``count`` rows wait for their topic's metadata in the producer."""
         with self._lock:
             self._parked_count += count
 
-    def _unpark(self, count: int) -> None:
+    def unpark(self, count: int) -> None:
         with self._lock:
             self._parked_count -= count
 
-    def _fail_parked(self, parked: int, missing: int, error: BaseException) -> None:
+    def fail_parked(self, parked: int, missing: int, error: BaseException) -> None:
         """Rows of a parked chunk failed: ``missing`` of its ``parked`` rows never reached a batch."""
         with self._lock:
             self._parked_count -= parked
@@ -145,17 +149,17 @@ class BulkFuture:
             except Exception:
                 log.exception("error in a bulk future done-callback for topic %s", self.topic)
 
-    def _follow(self, row: int, future: RecordFuture) -> None:
+    def follow(self, row: int, future: RecordFuture) -> None:
         """Row ``row`` was sent on its own (``send()``): complete it with ``future``."""
-        self._appended(1)
+        self.appended(1)
         rng = BulkRange(0, 1, self, range(row, row + 1), None, NO_TIMESTAMP)
 
         def done(f: RecordFuture) -> None:
-            self._finish(rng, f._batch_result, [f])
+            self._finish(rng, f.batch_result, [f])
 
         future.add_done_callback(done)
 
-    def _forward_from(self, rows: list[int], topic: str, inner: BulkFuture) -> None:
+    def forward_from(self, rows: list[int], topic: str, inner: BulkFuture) -> None:
         """``inner`` (a call for some of this call's rows, ``rows`` in order) completed: take its outcomes."""
         metadata, errors = inner._outcomes()
         for j, row in enumerate(rows):
@@ -172,9 +176,9 @@ class BulkFuture:
             timestamp = md.timestamp if md is not None else NO_TIMESTAMP
             self._finish(BulkRange(0, 1, self, range(row, row + 1), None, timestamp), result, None)
 
-    def _fail_rows(self, failures: Sequence[tuple[int, BaseException]], topic: str) -> None:
+    def fail_rows(self, failures: Sequence[tuple[int, BaseException]], topic: str) -> None:
         """Rows that were refused before routing (e.g. not encodable): each fails with its own exception."""
-        self._appended(len(failures))
+        self.appended(len(failures))
         for row, err in failures:
 
             def error_of(_index: int, err: BaseException = err) -> BaseException:
@@ -293,9 +297,9 @@ class BulkFuture:
 
 
 # ---------------------------------------------------------------- helpers of the bulk entry points
-def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallback | None) -> BulkFuture:
+def fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallback | None) -> BulkFuture:
     """The call failed part-way: its rows that reached no batch fail, through the future and the callback."""
-    missing = fut._fail_all(error)
+    missing = fut.fail_unappended(error)
     if on_delivery is not None:
         for _ in range(missing):
             try:
@@ -305,14 +309,14 @@ def _fail_bulk(fut: BulkFuture, error: BaseException, on_delivery: DeliveryCallb
     return fut
 
 
-def _encoded_headers(headers: Any) -> bytes | None:
+def encoded_headers(headers: Any) -> bytes | None:
     """A bulk call's headers (checked by kproducer.validation.check_headers), encoded once for every record."""
     if not headers:
         return None
     return encode_headers(headers)[0]
 
 
-class _OffsetSink:
+class OffsetSink:
     """Maps a chunk's row numbers to the call's (Arrow tables arrive in record-batch chunks)."""
 
     __slots__ = ("fut", "offset")
@@ -321,10 +325,10 @@ class _OffsetSink:
         self.fut = fut
         self.offset = offset
 
-    def _appended(self, count: int) -> None:
-        self.fut._appended(count)
+    def appended(self, count: int) -> None:
+        self.fut.appended(count)
 
-    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
+    def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None:
         rows = rng.rows
         off = self.offset
         if isinstance(rows, range):
@@ -332,4 +336,52 @@ class _OffsetSink:
         else:
             shifted_rows = [r + off for r in rows]
         shifted = BulkRange(rng.first, rng.count, self.fut, shifted_rows, rng.callback, rng.timestamp)  # type: ignore[arg-type]
-        self.fut._range_done(shifted, result, futures)
+        self.fut.range_done(shifted, result, futures)
+
+
+# ---------------------------------------------------------------------- the bulk calls' argument helpers
+def check_formats(value_format: Any, key_format: Any) -> tuple[AvroFormat | None, AvroFormat | None] | None:
+    """The formats of send_arrow's value and key columns: None when both are plain bytes."""
+    from kproducer.avro.serializer import AvroFormat
+
+    out: list[AvroFormat | None] = []
+    for side, fmt in (("value", value_format), ("key", key_format)):
+        if isinstance(fmt, AvroFormat):
+            out.append(fmt.for_side(side == "key"))
+        elif fmt == "bytes":
+            out.append(None)
+        else:
+            raise ValueError(
+                f"{side}_format must be 'bytes' or a kproducer.avro.AvroFormat (which holds the registry "
+                f"settings and the schema ids it registered), got {fmt!r}"
+            )
+    return None if out == [None, None] else (out[0], out[1])
+
+
+def payload_bytes(column: Any) -> int:
+    """The bytes of a send_batch() column (its span's size); 0 for what the call will refuse."""
+    if not isinstance(column, Sequence) or isinstance(column, str | bytes | bytearray | memoryview):
+        return 0
+    return sum(len(v) for v in column if isinstance(v, bytes | bytearray | memoryview))
+
+
+def arrow_bytes(data: Any, name: str | None) -> int:
+    """The bytes of a send_arrow() binary or string column (its span's size); 0 for what the call will refuse."""
+    column = arrow_column_or_none(data, name) if hasattr(data, "schema") else None
+    if column is None:
+        return 0
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        total = pc.sum(pc.binary_length(column)).as_py()
+    except (TypeError, ValueError, pa.ArrowException):  # not a binary column (an Avro struct): no size
+        return 0
+    return int(total or 0)
+
+
+def arrow_column_or_none(data: Any, name: str | None) -> Any:
+    """A pyarrow Table/RecordBatch column by name (None when absent): rows for on_delivery's reports."""
+    if name is None or name not in data.schema.names:
+        return None
+    return data.column(name)

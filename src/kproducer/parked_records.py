@@ -148,7 +148,7 @@ class ParkedResult(ProduceRequestResult):
 
 def resolve_parked(future: RecordFuture, error: BaseException | None = None) -> None:
     """A parked record left its queue: appended (its ``_next`` already set) or failed with ``error``."""
-    result = future._batch_result
+    result = future.batch_result
     assert isinstance(result, ParkedResult)
     result.resolve(future.relative_offset, error)
 
@@ -196,18 +196,18 @@ class ParkedBulk:
 class CountingSink:
     """A parked bulk chunk's sink: forwards to the call's, and counts the rows appended so far."""
 
-    __slots__ = ("inner", "appended")
+    __slots__ = ("inner", "appended_count")
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.appended = 0
+        self.appended_count = 0
 
-    def _appended(self, count: int) -> None:
-        self.appended += count
-        self.inner._appended(count)
+    def appended(self, count: int) -> None:
+        self.appended_count += count
+        self.inner.appended(count)
 
-    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
-        self.inner._range_done(rng, result, futures)
+    def range_done(self, rng: Any, result: Any, futures: Any) -> None:
+        self.inner.range_done(rng, result, futures)
 
 
 class TopicQueue:

@@ -11,29 +11,30 @@ The hot path is kept lean: bytes skip the serializers, the partition count is
 read from the immutable Cluster snapshot without a lock, and attribute look-ups
 are bound once in ``__init__``.
 
-This module keeps the construction (config to components), ``send()`` and the
-C send lane's set-up. The facade's other jobs live next to it as functions
-taking the producer, bound here as its methods: :mod:`kproducer.producer_bulk`
-(``send_batch``, ``send_arrow``), :mod:`kproducer.producer_transactions` (the
-transactional API), :mod:`kproducer.producer_interceptors` and
-:mod:`kproducer.producer_lifecycle` (``flush``, ``close``, the exit flush and
-the fork guard).
+One class, as Java's ``KafkaProducer`` is: construction (config to components),
+``send()`` and the C send lane's set-up, the bulk calls (``send_batch``,
+``send_arrow``; their column readers and future are in :mod:`kproducer.bulk`),
+the transactional API, ``flush``/``purge``/``close``, and the two process-wide
+hooks: the flush at interpreter exit and the fork guard.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
-import importlib
 import itertools
 import logging
 import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import partial, update_wrapper
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from kproducer import producer_interceptors, producer_lifecycle
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
 from kproducer.common import monotonic_ms
@@ -43,15 +44,19 @@ from kproducer.delivery import (
     DeliveryReport,
     OnDelivery,
     check_callback,
+    resolve_bulk_callback,
     resolve_callback,
 )
 from kproducer.errors import (
     IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
     ProducerClosedError,
+    RecordPurgedError,
     SerializationError,
     error_for_code,
 )
-from kproducer.failure_log import FailureLog
+from kproducer.failure_log import FailureLog, warn_data_loss
 from kproducer.metadata import FINAL_TOPIC_ERRORS, Cluster, Metadata
 from kproducer.metrics import (
     Metrics,
@@ -60,18 +65,21 @@ from kproducer.metrics import (
     register_transaction_metrics,
 )
 from kproducer.partitioner import resolve_partitioner
-from kproducer.producer_interceptors import resolve_interceptors
-from kproducer.producer_lifecycle import EXIT_FLUSH_TIMEOUT_S, live_producers  # noqa: F401 (its name here before)
+from kproducer.producer_interceptors import ProducerInterceptors
 from kproducer.record.builder import MAX_TIMESTAMP
 from kproducer.record.c_extension import report_implementation_once
 from kproducer.record.codecs import CompressionType
 from kproducer.router import RecordRouter
 from kproducer.serialization import is_passthrough, resolve_serializer
-from kproducer.structs import Headers, PartitionInfo, ProducerRecord
+from kproducer.structs import Headers, PartitionInfo, ProducerRecord, TopicPartition
 from kproducer.tracing import GATE_KEY, ProducerTracing
 from kproducer.transaction_manager import (
+    GroupMetadata,
+    TransactionalRequestResult,
     TransactionManager,
     TransactionState,
+    group_metadata_from,
+    normalize_offsets,
 )
 from kproducer.validation import (
     SECONDS_LIKE_BELOW,
@@ -82,34 +90,14 @@ from kproducer.validation import (
 )
 
 if TYPE_CHECKING:
-    # Loaded by the first Producer (the Sender and the network layer) or when a breaker is configured.
-    from kproducer import producer_bulk, producer_transactions
+    # Loaded by the first Producer (the Sender and the network layer), when a breaker is configured,
+    # or by the first bulk call.
+    from kproducer.avro.serializer import AvroFormat
+    from kproducer.bulk import BulkFuture
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.network.kafka_client import KafkaClient
     from kproducer.sender import Clock
 
-
-class _LoadedOnUse:
-    """A Producer method kept in a module of its own that is imported on the method's first use.
-
-    On first access the module's function of the same name replaces this descriptor on the class,
-    so every later call is an ordinary method call.
-    """
-
-    def __init__(self, module: str) -> None:
-        self._module = module
-        self._name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        function = getattr(importlib.import_module(self._module), self._name)
-        for cls in (owner or type(instance)).__mro__:
-            if cls.__dict__.get(self._name) is self:
-                setattr(cls, self._name, function)
-                break
-        return function.__get__(instance, owner)
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +105,37 @@ __all__ = ["Callback", "OnDelivery", "Producer"]
 
 
 _client_ids = itertools.count(1)
+
+#: The producers of this process that are not closed (weakly held): the exit flush and the fork guard visit them.
+live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+
+#: close() says what it waits for once it has waited this long, then this often.
+_CLOSE_REPORT_AFTER_S = 5.0
+_CLOSE_REPORT_EVERY_S = 30.0
+#: At interpreter exit a producer still holding records flushes them for at most this long.
+EXIT_FLUSH_TIMEOUT_S = 5.0
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _traced(
+    operation: str,
+) -> Callable[[Callable[Concatenate[Producer, _P], _R]], Callable[Concatenate[Producer, _P], _R]]:
+    """A span around a transaction step when the producer traces (kproducer.tracing), else the plain call."""
+
+    def wrap(fn: Callable[Concatenate[Producer, _P], _R]) -> Callable[Concatenate[Producer, _P], _R]:
+        def step(self: Producer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            tracing = self._tracing
+            if tracing is None or not tracing.active():
+                return fn(self, *args, **kwargs)
+            with tracing.transaction_step(operation, lambda: (self.producer_id, self.producer_epoch)):
+                return fn(self, *args, **kwargs)
+
+        update_wrapper(step, fn)
+        return step
+
+    return wrap
 
 
 def _metadata_coalescing(linger_ms: int) -> tuple[int, int]:
@@ -194,7 +213,7 @@ class Producer:
         self._value_passthrough = is_passthrough(self._value_serializer)
         self._partitioner = resolve_partitioner(cfg.partitioner_class)
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
-        self._interceptors = resolve_interceptors(cfg.interceptor_classes)
+        self._interceptors = ProducerInterceptors.from_config(cfg.interceptor_classes)  # None: no interceptors
         # OpenTelemetry spans (kproducer.tracing); None: tracing.enabled=false or no opentelemetry-api.
         self._tracing = ProducerTracing.create(
             cfg.tracing_enabled, self.client_id, bulk_headers=cfg.tracing_bulk_headers,
@@ -375,7 +394,7 @@ class Producer:
         if (
             native.c is None
             or type(self).send is not Producer.send
-            or self._interceptors
+            or self._interceptors is not None
             or (self._partitioner is not None and lane_key_hash is None)
             or not (self._key_passthrough and self._value_passthrough)
         ):
@@ -511,11 +530,11 @@ class Producer:
             callback = resolve_callback(callback, on_delivery, topic, key, value, headers)
             # A confluent-kafka style report gives back the bytes sent, not the objects passed.
             sent_as = getattr(callback, "record_serialized", None)
-        if self._interceptors:
-            topic, value, key, partition, timestamp, headers = self._intercept_send(
+        if self._interceptors is not None:
+            topic, value, key, partition, timestamp, headers = self._interceptors.on_send(
                 topic, value, key, partition, timestamp, headers
             )
-            callback = self._intercept_callback(callback)
+            callback = self._interceptors.wrap_callback(callback)
         if headers is not None:
             headers = check_headers(headers)
         if partition is not None and (type(partition) is not int or partition < 0):
@@ -635,40 +654,757 @@ class Producer:
             raise IllegalStateError("run_sender_once() is for a producer without its I/O thread; this one runs it")
         self._sender.run_once()
 
-    # ------------------------------------------------------------------ jobs kept in modules of their own
-    # Functions taking the producer, bound here as its methods (no extra call per use).
-    # The bulk calls and the transaction API load their modules on first use (_LoadedOnUse), so
-    # that a producer that uses neither does not pay for importing them.
-    if TYPE_CHECKING:
-        send_batch = producer_bulk.send_batch
-        send_arrow = producer_bulk.send_arrow
-        init_transactions = producer_transactions.init_transactions
-        begin_transaction = producer_transactions.begin_transaction
-        send_offsets_to_transaction = producer_transactions.send_offsets_to_transaction
-        commit_transaction = producer_transactions.commit_transaction
-        abort_transaction = producer_transactions.abort_transaction
-        transaction = producer_transactions.transaction
-        _check_send_in_transaction = producer_transactions._check_send_in_transaction
-        _may_abort_after_error = producer_transactions._may_abort_after_error
-        _on_transaction_state_change = producer_transactions._on_transaction_state_change
-    else:
-        send_batch = _LoadedOnUse("kproducer.producer_bulk")
-        send_arrow = _LoadedOnUse("kproducer.producer_bulk")
-        init_transactions = _LoadedOnUse("kproducer.producer_transactions")
-        begin_transaction = _LoadedOnUse("kproducer.producer_transactions")
-        send_offsets_to_transaction = _LoadedOnUse("kproducer.producer_transactions")
-        commit_transaction = _LoadedOnUse("kproducer.producer_transactions")
-        abort_transaction = _LoadedOnUse("kproducer.producer_transactions")
-        transaction = _LoadedOnUse("kproducer.producer_transactions")
-        _check_send_in_transaction = _LoadedOnUse("kproducer.producer_transactions")
-        _may_abort_after_error = _LoadedOnUse("kproducer.producer_transactions")
-        _on_transaction_state_change = _LoadedOnUse("kproducer.producer_transactions")
-    _intercept_send = producer_interceptors.intercept_send
-    _intercept_callback = producer_interceptors.intercept_callback
-    flush = producer_lifecycle.flush
-    take_failed_count = producer_lifecycle.take_failed_count
-    purge = producer_lifecycle.purge
-    close = producer_lifecycle.close
+    # ------------------------------------------------------------------ transactional API
+    # Java's KafkaProducer transactional methods over the TransactionManager, which the Sender
+    # drives; a transactional producer's send() calls _check_send_in_transaction first.
+    def _require_transactional(self, operation: str) -> TransactionManager:
+        if self._closed or self._forked:
+            self._raise_unusable()
+        if self._txn is None:
+            raise IllegalStateError(
+                f"{operation}() needs a transactional producer: set transactional.id in the producer's config"
+            )
+        return self._txn
+
+    def _check_send_in_transaction(self) -> None:
+        """A transactional producer sends only inside a transaction (Java's maybeAddPartition checks)."""
+        tm = self._txn
+        assert tm is not None
+        state = tm.state
+        if state is TransactionState.IN_TRANSACTION:
+            return
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise IllegalStateError(
+                f"send() is not allowed: the transaction hit an abortable error ({tm.last_error}); "
+                "call abort_transaction(), then begin a new transaction"
+            ) from tm.last_error
+        from kproducer.transaction_manager import ALLOWED_NEXT_CALLS
+
+        raise IllegalStateError(
+            f"send() on the transactional producer {self._transactional_id!r} is only allowed inside a "
+            f"transaction; it is in state {state.value}: {ALLOWED_NEXT_CALLS[state]}"
+        )
+
+    def _txn_wait(self, result: TransactionalRequestResult, timeout: float | None, metric: str, start_ns: int) -> None:
+        self._wakeup()
+        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
+        try:
+            result.wait(wait)
+        finally:
+            if result.is_completed and self._txn_sensors is not None:
+                self._txn_sensors[metric].record(float(time.perf_counter_ns() - start_ns))
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its coordinator: fences older producers with the same id
+        and completes their open transaction. Call once, before the first transaction.
+
+        ``timeout`` (seconds, default ``max.block.ms``): on KafkaTimeoutError call it again to keep
+        waiting for the same initialization.
+        """
+        tm = self._require_transactional("init_transactions")
+        start = time.perf_counter_ns()
+        result = tm.initialize_transactions()
+        self._txn_wait(result, timeout, "init", start)
+
+    @_traced("begin_transaction")
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent until commit or abort belong to it."""
+        tm = self._require_transactional("begin_transaction")
+        start = time.perf_counter_ns()
+        tm.begin_transaction()
+        if self._lane is not None:
+            self._lane.enabled = True
+        if self._txn_sensors is not None:
+            self._txn_sensors["begin"].record(float(time.perf_counter_ns() - start))
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int] | Iterable[Any],
+        group_metadata: str | GroupMetadata | Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's offsets as part of the open transaction (consume-transform-produce).
+
+        ``offsets``: ``{TopicPartition: next offset to consume}``, or confluent-kafka /
+        kafka-python TopicPartition objects carrying ``offset`` (the next offset to
+        consume, as ``consumer.position()`` gives). ``group_metadata``: a group id, or the
+        consumer's group metadata, which also fences zombie members (KIP-447).
+        """
+        tm = self._require_transactional("send_offsets_to_transaction")
+        group = group_metadata_from(group_metadata)
+        normalized = normalize_offsets(offsets)
+        start = time.perf_counter_ns()
+        if not normalized:
+            return
+        result = tm.send_offsets_to_transaction(normalized, group)
+        self._txn_wait(result, timeout, "send_offsets", start)
+
+    @_traced("commit_transaction")
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, wait for acknowledgement, then commit it.
+
+        On KafkaTimeoutError the commit goes on: call commit_transaction() again to wait for it.
+        An abortable error (a record failed) raises here: call abort_transaction() next.
+        """
+        self._end_transaction("commit_transaction", timeout, commit=True)
+
+    @_traced("abort_transaction")
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError; those
+        already written are hidden from read_committed consumers by the abort marker."""
+        self._end_transaction("abort_transaction", timeout, commit=False)
+
+    def _end_transaction(self, operation: str, timeout: float | None, *, commit: bool) -> None:
+        """commit_transaction() / abort_transaction(): the transaction's parked records first, then EndTxn."""
+        tm = self._require_transactional(operation)
+        start = time.perf_counter_ns()
+        self._await_parked_for_transaction(operation, timeout)
+        result = tm.begin_commit() if commit else tm.begin_abort()
+        if self._lane is not None:
+            self._lane.enabled = False
+        self._txn_wait(result, timeout, "commit" if commit else "abort", start)
+
+    def _await_parked_for_transaction(self, operation: str, timeout: float | None) -> None:
+        """Records sent in the transaction that still wait for their topic's metadata belong to it.
+
+        send() does not block on metadata, so such a record is not in a batch yet; the
+        transaction may end only once it is (or once it failed at ``max.block.ms``), as
+        Java's blocking send() guarantees. Until then the state is unchanged, so a
+        KafkaTimeoutError here can be retried by calling the same method again.
+        """
+        router = self._router
+        if not router.has_parked():
+            return
+        self._wakeup()
+        wait = self._max_block_ms / 1000.0 if timeout is None else timeout
+        if not router.await_unparked(wait):
+            raise KafkaTimeoutError(
+                f"{operation}(): {router.parked_count} record(s) of this transaction still wait for their "
+                f"topic's metadata after {wait:g} s; call {operation}() again to keep waiting"
+            )
+
+    @contextmanager
+    def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
+        """``with self.transaction():`` begins, commits on success and aborts on an exception.
+
+        The exception is re-raised after the abort; a failed commit raises its error.
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if self.can_abort_transaction():
+                try:
+                    self.abort_transaction(timeout)
+                except KafkaError:
+                    log.warning("aborting the transaction after an error failed", exc_info=True)
+            raise
+        self.commit_transaction(timeout)
+
+    def can_abort_transaction(self) -> bool:
+        """Whether the transaction can be aborted now: it is open, or failed with an abortable error, and the
+        producer is not fenced. ``transaction()`` checks it before aborting after an exception."""
+        tm = self._txn
+        return tm is not None and tm.fatal_error is None and tm.state in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.ABORTING_TRANSACTION,
+        )
+
+    def _on_transaction_state_change(self, source: TransactionState, target: TransactionState) -> None:
+        if target is not TransactionState.IN_TRANSACTION and self._lane is not None:
+            self._lane.enabled = False
+
+    # ------------------------------------------------------------------ bulk calls
+    # Checked on the caller's thread, then handed to the same routing step as send()
+    # (RecordRouter.route_many) a range of rows at a time, without a Python object per record; the
+    # column readers and the bulk future are in kproducer.bulk. Interceptors, a custom partitioner
+    # and serializers must see each record, so then the rows go through send() one by one.
+    def send_batch(
+        self, topic: str,
+        values: Sequence[bytes | bytearray | memoryview | None],
+        keys: Sequence[bytes | bytearray | memoryview | None] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        callback: Callback | None = None,
+        on_delivery: OnDelivery | None = None,
+    ) -> BulkFuture:
+        """Queue many records of one topic at once, without a Python object per record (see :mod:`kproducer.bulk`).
+
+        ``values``: a list or tuple of ``bytes``, ``bytearray``, ``memoryview`` or
+        ``None`` (serializers are applied when configured; without them other types
+        are refused). ``keys``: ``None``, or a sequence of the same types and the
+        same length as ``values``. ``partition``, ``timestamp``: as for :meth:`send`,
+        applied to every record. ``headers``: one list of ``(str, bytes | str | None)``
+        pairs (or a dict) put on every record.
+        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+        :meth:`send`, called once per record on the I/O thread.
+
+        Returns one BulkFuture resolving to the records' RecordMetadata, in order. The
+        rows take the same routing step as :meth:`send`.
+        """
+        from kproducer.bulk import payload_bytes
+        tracing = self._tracing
+        if tracing is not None and tracing.active():
+            # One span for the call (kproducer.tracing); its context goes into the rows' headers when asked.
+            rows = len(values) if isinstance(values, Sequence) else 0
+            return tracing.send_bulk(
+                topic if type(topic) is str else None, rows, payload_bytes(values) + payload_bytes(keys), headers,
+                lambda traced: self._send_batch(topic, values, keys, partition, timestamp, traced, callback, on_delivery),
+            )
+        return self._send_batch(topic, values, keys, partition, timestamp, headers, callback, on_delivery)
+
+    def _send_batch(
+        self, topic: str,
+        values: Sequence[bytes | bytearray | memoryview | None],
+        keys: Sequence[bytes | bytearray | memoryview | None] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Iterable[tuple[str, bytes | None]] | None,
+        callback: Callback | None,
+        on_delivery: OnDelivery | None,
+    ) -> BulkFuture:
+        """send_batch() once its span, if any, is current."""
+        from kproducer.bulk import BulkFuture, encoded_headers, fail_bulk
+        self._check_usable()
+        if type(topic) is not str:
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Sequence):
+            raise TypeError(f"values must be a sequence (list or tuple) of bytes, got {type(values).__name__}")
+        if keys is not None:
+            if isinstance(keys, (str, bytes, bytearray, memoryview)) or not isinstance(keys, Sequence):
+                raise TypeError(f"keys must be a sequence of bytes (or None), got {type(keys).__name__}")
+            if len(keys) != len(values):
+                raise ValueError(
+                    f"keys has {len(keys)} entries but values has {len(values)}; they must be the same length"
+                )
+        headers, partition, timestamp = self._check_common(headers, partition, timestamp)
+        n = len(values)
+        cb = None
+        if callback is not None or on_delivery is not None:
+            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
+        if self._needs_per_record():
+            rows = list(zip(keys or [None] * n, values, strict=True))
+            return self._send_each(topic, rows, partition, timestamp, headers, cb)
+        fut = BulkFuture(topic, n)
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        if keys is not None and not isinstance(keys, (list, tuple)):
+            keys = list(keys)
+        try:
+            encoded = encoded_headers(headers)
+            wake = self._router.route_many(topic, n, values, keys, False, partition, timestamp, encoded, cb, fut, fut)
+        except ProducerClosedError:
+            raise
+        except KafkaError as e:
+            return fail_bulk(fut, e, cb)
+        if wake:
+            self._wakeup()
+        return fut
+
+    def send_arrow(
+        self, table_or_batch: Any,
+        topic: str | None = None,
+        *,
+        value_column: str = "value",
+        key_column: str | None = "key",
+        topic_column: str = "topic",
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        callback: Callback | None = None,
+        on_delivery: OnDelivery | None = None,
+        value_format: str | AvroFormat = "bytes",
+        key_format: str | AvroFormat = "bytes",
+    ) -> BulkFuture:
+        """Queue the rows of a pyarrow Table or RecordBatch, encoded straight from the column buffers.
+
+        ``value_column`` (and ``key_column`` when the table has it; ``None``: no keys)
+        must be ``binary``, ``string``, ``large_binary`` or ``large_string`` columns;
+        a null is a ``None`` value or key. ``topic``: every row's topic, or ``None`` to
+        read each row's topic from the string column ``topic_column``.
+        ``partition``, ``timestamp``, ``headers``: as for :meth:`send_batch`.
+        ``callback(metadata, exception)`` or ``on_delivery(err, msg)``: as for
+        :meth:`send`, called once per row on the I/O thread.
+        ``value_format``/``key_format``: ``"bytes"`` (the column's bytes as they are), or a
+        :class:`kproducer.avro.AvroFormat`: the column (a struct is a record) is written as
+        Schema Registry framed Avro; a row that cannot be written fails on its own with an
+        :class:`~kproducer.avro.AvroRecordError` naming the row, the field and the rule.
+
+        Returns one BulkFuture resolving to the rows' RecordMetadata, in row order.
+        """
+        from kproducer.bulk import arrow_bytes
+        tracing = self._tracing
+        if tracing is not None and tracing.active():
+            # One span for the call (kproducer.tracing); its context goes into the rows' headers when asked.
+            return tracing.send_bulk(
+                topic, int(getattr(table_or_batch, "num_rows", 0)),
+                arrow_bytes(table_or_batch, value_column) + arrow_bytes(table_or_batch, key_column), headers,
+                lambda traced: self._send_arrow_call(
+                    table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, traced,
+                    callback, on_delivery, value_format, key_format,
+                ),
+            )
+        return self._send_arrow_call(
+            table_or_batch, topic, value_column, key_column, topic_column, partition, timestamp, headers,
+            callback, on_delivery, value_format, key_format,
+        )
+
+    def _send_arrow_call(
+        self, table_or_batch: Any,
+        topic: str | None,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Iterable[tuple[str, bytes | None]] | None,
+        callback: Callback | None,
+        on_delivery: OnDelivery | None,
+        value_format: str | AvroFormat,
+        key_format: str | AvroFormat,
+    ) -> BulkFuture:
+        """send_arrow() once its span, if any, is current."""
+        from kproducer.bulk import arrow_column_or_none, check_formats
+        self._check_usable()
+
+        formats = check_formats(value_format, key_format)
+        headers, partition, timestamp = self._check_common(headers, partition, timestamp)
+        data = table_or_batch
+        cb = None
+        if callback is not None or on_delivery is not None:
+            cb = resolve_bulk_callback(
+                callback, on_delivery, topic or "", arrow_column_or_none(data, key_column),
+                arrow_column_or_none(data, value_column),
+            )
+        return self._send_arrow(
+            data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb, formats
+        )
+
+    def _send_arrow(
+        self, data: Any,
+        topic: str | None,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: Callback | None,
+        formats: tuple[AvroFormat | None, AvroFormat | None] | None = None,
+        row_numbers: Sequence[int] | None = None,
+    ) -> BulkFuture:
+        """send_arrow() with its per-row callback resolved (``row_numbers``: the caller's, for a topic's subset)."""
+        import pyarrow as pa
+
+        from kproducer.bulk import BulkFuture, OffsetSink, encoded_headers, fail_bulk
+        from kproducer.record.arrow_column import arrow_column as _arrow_column
+
+        if formats is not None and topic is not None:
+            return self._send_arrow_encoded(
+                data, topic, value_column, key_column, topic_column, partition, timestamp, headers,
+                on_delivery, formats, row_numbers,
+            )
+
+        if isinstance(data, pa.RecordBatch):
+            batches = [data]
+            schema = data.schema
+        elif isinstance(data, pa.Table):
+            batches = data.to_batches()
+            schema = data.schema
+        else:
+            raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
+        names = schema.names
+        if value_column not in names:
+            raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
+        has_keys = key_column is not None and key_column in names
+        n = data.num_rows
+        if topic is None:
+            if topic_column not in names:
+                raise ValueError(
+                    f"send_arrow needs topic=... or a {topic_column!r} string column (columns: {', '.join(names)})"
+                )
+            return self._send_arrow_by_topic(
+                data, value_column, key_column if has_keys else None, topic_column, partition, timestamp,
+                headers, on_delivery, formats,
+            )
+        if type(topic) is not str:
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        for batch in batches:
+            _arrow_column(batch.column(value_column), value_column)
+            if has_keys:
+                _arrow_column(batch.column(key_column), key_column)  # type: ignore[arg-type]
+        if self._needs_per_record():
+            vals = data.column(value_column).to_pylist()
+            ks = data.column(key_column).to_pylist() if has_keys else [None] * n
+            return self._send_each(topic, list(zip(ks, vals, strict=True)), partition, timestamp, headers, on_delivery)
+        fut = BulkFuture(topic, n)
+        wake = False
+        row = 0
+        route_many = self._router.route_many
+        try:
+            encoded = encoded_headers(headers)
+            for batch in batches:
+                m = batch.num_rows
+                values = _arrow_column(batch.column(value_column), value_column)
+                keys = _arrow_column(batch.column(key_column), key_column) if has_keys else None  # type: ignore[arg-type]
+                sink = fut if not row else OffsetSink(fut, row)
+                # Rows of a chunk are numbered from 0: per-row delivery reports look them up from the call's row.
+                at_offset = getattr(on_delivery, "at_offset", None)
+                chunk_cb = on_delivery if at_offset is None or not row else at_offset(row)
+                wake |= route_many(topic, m, values, keys, True, partition, timestamp, encoded, chunk_cb, sink, fut)
+                row += m
+        except ProducerClosedError:
+            raise
+        except KafkaError as e:
+            return fail_bulk(fut, e, on_delivery)
+        finally:
+            if wake:
+                self._wakeup()
+        return fut
+
+    def _send_arrow_by_topic(
+        self, data: Any,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: Callback | None,
+        formats: tuple[AvroFormat | None, AvroFormat | None] | None = None,
+    ) -> BulkFuture:
+        """One bulk call per distinct topic (rows keep their order within a topic); one future over all rows."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from kproducer.bulk import BulkFuture
+
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        topics_col = table.column(topic_column)
+        if not (pa.types.is_string(topics_col.type) or pa.types.is_large_string(topics_col.type)):
+            raise TypeError(f"topic column {topic_column!r} must be a string column, got {topics_col.type}")
+        if topics_col.null_count:
+            raise ValueError(f"topic column {topic_column!r} has {topics_col.null_count} null rows; every row needs a topic")
+        outer = BulkFuture("<several>", table.num_rows)
+        for t in pc.unique(topics_col).to_pylist():
+            rows = pc.indices_nonzero(pc.equal(topics_col, t))
+            row_list = rows.to_pylist()
+            sub = table.take(rows)
+            for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports follow the rows to `sub`
+            inner = self._send_arrow(
+                sub, t, value_column, key_column, topic_column, partition, timestamp, headers,
+                on_delivery if for_columns is None else for_columns(
+                    t, sub.column(key_column) if key_column is not None else None, sub.column(value_column)
+                ),
+                formats,
+                row_list,
+            )
+            outer.appended(len(rows))
+            inner.add_done_callback(partial(outer.forward_from, row_list, t))
+        return outer
+
+    def _send_arrow_encoded(
+        self, data: Any,
+        topic: str,
+        value_column: str,
+        key_column: str | None,
+        topic_column: str,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: Callback | None,
+        formats: tuple[AvroFormat | None, AvroFormat | None],
+        row_numbers: Sequence[int] | None = None,
+    ) -> BulkFuture:
+        """send_arrow() of one topic's rows whose value/key columns are written as Avro first.
+
+        The registry is asked (once per format and Arrow type) before any row is routed:
+        a registry that is down or refuses the schema raises here. Rows that cannot be
+        written fail on their own; the others go as one bulk call.
+        """
+        import pyarrow as pa
+
+        from kproducer.avro.table import encode_table
+        from kproducer.bulk import BulkFuture
+
+        if not isinstance(data, (pa.Table, pa.RecordBatch)):
+            raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, got {type(data).__name__}")
+        names = data.schema.names
+        if value_column not in names:
+            raise ValueError(f"value column {value_column!r} not in the Arrow schema (columns: {', '.join(names)})")
+        keys = key_column if key_column is not None and key_column in names else None
+        if formats[1] is not None and keys is None:
+            raise ValueError(f"key_format is Avro but the table has no key column {key_column!r}")
+        encoded = encode_table(data, topic, value_column, keys, formats[0], formats[1], row_numbers)
+        table = encoded.table
+        for_columns = getattr(on_delivery, "for_columns", None)  # per-row reports show the encoded bytes
+        cb = on_delivery if for_columns is None else for_columns(
+            topic, table.column(keys) if keys is not None else None, table.column(value_column)
+        )
+        inner = self._send_arrow(table, topic, value_column, keys, topic_column, partition, timestamp, headers, cb)
+        if encoded.rows is None:
+            return inner
+        outer = BulkFuture(topic, data.num_rows)
+        outer.appended(len(encoded.rows))
+        inner.add_done_callback(partial(outer.forward_from, encoded.rows, topic))
+        outer.fail_rows(encoded.errors, topic)
+        if on_delivery is not None:
+            for _row, err in encoded.errors:
+                try:
+                    on_delivery(None, err)
+                except Exception:
+                    log.exception("delivery callback raised")
+        return outer
+
+    def _needs_per_record(self) -> bool:
+        """Interceptors, custom partitioners and serializers see each record: bulk calls then go through send()."""
+        return (
+            self._interceptors is not None
+            or self._partitioner is not None
+            or not (self._key_passthrough and self._value_passthrough)
+        )
+
+    def _send_each(
+        self, topic: str,
+        rows: list[tuple[Any, Any]],
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        on_delivery: Callback | None,
+    ) -> BulkFuture:
+        from kproducer.bulk import BulkFuture
+        fut = BulkFuture(topic, len(rows))
+        hdrs = list(headers) if headers else None
+        for_row = getattr(on_delivery, "for_row", None)  # per-row delivery reports (kproducer.delivery)
+        for row, (key, value) in enumerate(rows):
+            cb = on_delivery if for_row is None else for_row(row)
+            rf = self.send(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs, callback=cb)
+            fut.follow(row, rf)
+        return fut
+
+    def _check_common(
+        self, headers: Any, partition: Any, timestamp: Any
+    ) -> tuple[Any, int | None, int | None]:
+        """The bulk calls' per-call arguments, checked as send() checks them."""
+        if headers is not None:
+            headers = check_headers(headers)
+        if partition is not None:
+            check_partition(partition)
+        if timestamp is not None:
+            check_timestamp(timestamp, MAX_TIMESTAMP, self._timestamp_seconds_warning())
+        return headers, partition, timestamp
+
+    # ------------------------------------------------------------------ flush, purge, close
+    # close() flushes within its timeout, then fails what is left, saying at WARNING what it still
+    # waits for. At interpreter exit a producer still holding records flushes them briefly and says
+    # so (its I/O thread is a daemon, as Java's network thread is); in a forked child every
+    # producer of the parent refuses use instead of hanging (the hooks at the end of this module).
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything buffered now and wait until it completes; returns how many records have not completed.
+
+        A record completes when it is delivered *or* fails, so the result is ``0``
+        whenever the wait finished, including when records failed; it is non-zero
+        only when ``timeout`` (seconds) ran out first. This is confluent-kafka's
+        convention (the length of the queue); Java's ``flush()`` returns nothing.
+        A failed record's exception is on its future and its delivery callback, and
+        it is logged at WARNING; :meth:`take_failed_count` gives the number of
+        records that failed since its previous call::
+
+            self.flush()
+            if self.take_failed_count():
+                ...  # some records were not delivered
+
+        Calling it from a delivery callback would wait on the thread that runs
+        callbacks, so that raises instead of deadlocking.
+        """
+        if self._forked:
+            self._raise_unusable()
+        if threading.current_thread() is self._io_thread:
+            raise IllegalStateError(
+                "flush() called from a delivery callback would deadlock: it waits for the records the I/O thread "
+                "completes, and callbacks run on that thread"
+            )
+        self._accumulator.begin_flush()
+        self._wakeup()
+        try:
+            # Records waiting for metadata first reach a batch (or fail at max.block.ms).
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._router.await_unparked(timeout):
+                return self._router.pending_count()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._accumulator.await_flush_completion(remaining)
+        finally:
+            self._accumulator.end_flush()
+        return self._router.pending_count()
+
+    def purge(self) -> None:
+        """Fail every record not yet sent with RecordPurgedError: those waiting for metadata and in batches not drained.
+
+        Records already in a produce request (in flight) are not recalled: they end
+        with their real outcome. Each purged record's future and callback get the
+        error, as librdkafka's ``rd_kafka_purge()`` reports ``_PURGE_QUEUE``.
+        """
+        if self._closed or self._forked:
+            self._raise_unusable()
+        error = RecordPurgedError("purged from the producer's queue before it was sent")
+        self._router.fail_all(error)
+        self._accumulator.abort_undrained_batches(error)
+        self._wakeup()
+
+    def take_failed_count(self) -> int:
+        """The number of records that failed since the previous call (or since the producer started).
+
+        Every failure counts once: records whose future or callback received an
+        exception, whether at ``send()`` (an illegal topic name, a record too large)
+        or later (no metadata within ``max.block.ms``, retries exhausted,
+        ``delivery.timeout.ms``, a forced close).
+        """
+        return self._failure_log.take_failed_count()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.
+
+        Called from a delivery callback it cannot wait for the I/O thread it runs
+        on: ``close(0)`` closes forcefully without waiting, as Java's ``close()``
+        does there; any other timeout raises IllegalStateError instead of hanging.
+        """
+        if threading.current_thread() is self._io_thread and timeout != 0:
+            raise IllegalStateError(
+                "close() called from a delivery callback would deadlock: it waits for the I/O thread the callback "
+                "runs on; call close(0) there to close without waiting (pending records fail), or close on another thread"
+            )
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._lane is not None:
+                self._lane.enabled = False  # later sends take the Python path, which raises
+        live_producers.discard(self)
+        if self._forked:
+            return
+        if threading.current_thread() is self._io_thread:
+            log.warning("close() called from a delivery callback: closing without waiting for pending records")
+            self._sender.force_close()
+            return
+        if self._breaker_manager is not None:
+            # Closing drains everything: muted partitions get their records tried too.
+            self._breaker_manager.close()
+        if self._router.parked:
+            # Records still waiting for metadata get it (or fail at max.block.ms) before the drain.
+            start = time.monotonic()
+            self._router.await_unparked(timeout)
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.monotonic() - start))
+        self._sender.initiate_close()
+        if not self._io_thread_started:
+            # No I/O thread (a test drives the Sender): its closing work runs here. close(0) waits for
+            # nothing, as with the thread (and Java's close(Duration.ZERO)): what is left fails now.
+            if timeout is not None and timeout <= 0:
+                self._sender.force_close()
+            self._sender.run()
+        self._join_io_thread(timeout)
+        if self._io_thread.is_alive():
+            log.warning("producer %s did not drain within %.1fs: failing the remaining records", self.client_id, timeout or 0)
+            self._sender.force_close()
+            self._io_thread.join(5.0)
+        self._pool.close()
+        for obj in (self._key_serializer, self._value_serializer, self._partitioner, *(self._interceptors or ())):
+            close = getattr(obj, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("error closing %r", obj)
+        if self._breaker is not None:
+            self._breaker.close()
+        self._callback_errors.closed()
+        for reporter in self._reporters:
+            try:
+                reporter.close()
+            except Exception:
+                log.exception("error closing metrics reporter %r", reporter)
+
+    def _join_io_thread(self, timeout: float | None) -> None:
+        """Wait for the I/O thread to drain; past a few seconds, say at WARNING what it is waiting for."""
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        report_at = start + _CLOSE_REPORT_AFTER_S
+        while self._io_thread.is_alive():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            wait = report_at - now if deadline is None else min(report_at, deadline) - now
+            self._io_thread.join(max(wait, 0.0))
+            now = time.monotonic()
+            if self._io_thread.is_alive() and now >= report_at:
+                log.warning("close() has waited %.0f s: %s", now - start, self._describe_pending(timeout))
+                report_at = now + _CLOSE_REPORT_EVERY_S
+
+    def _describe_pending(self, timeout: float | None) -> str:
+        """What is still undelivered and until when close() waits for it, for the close() WARNING."""
+        batches = [b for b in self._accumulator.incomplete_batches() if not b.result.completed]
+        records = sum(b.record_count for b in batches)
+        tps = sorted({str(b.topic_partition) for b in batches})
+        shown = ", ".join(tps[:5]) + (f" and {len(tps) - 5} more" if len(tps) > 5 else "")
+        oldest_s = (self._clock() - min(b.created_ms for b in batches)) / 1000.0 if batches else 0.0
+        bound = (
+            f"close(timeout={timeout:g}) fails them after that"
+            if timeout is not None
+            else f"they fail after delivery.timeout.ms={self.config.delivery_timeout_ms} ms; "
+            "pass close(timeout=seconds) to bound the wait"
+        )
+        return (
+            f"{records} {'record' if records == 1 else 'records'} in {len(batches)} "
+            f"{'batch' if len(batches) == 1 else 'batches'} to {shown or 'no partition'} are undelivered "
+            f"(oldest {oldest_s:.1f} s); {bound}; {self._metadata.describe_reachability()}"
+        )
+
+    # ------------------------------------------------------------------ the process-wide hooks' work
+    def _after_fork(self) -> None:
+        """In a forked child: the Sender thread does not exist here, so any use must fail loudly, never hang."""
+        self._forked = True
+        if self._lane is not None:
+            self._lane.enabled = False
+
+    def _flush_at_exit(self) -> None:
+        """At interpreter exit, flush briefly what this producer still holds, and say so at WARNING.
+
+        The I/O thread is a daemon thread, so records left in a producer that was not
+        flushed or closed would vanish with the interpreter (as with the Java client,
+        whose network thread is a daemon too). Losing them silently is the worst outcome;
+        flushing without a bound could hang exit for ``delivery.timeout.ms`` when the
+        cluster is down. So: one WARNING naming the count and the fix, a flush bounded by
+        ``EXIT_FLUSH_TIMEOUT_S`` (enough for lingering records to a reachable cluster),
+        and a second WARNING with what was lost if that was not enough.
+        """
+        if self._closed or self._forked or self._pid != os.getpid():
+            return
+        pending = self._router.pending_count()
+        if not pending:
+            return
+        warn_data_loss(
+            log,
+            f"producer {self.client_id}: the interpreter is exiting with {pending} undelivered records; "
+            f"flushing them for up to {EXIT_FLUSH_TIMEOUT_S:g} s. Call flush() or close() before exiting, "
+            "or use the producer as a context manager ('with Producer(...) as producer:')",
+        )
+        failed_before = self._failure_log.failed_total
+        left = self.flush(EXIT_FLUSH_TIMEOUT_S)
+        failed = self._failure_log.failed_total - failed_before
+        if left:
+            warn_data_loss(log, f"producer {self.client_id}: {left} records were not delivered before exit and are lost")
+        elif failed:
+            warn_data_loss(log, f"producer {self.client_id}: flushed at exit, but {failed} of the records failed")
+        else:
+            log.warning("producer %s: flushed at exit; all %d records were delivered", self.client_id, pending)
+
+    def _emit_held_failures(self) -> None:
+        """Failure summaries still held back by the rate limit: at exit, the last chance to say them."""
+        self._failure_log.emit_all(self._clock())
 
     # ------------------------------------------------------------------ info
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
@@ -680,6 +1416,18 @@ class Producer:
             budget_ms = self._max_block_ms if timeout is None else int(timeout * 1000)
             cluster = self._wait_on_metadata(topic, self._clock(), budget_ms)
         return list(cluster.partitions_for_topic(topic))
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called (sends raise ProducerClosedError from then on)."""
+        return self._closed
+
+    def set_memory_freed_listener(self, listener: Callable[[], None] | None) -> None:
+        """Call ``listener()`` whenever memory of ``buffer.memory`` returns (on the I/O thread) and on close; None: stop.
+
+        The asyncio facade uses it to wake its sends that wait for memory, without a blocked thread.
+        """
+        self._pool.set_free_listener(listener)
 
     def metrics(self) -> dict[str, float]:
         """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
@@ -694,6 +1442,29 @@ class Producer:
     def circuit_break_manager(self) -> CircuitBreakManager | None:
         """The partition circuit breaker's mute state (KIP-693); None when no breaker is configured."""
         return self._breaker_manager
+
+
+# ---------------------------------------------------------------------- process-wide hooks
+def _after_fork_in_child() -> None:
+    for p in list(live_producers):
+        p._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _at_exit() -> None:
+    """Every live producer flushes briefly what it still holds (see ``Producer._flush_at_exit``)."""
+    for p in list(live_producers):
+        try:
+            p._flush_at_exit()
+        except Exception:  # never turn an exit into a traceback
+            log.debug("exit-time flush of %s failed", p.client_id, exc_info=True)
+    for p in list(live_producers):
+        p._emit_held_failures()
+
+
+atexit.register(_at_exit)
 
 
 # ---------------------------------------------------------------------- helpers

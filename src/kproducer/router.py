@@ -561,10 +561,10 @@ class RecordRouter:
                 partition, n, values, keys, arrow, timestamp, encoded_headers, on_delivery, CountingSink(sink),
                 record_bound, charge, now + self.max_block_ms, future,
             )
-            future._park(n)
+            future.park(n)
             if self._enqueue(topic, partition, entry, now):
                 return False
-            future._unpark(n)
+            future.unpark(n)
             self._pool.release(charge)
             cluster = self._md.cluster
             count = cluster.partition_count(topic)
@@ -841,7 +841,7 @@ class RecordRouter:
                     topic, rec.partition, rec.key, rec.value, rec.key_bytes, rec.value_bytes, rec.timestamp,
                     rec.headers, rec.on_delivery, cluster, count, 0, now, memory,
                 )
-                rec.future._next = real
+                rec.future.chain(real)
                 resolve_parked(rec.future)
             else:
                 bulk: ParkedBulk = entry  # type: ignore[assignment]
@@ -849,9 +849,9 @@ class RecordRouter:
                     topic, bulk.n, bulk.values, bulk.keys, bulk.arrow, bulk.partition, bulk.timestamp, bulk.headers,
                     bulk.on_delivery, bulk.sink, bulk.record_bound, cluster, count, 0, memory,
                 )
-                bulk.future._unpark(bulk.n)
+                bulk.future.unpark(bulk.n)
         except (BufferExhaustedError, ProducerClosedError) as e:
-            if entry.__class__ is ParkedBulk and entry.sink.appended:
+            if entry.__class__ is ParkedBulk and entry.sink.appended_count:
                 # Part of the rows are in batches: the rest cannot wait for a retry in order.
                 self._fail_parked(entry, topic, e)
                 return
@@ -904,8 +904,8 @@ class RecordRouter:
             _call(rec.on_delivery, error)
         else:
             bulk: ParkedBulk = entry  # type: ignore[assignment]
-            missing = bulk.n - bulk.sink.appended
-            bulk.future._fail_parked(bulk.n, missing, error)
+            missing = bulk.n - bulk.sink.appended_count
+            bulk.future.fail_parked(bulk.n, missing, error)
             self._sensors.record_errors(topic, missing)
             self._failure_log.failed(topic, _partition_of(bulk.partition), missing, error, 0, self._clock())
             for _ in range(missing):

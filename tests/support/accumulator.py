@@ -98,10 +98,10 @@ class CountingSink:
     """A bulk call's sink (``append_many``) that only counts the rows appended; outcomes are ignored."""
 
     def __init__(self) -> None:
-        self.appended = 0
+        self.appended_count = 0
 
-    def _appended(self, count: int) -> None:
-        self.appended += count
+    def appended(self, count: int) -> None:
+        self.appended_count += count
 
-    def _range_done(self, rng: Any, result: Any, futures: Any) -> None:
+    def range_done(self, rng: Any, result: Any, futures: Any) -> None:
         pass

@@ -109,9 +109,9 @@ class Thunk(NamedTuple):
 class BulkSink(Protocol):
     """Who learns the outcome of a range of bulk-appended records (``kproducer.bulk.BulkFuture``)."""
 
-    def _appended(self, count: int) -> None: ...
+    def appended(self, count: int) -> None: ...
 
-    def _range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None: ...
+    def range_done(self, rng: BulkRange, result: ProduceRequestResult, futures: list[RecordFuture] | None) -> None: ...
 
 
 class BulkRange:
@@ -337,7 +337,7 @@ class ProducerBatch:
             else:
                 rows = memoryview(indices).cast("B").cast("q")[start : start + count]
             self.thunks.append(BulkRange(self.record_count, count, sink, rows, callback, timestamp))
-            sink._appended(count)
+            sink.appended(count)
             self.record_count += count
             self.last_append_ms = now_ms
         return count
@@ -353,7 +353,7 @@ class ProducerBatch:
             if entry.__class__ is BulkRange:
                 rng: BulkRange = entry
                 futures = [RecordFuture(result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
-                rng.sink._range_done(rng, result, futures)
+                rng.sink.range_done(rng, result, futures)
                 if rng.callback is not None:
                     for_row = getattr(rng.callback, "for_row", None)  # per-row delivery reports
                     for j, f in enumerate(futures):
@@ -362,8 +362,8 @@ class ProducerBatch:
                 continue
             thunk: Thunk = entry  # type: ignore[assignment]
             fut = thunk.future
-            while fut._batch_result is not result:  # a record already moved once: find it in this batch
-                nxt = fut._forward()
+            while fut.batch_result is not result:  # a record already moved once: find it in this batch
+                nxt = fut.chained
                 if nxt is None:
                     raise IllegalStateError(f"a callback's future does not lead to {self.topic_partition}'s batch")
                 fut = nxt
@@ -465,7 +465,7 @@ class ProducerBatch:
                 rng: BulkRange = entry
                 if rng.callback is not None:
                     self._fire_range(rng, base_offset, log_append_time, error_fn)
-                rng.sink._range_done(rng, self.result, None)
+                rng.sink.range_done(rng, self.result, None)
                 continue
             callback, future = entry  # type: ignore[misc]
             if callback is None:

@@ -125,12 +125,18 @@ class ProduceRequestResult:
         """The batch-level error: the first record's exception (None on success)."""
         return self.error_at(0)
 
+    @property
+    def acknowledged_whole(self) -> bool:
+        """Every record is still in this batch and none has an error: each record's metadata follows from
+        the batch's base offset and log-append time (read once the result is set)."""
+        return self._error_fn is None and self.moved is None
+
     def error_at(self, relative_index: int) -> BaseException | None:
         """The exception of the record at ``relative_index`` (None on success)."""
         fn = self._error_fn
         return None if fn is None else fn(relative_index)
 
-    def _add_callback(self, cb: Callable[[], None]) -> bool:
+    def add_callback(self, cb: Callable[[], None]) -> bool:
         """Register ``cb`` for ``done()``; False (not registered) when already done."""
         with _RESULTS_LOCK:
             if self._done:
@@ -226,7 +232,18 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
 
     @property
     def chained(self) -> RecordFuture | None:
+        """The future of this record in the batch it moved to (looking at a split), or None."""
         return self._forward()
+
+    @property
+    def next_future(self) -> RecordFuture | None:
+        """The future this one follows as set so far (by chain() or an earlier look at a split), without looking."""
+        return self._next
+
+    @property
+    def batch_result(self) -> ProduceRequestResult:
+        """The result of the batch this future's record was appended to (before any move)."""
+        return self._batch_result
 
     def _forward(self) -> RecordFuture | None:
         """The future of this record in the batch it was split into, or None (it was not moved)."""
@@ -264,17 +281,17 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             # The outcome is final once completed (a done-callback may read it while the latch is still shut).
-            if not fut._batch_result.completed:
+            if not fut.batch_result.completed:
                 if on_callback_thread():
                     raise IllegalStateError(
-                        f"result() of a pending record of {fut._batch_result.topic_partition} called from a delivery "
+                        f"result() of a pending record of {fut.batch_result.topic_partition} called from a delivery "
                         "callback would deadlock: callbacks run on the producer's I/O thread, which completes that "
                         "record only after the callback returns. Use the callback's own arguments, or wait on "
                         "another thread"
                     )
-                if not fut._batch_result.await_(remaining):
+                if not fut.batch_result.await_(remaining):
                     raise KafkaTimeoutError(f"Timeout after waiting for {timeout * 1000 if timeout else 0:.0f} ms.")
-            nxt = fut._forward()
+            nxt = fut.chained
             if nxt is None:
                 return fut
             fut = nxt
@@ -305,17 +322,17 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata; raises the record's exception, or KafkaTimeoutError after ``timeout`` s."""
         fut = self._wait(timeout)
-        err = fut._batch_result.error_at(fut.relative_offset)
+        err = fut.record_error()
         if err is not None:
             raise err
-        return fut._metadata()
+        return fut.value()
 
     get = result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The record's exception (None on success); KafkaTimeoutError after ``timeout`` s."""
         fut = self._wait(timeout)
-        return fut._batch_result.error_at(fut.relative_offset)
+        return fut.record_error()
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Call ``fn(self)`` once the record is complete (at once if it already is)."""
@@ -328,7 +345,7 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
             else:
                 fn(self)
 
-        if not self._batch_result._add_callback(fire):
+        if not self._batch_result.add_callback(fire):
             try:
                 fire()
             except Exception:

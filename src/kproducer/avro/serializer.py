@@ -113,11 +113,15 @@ class AvroFormat:
             raise ConfigError("use.latest.version and auto.register.schemas=false need schema.registry.url")
         # An unknown strategy name fails here, not at the first send.
         subject_name(subject_name_strategy, "t", AvroSchema({"type": "record", "name": "r", "fields": []}), is_key)
-        self._settings = _Settings(
+        self._start(_Settings(
             schema_registry_url or None, basic_auth_user_info, ssl_ca_location, ssl_certificate_location,
             ssl_key_location, ssl_key_password, subject_name_strategy, schema_text, schema_id,
             use_latest_version, auto_register, record_name, record_namespace, is_key,
-        )
+        ))
+
+    def _start(self, settings: _Settings) -> None:
+        """The state of a format with these (checked) settings: no registry client or writer yet."""
+        self._settings = settings
         self._lock = threading.Lock()
         self._writers: dict[tuple[str, Any], AvroColumnWriter] = {}
         self._client: SchemaRegistryClient | None = None
@@ -211,12 +215,9 @@ class AvroFormat:
 
 
 def _rebuild(settings: _Settings) -> AvroFormat:
+    """A format from settings already checked (unpickled, or derived from another format)."""
     fmt = AvroFormat.__new__(AvroFormat)
-    fmt._settings = settings
-    fmt._lock = threading.Lock()
-    fmt._writers = {}
-    fmt._client = None
-    fmt._twin = None
+    fmt._start(settings)
     return fmt
 
 

@@ -221,7 +221,7 @@ class ProducerSensors:
                 acc[2] += batch.compression_rate()
                 acc[3] += 1
         if now_ms is None:
-            now_ms = self.request._clock()
+            now_ms = self.request.clock_ms()
         self.record_send.record(records, now_ms)
         registry = self.topics
         topic_of = registry.topic

@@ -135,9 +135,20 @@ class Sensor:
                 for value in values:
                     rec(config, value, now_ms)
 
-    def _measure(self, stat: Stat, now_ms: int) -> float:
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        """The clock this sensor records by (its registry's)."""
+        return self._clock
+
+    def measure(self, stat: Stat, now_ms: int) -> float:
+        """The value of one of this sensor's stats at ``now_ms`` (under the lock that ``record`` takes)."""
         with self._lock:
             return stat.measure(self._config, now_ms)
+
+    def remove_stat(self, stat: Stat) -> None:
+        """Stop recording into ``stat`` (its metric was removed)."""
+        with self._lock:
+            self._stats = tuple(s for s in self._stats if s is not stat)
 
 
 class MetricsProvider(Protocol):
@@ -233,9 +244,7 @@ class Metrics:
         with self._lock:
             metric = self._metrics.pop(key, None)
         if metric is not None and metric.sensor is not None and metric.stat is not None:
-            sensor = metric.sensor
-            with sensor._lock:
-                sensor._stats = tuple(s for s in sensor._stats if s is not metric.stat)
+            metric.sensor.remove_stat(metric.stat)
         return metric is not None
 
     def remove_sensor(self, name: str) -> bool:
@@ -257,7 +266,7 @@ class Metrics:
                 return math.nan
         if metric.sensor is None or metric.stat is None:
             return math.nan
-        return metric.sensor._measure(metric.stat, now_ms)
+        return metric.sensor.measure(metric.stat, now_ms)
 
     def value(self, key: str, now_ms: int | None = None) -> float:
         """One metric's current value by snapshot key; KeyError if unknown."""

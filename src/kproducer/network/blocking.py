@@ -19,9 +19,9 @@ __all__ = ["await_ready", "fetch_metadata", "send_and_receive"]
 
 def await_ready(client: NetworkClient, node_id: int, timeout_ms: int) -> bool:
     """Poll until the node is ready (admin and CLI use; never on the Sender's hot path)."""
-    deadline = client._clock() + timeout_ms
+    deadline = client.clock_ms() + timeout_ms
     while True:
-        now = client._clock()
+        now = client.clock_ms()
         if client.ready(node_id, now):
             return True
         if now >= deadline:
@@ -42,10 +42,10 @@ def send_and_receive(client: NetworkClient, request: ClientRequest, timeout_ms: 
             user_cb(r)
 
     request.callback = _cb
-    deadline = client._clock() + timeout_ms
-    client.send(request, client._clock())
+    deadline = client.clock_ms() + timeout_ms
+    client.send(request, client.clock_ms())
     while not box:
-        now = client._clock()
+        now = client.clock_ms()
         if now >= deadline:
             raise KafkaTimeoutError(f"no response from node {request.node_id} within {timeout_ms} ms")
         client.poll(min(100, deadline - now), now)
@@ -55,7 +55,7 @@ def send_and_receive(client: NetworkClient, request: ClientRequest, timeout_ms: 
 def fetch_metadata(client: NetworkClient, topics: list[str] | None, timeout_ms: int) -> None:
     """Refresh metadata for ``topics`` (None = all) and wait for it, polling the client."""
     metadata = client.metadata
-    now = client._clock()
+    now = client.clock_ms()
     if topics is None:
         version = metadata.request_update_for_all_topics()
     else:
@@ -66,13 +66,13 @@ def fetch_metadata(client: NetworkClient, topics: list[str] | None, timeout_ms: 
         version = metadata.request_update()
     deadline = now + timeout_ms
     while metadata.version <= version:
-        now = client._clock()
+        now = client.clock_ms()
         auth_error = metadata.authentication_error
         if auth_error is not None:
             raise auth_error
         if now >= deadline:
             tried = ", ".join(f"{a} ({r})" for a, r in metadata.tried_addresses.items())
-            boot = ", ".join(n.address for n in client._bootstrap)
+            boot = ", ".join(n.address for n in client.bootstrap_nodes)
             raise KafkaTimeoutError(
                 f"metadata not received within {timeout_ms} ms from bootstrap servers {boot}"
                 + (f"; addresses tried: {tried}" if tried else "")

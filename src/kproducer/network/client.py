@@ -152,7 +152,17 @@ class NetworkClient:
         self._bootstrap_warning_ms = bootstrap_warning_ms
         self._first_attempt_ms = -1
         self._ever_ready = False
-        self._probes = ListenerProbes(self)
+        self._probes = ListenerProbes(
+            selector=self._selector,
+            nodes=self._nodes,
+            setup_timeout=self._setup_timeout,
+            metadata=self.metadata,
+            client_id=client_id,
+            max_receive_size=max_receive_size,
+            tls=ssl_context is not None,
+            sasl=sasl is not None or sasl_mechanism is not None,
+            authentication_failed=self._authentication_failed,
+        )
         self._bootstrap: list[Node] = []
         entries = parse_bootstrap_servers(bootstrap_servers)
         for host, port, addresses in resolve_bootstrap(entries, client_dns_lookup):
@@ -160,6 +170,16 @@ class NetworkClient:
             self._bootstrap.append(node)
             self._nodes[node.id] = NodeState(node.id, addresses, 0, host, port)
         self.metadata.bootstrap(self._bootstrap)
+
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        """The clock this client runs on (milliseconds; a test's fake clock when one was given)."""
+        return self._clock
+
+    @property
+    def bootstrap_nodes(self) -> list[Node]:
+        """The nodes ``bootstrap.servers`` resolved to (ids -1, -2, ...), in the configured order."""
+        return list(self._bootstrap)
 
     @property
     def reconnect_backoff_initial_ms(self) -> int:
@@ -226,6 +246,10 @@ class NetworkClient:
 
     def is_connection_failed(self, node_id: int) -> bool:
         return self._states.is_connection_failed(node_id)
+
+    def is_gone_or_disconnected(self, node_id: int) -> bool:
+        """The node has no connection state any more, or is disconnected (a request to it cannot complete)."""
+        return self._states.is_gone_or_disconnected(node_id)
 
     def api_version(self, node_id: int, api_key: int) -> int | None:
         st = self._nodes.get(node_id)

@@ -234,6 +234,11 @@ class ClusterConnectionStates:
         st = self.nodes.get(node_id)
         return st is not None and st.state in SETTING_UP
 
+    def is_gone_or_disconnected(self, node_id: int) -> bool:
+        """The node has no state (forgotten, or never known) or is disconnected."""
+        st = self.nodes.get(node_id)
+        return st is None or st.state is ConnectionState.DISCONNECTED
+
     def stalled_connections(self, now: int, after_ms: int) -> dict[int, int]:
         """Nodes whose connection has not been ready for ``after_ms``: node id -> since when.
 

@@ -21,7 +21,12 @@ from kproducer.network.connection_states import ConnectionState, NodeState
 from kproducer.network.dns import format_address
 
 if TYPE_CHECKING:
-    from kproducer.network.client import NetworkClient
+    from collections.abc import Callable
+
+    from kproducer.common import ExponentialBackoff
+    from kproducer.errors import AuthenticationError
+    from kproducer.metadata import Metadata
+    from kproducer.network.selector import Selector
 
 __all__ = ["ListenerProbes", "PLAIN_PROBE_AFTER_MS"]
 
@@ -35,10 +40,36 @@ PLAIN_PROBE_AFTER_MS = 1000
 
 
 class ListenerProbes:
-    """The probes under way for one NetworkClient, and the addresses already probed (each once)."""
+    """The probes under way for one NetworkClient, and the addresses already probed (each once).
 
-    def __init__(self, client: NetworkClient) -> None:
-        self._client = client
+    The client hands over what a probe needs: its Selector (probes are connections of their own
+    on it), its node states, its connection setup timeout, its metadata (where a proven wrong
+    protocol is recorded), whether it speaks TLS and SASL, and ``authentication_failed(state,
+    now, error)``, which ends a node's stalled handshake with the error.
+    """
+
+    def __init__(
+        self,
+        *,
+        selector: Selector,
+        nodes: dict[int, NodeState],
+        setup_timeout: ExponentialBackoff,
+        metadata: Metadata,
+        client_id: str,
+        max_receive_size: int,
+        tls: bool,
+        sasl: bool,
+        authentication_failed: Callable[[NodeState, int, AuthenticationError], None],
+    ) -> None:
+        self._selector = selector
+        self._nodes = nodes
+        self._setup_timeout = setup_timeout
+        self._metadata = metadata
+        self._client_id = client_id
+        self._max_receive_size = max_receive_size
+        self._tls = tls
+        self._sasl = sasl
+        self._authentication_failed = authentication_failed
         # TLS probes under way: probe id -> (node id, address "ip:port", deadline ms).
         self._tls_probes: dict[int, tuple[int, str, int]] = {}
         self._tls_probed: set[str] = set()
@@ -51,10 +82,6 @@ class ListenerProbes:
     @property
     def plaintext_probing(self) -> bool:
         return bool(self._plain_probes)
-
-    def _sasl(self) -> bool:
-        client = self._client
-        return client._sasl_settings is not None or client._sasl[0] is not None
 
     # ------------------------------------------------------------- TLS probes (plaintext clients)
     def maybe_probe_tls(self, st: NodeState, now: int) -> None:
@@ -72,11 +99,11 @@ class ListenerProbes:
             return
         family, ip, port, address = target
         try:
-            probe_id = self._client._selector.probe_tls(ip, port, family)
+            probe_id = self._selector.probe_tls(ip, port, family)
         except OSError as e:
             logger.debug("TLS probe of %s could not start: %s", address, e)
             return
-        self._tls_probes[probe_id] = (st.node_id, address, now + self._client._setup_timeout.initial)
+        self._tls_probes[probe_id] = (st.node_id, address, now + self._setup_timeout.initial)
 
     def tls_probe_done(self, probe_id: int, spoke_tls: bool, detail: str) -> None:
         entry = self._tls_probes.pop(probe_id, None)
@@ -86,11 +113,11 @@ class ListenerProbes:
         if not spoke_tls:
             logger.debug("TLS probe of %s: not a TLS listener (%s)", address, detail)
             return
-        st = self._client._states.nodes.get(node_id)
+        st = self._nodes.get(node_id)
         name = f"broker {node_id}" if node_id >= 0 else "bootstrap server"
         if st is not None and st.host and format_address(st.host, st.port) != address:
             name += f" {format_address(st.host, st.port)}"
-        configured, wanted = ("SASL_PLAINTEXT", "SASL_SSL") if self._sasl() else ("PLAINTEXT", "SSL")
+        configured, wanted = ("SASL_PLAINTEXT", "SASL_SSL") if self._sasl else ("PLAINTEXT", "SSL")
         who = f"{name} ({address})"
         cause = (
             f"closed the connection during the first request (ApiVersions) and that port answers a TLS "
@@ -98,7 +125,7 @@ class ListenerProbes:
             f"security.protocol={wanted} (and ssl.truststore.location if its CA is not a system one)"
         )
         logger.warning("%s refused this client: it %s", who, cause)
-        self._client.metadata.record_authentication_failure(SslAuthenticationError(f"{who} {cause}"))
+        self._metadata.record_authentication_failure(SslAuthenticationError(f"{who} {cause}"))
 
     @staticmethod
     def _claim_probe(st: NodeState, probed: set[str]) -> tuple[int, str, int, str] | None:
@@ -116,7 +143,7 @@ class ListenerProbes:
     def plaintext_probe_at(self, st: NodeState) -> int | None:
         """When a TLS client's stalled handshake with ``st`` gets its plaintext probe; None if it
         gets none (not a TLS client, not connecting, or that address was probed)."""
-        if self._client._ssl_context is None or st.state is not ConnectionState.CONNECTING:
+        if not self._tls or st.state is not ConnectionState.CONNECTING:
             return None
         if st.last_address is None or format_address(*st.last_address[1]) in self._plain_probed:
             return None
@@ -132,25 +159,24 @@ class ListenerProbes:
         ApiVersions answer proves a plaintext listener; anything else (a close, silence, bytes that
         are no Kafka response) proves nothing and the handshake runs on as before.
         """
-        client = self._client
         due = self.plaintext_probe_at(st)
-        if due is None or now < due or not client._selector.is_handshaking(st.node_id):
+        if due is None or now < due or not self._selector.is_handshaking(st.node_id):
             return
         target = self._claim_probe(st, self._plain_probed)
         if target is None:
             return
         family, ip, port, address = target
-        conn = KafkaConnection(st.node_id, client.client_id, max_receive_size=client.max_receive_size)
+        conn = KafkaConnection(st.node_id, self._client_id, max_receive_size=self._max_receive_size)
         conn.start_connect(now)
         conn.connection_made(now)
         probe_id = next(self._plain_probe_ids)
         try:
-            client._selector.connect(probe_id, ip, port, family)
+            self._selector.connect(probe_id, ip, port, family)
         except OSError as e:
             logger.debug("plaintext probe of %s could not start: %s", address, e)
             return
-        client._selector.send(probe_id, conn.data_to_send())
-        self._plain_probes[probe_id] = (st.node_id, address, now + client._setup_timeout.initial, conn)
+        self._selector.send(probe_id, conn.data_to_send())
+        self._plain_probes[probe_id] = (st.node_id, address, now + self._setup_timeout.initial, conn)
 
     def plain_probe_events(
         self, received: list[tuple[int, bytes]], disconnected: list[tuple[int, str]], now: int
@@ -174,12 +200,11 @@ class ListenerProbes:
 
     def _end_plain_probe(self, probe_id: int) -> None:
         self._plain_probes.pop(probe_id, None)
-        self._client._selector.close(probe_id)
+        self._selector.close(probe_id)
 
     def _plaintext_listener_found(self, node_id: int, address: str, now: int) -> None:
-        client = self._client
-        configured, wanted = ("SASL_SSL", "SASL_PLAINTEXT") if self._sasl() else ("SSL", "PLAINTEXT")
-        st = client._states.nodes.get(node_id)
+        configured, wanted = ("SASL_SSL", "SASL_PLAINTEXT") if self._sasl else ("SSL", "PLAINTEXT")
+        st = self._nodes.get(node_id)
         name = f"broker {node_id}" if node_id >= 0 else "bootstrap server"
         cause = (
             f"sent no answer to the TLS handshake, and that port answers a plaintext ApiVersions request: "
@@ -187,11 +212,11 @@ class ListenerProbes:
             "(or use the broker's TLS listener)"
         )
         error = SslAuthenticationError(f"{name} ({address}) {cause}")
-        if st is not None and st.state is not ConnectionState.DISCONNECTED and client._selector.is_handshaking(node_id):
-            client._authentication_failed(st, now, error)  # ends the stalled handshake; warns once
+        if st is not None and st.state is not ConnectionState.DISCONNECTED and self._selector.is_handshaking(node_id):
+            self._authentication_failed(st, now, error)  # ends the stalled handshake; warns once
             return
         logger.warning("%s (%s) refused this client: it %s", name, address, cause)
-        client.metadata.record_authentication_failure(error)
+        self._metadata.record_authentication_failure(error)
 
     # ------------------------------------------------------------- deadlines
     def next_deadline(self, now: int, best: int) -> int:
@@ -206,7 +231,7 @@ class ListenerProbes:
         if self._tls_probes:
             for probe_id, (_node, _address, deadline) in list(self._tls_probes.items()):
                 if now >= deadline:  # a port that stays silent after a ClientHello is no TLS listener
-                    self._client._selector.close(probe_id)
+                    self._selector.close(probe_id)
                     self.tls_probe_done(probe_id, False, "no answer to a ClientHello")
         if self._plain_probes:
             for probe_id, (_node, _address, deadline, _conn) in list(self._plain_probes.items()):

@@ -11,7 +11,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kproducer.network.client_request import ClientRequest, build_metadata_request
-from kproducer.network.connection_states import ConnectionState
 from kproducer.network.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -107,7 +106,6 @@ class MetadataUpdater:
         """After timeouts were handled: a request whose node is gone or disconnected has failed."""
         if self._in_flight is None:
             return
-        st = self._client._states.nodes.get(self._in_flight[0])
-        if st is None or st.state is ConnectionState.DISCONNECTED:
+        if self._client.is_gone_or_disconnected(self._in_flight[0]):
             self._in_flight = None
             self._client.metadata.handle_failure(now)

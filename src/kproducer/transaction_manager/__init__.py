@@ -25,7 +25,7 @@ from kproducer.transaction_manager.error_classes import (
     FATAL_PRODUCE_ERRORS,
     RETRY_ERRORS,
 )
-from kproducer.transaction_manager.group_metadata import GroupMetadata, group_metadata_from
+from kproducer.transaction_manager.group_metadata import GroupMetadata, group_metadata_from, normalize_offsets
 from kproducer.transaction_manager.manager import TransactionManager
 from kproducer.transaction_manager.requests import Priority, TransactionalRequestResult, TxnRequest
 from kproducer.transaction_manager.sequences import (
@@ -42,6 +42,7 @@ __all__ = [
     "TransactionalRequestResult",
     "GroupMetadata",
     "group_metadata_from",
+    "normalize_offsets",
     "ALLOWED_PREVIOUS_STATES",
     "ALLOWED_NEXT_CALLS",
     "RETRY_ERRORS",

@@ -1,10 +1,14 @@
-"""A consumer's group metadata for ``send_offsets_to_transaction`` (KIP-447), from whatever the caller holds."""
+"""The arguments of ``send_offsets_to_transaction`` from whatever the caller holds: the consumer's group metadata
+(KIP-447) and the offsets to commit."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kproducer.structs import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +72,28 @@ def _parse_librdkafka_group_metadata(data: bytes) -> GroupMetadata:
     except (ValueError, IndexError) as e:
         raise ValueError(f"send_offsets_to_transaction: cannot read the consumer group metadata {data!r}") from e
     return GroupMetadata(group_id, generation, member_id, instance)
+
+
+def normalize_offsets(offsets: Mapping[TopicPartition, int] | Iterable[Any]) -> dict[TopicPartition, tuple[int, str | None]]:
+    """``send_offsets_to_transaction``'s offsets: ``{TopicPartition: offset}`` or objects with topic/partition/offset (and metadata) attributes or methods."""
+    out: dict[TopicPartition, tuple[int, str | None]] = {}
+    items: Iterable[Any] = offsets.items() if isinstance(offsets, Mapping) else offsets
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            tp_like, offset = item
+            meta = getattr(offset, "metadata", None)
+            offset = getattr(offset, "offset", offset)
+        else:
+            tp_like, offset, meta = item, getattr(item, "offset", None), getattr(item, "metadata", None)
+        topic = getattr(tp_like, "topic", None)
+        partition = getattr(tp_like, "partition", None)
+        topic = topic() if callable(topic) else topic
+        partition = partition() if callable(partition) else partition
+        offset = offset() if callable(offset) else offset
+        meta = meta() if callable(meta) else meta
+        if not isinstance(topic, str) or not isinstance(partition, int) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(
+                f"send_offsets_to_transaction: {item!r} is not a (topic, partition) with a next offset >= 0 to commit"
+            )
+        out[TopicPartition(topic, partition)] = (offset, meta if isinstance(meta, str) else None)
+    return out

@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 import kproducer
-from kproducer import producer_lifecycle as producer_module
+from kproducer import producer as producer_module
 from kproducer.embedded_broker import EmbeddedBroker
 from kproducer.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kproducer.failure_log import FailureLog, describe_error, logging_configured, warn_data_loss

@@ -908,7 +908,7 @@ def test_a_caller_compresses_the_backlog_outside_the_deque_lock(monkeypatch: pyt
         sink = CountingSink()
         largest = max(len(v) for v in values) + 64  # what the producer passes: a new batch's least size
         acc.append_many("t", 0, clock(), values, None, None, 0, len(values), None, False, sink, None, largest, 0, None)
-        assert sink.appended == len(values)
+        assert sink.appended_count == len(values)
     else:
         for v in values:
             append(acc, 0, clock, value=v)

@@ -107,7 +107,7 @@ def test_a_bulk_call_grows_into_the_reserve_for_rows_it_holds_and_never_blocks()
     sink = CountingSink()
     acc.append_many("t", 0, clock.now, values, None, None, 0, len(values), None, False, sink, None,
                     len(VALUE) + 64, 0, None)  # fmt: skip  (max_time_to_block_ms 0: a wait raises)
-    assert sink.appended == len(values)
+    assert sink.appended_count == len(values)
     batches = queued_batches(acc, 0)
     assert batches[0].capacity == 8 * BATCH  # 1 -> 2 -> 4 -> 8 KiB: all of buffer.memory, no reserve
     assert sum(b.record_count for b in batches) == len(values)

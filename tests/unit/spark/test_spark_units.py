@@ -425,24 +425,24 @@ def test_tracker_folds_bulk_futures_per_range() -> None:
     """Every way a bulk call's records complete: acked ranges, acks=0, a failed batch, a split, never queued."""
     t = DeliveryTracker()
     ok = BulkFuture("a", 10)
-    ok._appended(10)
-    ok._range_done(BulkRange(5, 6, ok, range(0, 6), None, -1), _done_result("a", 0, 100), None)
-    ok._range_done(BulkRange(0, 4, ok, range(6, 10), None, -1), _done_result("a", 1, 7), None)
+    ok.appended(10)
+    ok.range_done(BulkRange(5, 6, ok, range(0, 6), None, -1), _done_result("a", 0, 100), None)
+    ok.range_done(BulkRange(0, 4, ok, range(6, 10), None, -1), _done_result("a", 1, 7), None)
     acks0 = BulkFuture("a", 3)
-    acks0._appended(3)
-    acks0._range_done(BulkRange(0, 3, acks0, range(3), None, -1), _done_result("a", 2, -1), None)
+    acks0.appended(3)
+    acks0.range_done(BulkRange(0, 3, acks0, range(3), None, -1), _done_result("a", 2, -1), None)
     boom = KafkaTimeoutError("expired", topic="a", partition=0)
     failed = BulkFuture("a", 2)
-    failed._appended(2)
-    failed._range_done(BulkRange(0, 2, failed, range(2), None, -1), _done_result("a", 0, -1, boom), None)
+    failed.appended(2)
+    failed.range_done(BulkRange(0, 2, failed, range(2), None, -1), _done_result("a", 0, -1, boom), None)
     # A split batch: the range's records moved to two new batches; their futures say where.
     split = BulkFuture("b", 2)
-    split._appended(2)
+    split.appended(2)
     old = _done_result("b", 0, -1, KafkaTimeoutError("split"))
     moved = [RecordFuture(_done_result("b", 0, 40), 0, -1, -1, -1), RecordFuture(_done_result("b", 0, 41), 0, -1, -1, -1)]
-    split._range_done(BulkRange(0, 2, split, range(2), None, -1), old, moved)
+    split.range_done(BulkRange(0, 2, split, range(2), None, -1), old, moved)
     never = BulkFuture("c", 5)
-    never._fail_all(KafkaTimeoutError("metadata for c not available"))
+    never.fail_unappended(KafkaTimeoutError("metadata for c not available"))
     for f in (ok, acks0, failed, split, never):
         assert f.done()
         t.watch(f)
@@ -531,8 +531,8 @@ class FakeProducer:
                 self._offsets[(topic, p)] = off + n
                 result = ProduceRequestResult(TopicPartition(topic, p))
                 result.set(off, -1, None if self.fail is None else (lambda _i, e=self.fail: e))
-                fut._appended(n)
-                fut._range_done(BulkRange(0, n, fut, range(n), None, -1), result, None)
+                fut.appended(n)
+                fut.range_done(BulkRange(0, n, fut, range(n), None, -1), result, None)
                 result.done()
                 continue
             topic, _k, _v, partition, *_rest, cb = rec
