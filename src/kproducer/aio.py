@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP
 from kproducer.callback_errors import callback_raised
 from kproducer.delivery import Callback, OnDelivery, check_callback, resolve_callback
-from kproducer.errors import BufferExhaustedError, KafkaError, MemoryWouldBlock, ProducerClosedError
+from kproducer.errors import KafkaError, MemoryWouldBlock, ProducerClosedError
 from kproducer.producer import Producer
 from kproducer.record import native
 from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicPartition, metadata_type
@@ -477,14 +477,12 @@ class AsyncProducer:
         waiters retry in the order the event wakes them, which is the order they
         started waiting.
         """
-        pool = p._pool
-        deadline = time.monotonic() + p._max_block_ms / 1000.0
+        deadline = time.monotonic() + p.max_block_ms / 1000.0
         self._memory_waiters += 1
-        pool.add_external_waiter(1)
-        p._wakeup()
+        p.add_memory_waiter(1)
         try:
             while True:
-                if p._closed or pool.closed:
+                if not p.accepts_sends:
                     raise ProducerClosedError("Cannot send after the producer has been closed")
                 try:
                     return self._try_send(p, topic, value, key, partition, timestamp, headers, callback)
@@ -492,9 +490,9 @@ class AsyncProducer:
                     size, poll_s = e.size, e.poll_s
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return self._exhausted(p, topic, partition, callback)
+                    return p.fail_buffer_exhausted(topic, partition, callback)
                 self._memory.clear()
-                if poll_s is None and pool.can_allocate_now(size):
+                if poll_s is None and p.memory_available_now(size):
                     continue  # freed between the attempt and the clear
                 try:
                     await asyncio.wait_for(self._memory.wait(), remaining if poll_s is None else min(remaining, poll_s))
@@ -502,15 +500,7 @@ class AsyncProducer:
                     pass
         finally:
             self._memory_waiters -= 1
-            pool.add_external_waiter(-1)
-
-    def _exhausted(self, p: Producer, topic: str, partition: int | None, callback: Callback | None) -> RecordFuture:
-        """The record's BufferExhaustedError, through its future and callback (Java's FutureFailure)."""
-        error = BufferExhaustedError(
-            f"Failed to allocate memory within the configured max blocking time {p._max_block_ms} ms "
-            f"(buffer.memory={p._buffer_memory} is full)"
-        )
-        return p._router.fail_now(topic, partition, error, callback)
+            p.add_memory_waiter(-1)
 
     # ------------------------------------------------------------------ send
     async def send(

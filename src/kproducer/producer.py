@@ -48,6 +48,7 @@ from kproducer.delivery import (
     resolve_callback,
 )
 from kproducer.errors import (
+    BufferExhaustedError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
@@ -1428,6 +1429,42 @@ class Producer:
         The asyncio facade uses it to wake its sends that wait for memory, without a blocked thread.
         """
         self._pool.set_free_listener(listener)
+
+    # The asyncio facade's wait for memory: a coroutine waits where a thread would block in the pool.
+    def add_memory_waiter(self, delta: int) -> None:
+        """Count (``+1``) or uncount (``-1``) a sender that waits for ``buffer.memory`` outside the pool.
+
+        While any does, ready() sends batches without lingering, as for a blocked thread
+        (Java's ``RecordAccumulator`` asks ``BufferPool.queued()``); the Sender is woken to see it.
+        """
+        self._pool.add_external_waiter(delta)
+        if delta > 0:
+            self._wakeup()
+
+    def memory_available_now(self, size: int) -> bool:
+        """Whether ``size`` bytes of ``buffer.memory`` could be had without waiting (and the pool is open)."""
+        return not self._pool.closed and self._pool.can_allocate_now(size)
+
+    @property
+    def accepts_sends(self) -> bool:
+        """Neither this producer nor its buffer pool is closed."""
+        return not (self._closed or self._pool.closed)
+
+    @property
+    def max_block_ms(self) -> int:
+        """``max.block.ms``: how long a send may wait for metadata or memory."""
+        return self._max_block_ms
+
+    def fail_buffer_exhausted(self, topic: str, partition: int | None, callback: Any) -> RecordFuture:
+        """A record that waited ``max.block.ms`` for memory elsewhere: failed through its future and callback.
+
+        The same BufferExhaustedError a blocked ``send()`` gets (Java's ``FutureFailure``).
+        """
+        error = BufferExhaustedError(
+            f"Failed to allocate memory within the configured max blocking time {self._max_block_ms} ms "
+            f"(buffer.memory={self._buffer_memory} is full)"
+        )
+        return self._router.fail_now(topic, partition, error, callback)
 
     def metrics(self) -> dict[str, float]:
         """Current metric values, by Java metric name (``record-send-rate``, ``batch-size-avg``...)."""
