@@ -629,7 +629,7 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
  * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
  * the Python accumulator uses (their __slots__ are read and written at the offsets
  * Python gave them), under the same partition-deque lock. Whenever anything is out
- * of the ordinary (no open batch, the record does not fit, a lock is busy, an
+ * of the ordinary (no open batch, the record does not fit, an
  * argument the lane does not handle) it changes nothing and hands the call, as it
  * came, to the Python send(), which defines the semantics. So does every call once
  * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
@@ -662,7 +662,7 @@ static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
 enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
 static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
-static PyObject *s_acquire, *s_release, *s_locked, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
+static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -706,6 +706,8 @@ typedef struct {
     PyObject *checked_type;  /* a class whose every instance check_callback accepts (one callable object per record) */
     PyObject *gate;          /* a dict, or NULL: while gate[gate_key] is not None, every call takes the Python path */
     PyObject *gate_key;      /* (kproducer.tracing: the OpenTelemetry API's global tracer provider, set once) */
+    PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
+    PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
     Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
@@ -747,6 +749,8 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->checked);
     Py_VISIT(self->checked_type);
     Py_VISIT(self->gate);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->wall_clock);
     return 0;
 }
 
@@ -763,6 +767,8 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->checked);
     Py_CLEAR(self->checked_type);
     Py_CLEAR(self->gate);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->wall_clock);
     return 0;
 }
 
@@ -786,6 +792,19 @@ static inline int64_t now_ms(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds from the producer's clock when one was injected, else read here from `id`.
+   0 with *out set, or -1 with an exception. */
+static int lane_clock(PyObject *clock, clockid_t id, int64_t *out) {
+    if (clock == NULL) { *out = now_ms(id); return 0; }
+    PyObject *r = PyObject_CallNoArgs(clock);
+    if (r == NULL) return -1;
+    long long x = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
 }
 
 /* An int slot as int64; 0 (and no error) when it is not an exact int. */
@@ -812,6 +831,17 @@ static inline int lock_try(PyObject *lock) {
     int got = (r == Py_True);
     Py_DECREF(r);
     return got;
+}
+
+/* Takes a threading.Lock: a non-blocking try first (no GIL hand-off when it is free), then a
+   blocking acquire(), which lets go of the GIL while it waits. 0, or -1 with an exception. */
+static int lock_acquire(PyObject *lock) {
+    int got = lock_try(lock);
+    if (got != 0) return got < 0 ? -1 : 0;
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
 }
 
 static inline int lock_release(PyObject *lock) {
@@ -842,7 +872,7 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
                           const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out);
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out);
 
 /* The fast path proper: 0 with *out set, LANE_SLOW, or -1 with an exception. */
 static int lane_try(SendLane *self, PyObject *topic, PyObject *value, PyObject *key, PyObject *callback,
@@ -879,7 +909,10 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     Py_DECREF(cluster);  /* identity only; metadata keeps it alive */
     if (cluster != self->current_cluster) return LANE_SLOW;
 
-    int64_t now = now_ms(CLOCK_MONOTONIC);
+    /* Read before the lock, as the Python path reads them before it appends. */
+    int64_t now, timestamp;
+    if (lane_clock(self->clock, CLOCK_MONOTONIC, &now) < 0 || lane_clock(self->wall_clock, CLOCK_REALTIME, &timestamp) < 0)
+        return -1;
     if (now - t->last_touch_ms >= 1000) {
         /* Idle eviction (KIP-526) needs to know the topic is in use; a second's granularity is plenty. */
         PyObject *now_obj = PyLong_FromLongLong(now);
@@ -935,36 +968,24 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     /* Owned too: other threads may run before the append (a blocking acquire, a GC pass) and
        switch the sticky partition; the object must not be freed and its address reused. */
     Py_XINCREF(sticky);
-    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now, out);
+    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now,
+                                timestamp, out);
     Py_XDECREF(sticky);
     Py_DECREF(batches);
     Py_DECREF(lock);
     return rc;
 }
 
-/* Whether a threading.Lock is held by anyone (its locked() method). -1 on error. */
-static inline int lock_held(PyObject *lock) {
-    PyObject *r = PyObject_CallMethodNoArgs(lock, s_locked);
-    if (r == NULL) return -1;
-    int held = (r == Py_True);
-    Py_DECREF(r);
-    return held;
-}
-
-/* Appends under the deque's lock, or declines (owned references held by the caller).
- *
- * The lock: when nobody holds it, the append is done without taking it. That is the same
- * exclusion, because between the check and the last write this code runs no Python code and
- * allocates no object the cyclic GC tracks (everything is allocated first), so it never lets go
- * of the GIL, and no other thread can enter the lock's critical section meanwhile. It saves the
- * two Python-level lock calls per record. When the lock is held, it is taken for real (waiting
- * without the GIL), as the Python path does. Whatever runs Python code (the sticky partition
- * switch) runs with the lock really taken. */
+/* Appends under the deque's lock, taken for real as the Python path takes it (then the sticky
+ * partitioner's, to count the bytes), or declines (owned references held by the caller). Python
+ * code may run while the deque lock is held (a collection started by an allocation, the sticky
+ * partition switch): it is the code the Python path runs under the same lock, none of it takes
+ * a deque lock. */
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out) {
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out) {
     int rc = LANE_SLOW;
-    int taken = 0;  /* the lock really acquired (and to be released) */
+    int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
     PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL, *n_bytes = NULL;
@@ -985,24 +1006,13 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
     if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
 
-    int64_t timestamp = now_ms(CLOCK_REALTIME);
-    int held = lock_held(lock);
-    if (held < 0) { rc = -1; goto out; }
-    if (held) {
-        /* Busy (the Sender drains this deque, or another caller appends): wait as the Python path
-           would; acquire() lets go of the GIL while it blocks. Then re-check what was read before. */
-        PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
-        if (r == NULL) { rc = -1; goto out; }
-        Py_DECREF(r);
-        taken = 1;
-        now = now_ms(CLOCK_MONOTONIC);
-        timestamp = now_ms(CLOCK_REALTIME);
-    }
-    /* Other threads may have run since the partition was chosen (the wait, or a GC pass in the
-       allocations above): if the sticky partition moved on, start over in Python. */
+    if (lock_acquire(lock) < 0) { rc = -1; goto out; }
+    taken = 1;
+    /* Other threads may have run since the partition was chosen (a wait for the lock, or a GC
+       pass in the allocations above): if the sticky partition moved on, start over in Python. */
     if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;
 
-    /* ---- under the partition deque's lock (taken, or held through the GIL) ---- */
+    /* ---- under the partition deque's lock ---- */
     {
         PyObject *closed = PyObject_GetAttr(self->accumulator, s_closed);
         if (closed == NULL) { rc = -1; goto out; }
@@ -1105,34 +1115,31 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         rc = 0;
     }
     if (!keyed) {
-        /* KIP-794: count the bytes to the sticky partition; switching (rare) is the partitioner's job. */
-        int64_t produced;
-        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
+        /* KIP-794: count the bytes to the sticky partition under the partitioner's lock (as
+           BuiltInPartitioner.update_partition_info does); switching, and anything unexpected, is
+           the partitioner's own method, called with the deque lock still held as in Python. */
         switch_needed = 1;
-        if (!full && plock != NULL && slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
-            produced + appended < self->sticky_batch_size && SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky) {
-            n_bytes = PyLong_FromLongLong(produced + appended);
-            if (n_bytes == NULL) { rc = -1; goto out; }
-            int pheld = lock_held(plock);  /* a bool back: no allocation the GC sees */
-            if (pheld < 0) { rc = -1; goto out; }
-            if (!pheld) {
-                slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
-                n_bytes = NULL;
-                switch_needed = 0;
+        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
+        if (!full && plock != NULL) {
+            Py_INCREF(plock);
+            if (lock_acquire(plock) < 0) { Py_DECREF(plock); rc = -1; goto out; }
+            int64_t produced;
+            if (SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky &&
+                slot_int(sticky, self->sp_off[SP_BYTES], &produced) && produced + appended < self->sticky_batch_size) {
+                n_bytes = PyLong_FromLongLong(produced + appended);
+                if (n_bytes == NULL) {
+                    rc = -1;
+                } else {
+                    slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
+                    n_bytes = NULL;
+                    switch_needed = 0;
+                }
             }
+            if (lock_release(plock) < 0) rc = -1;
+            Py_DECREF(plock);
+            if (rc < 0) goto out;
         }
         if (switch_needed) {
-            /* Python code from here: take the deque lock for real, as the Python path holds it. */
-            if (!taken) {
-                int g = lock_try(lock);
-                if (g < 0) { rc = -1; goto out; }
-                if (!g) {
-                    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
-                    if (r == NULL) { rc = -1; goto out; }
-                    Py_DECREF(r);
-                }
-                taken = 1;
-            }
             PyObject *p = PyLong_FromSsize_t(partition);
             PyObject *a = PyLong_FromSsize_t(appended);
             PyObject *r = NULL;
@@ -1249,22 +1256,27 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
-                             "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", NULL};
+                             "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", "clock",
+                             "wall_clock", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
-    PyObject *gate = Py_None, *gate_key = Py_None;
+    PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOip", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
                                      &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
-                                     &key_hash, &empty_key_keyless))
+                                     &key_hash, &empty_key_keyless, &clock, &wall_clock))
         return NULL;
     if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
         PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
+        return NULL;
+    }
+    if ((clock != Py_None && !PyCallable_Check(clock)) || (wall_clock != Py_None && !PyCallable_Check(wall_clock))) {
+        PyErr_SetString(PyExc_TypeError, "clock and wall_clock must be callables returning milliseconds, or None");
         return NULL;
     }
     if (key_hash < LANE_KEY_MURMUR2 || key_hash > LANE_KEY_FNV1A) {
@@ -1289,6 +1301,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(report_type); self->report_type = report_type;
     self->checked = NULL;
     self->checked_type = NULL;
+    self->clock = clock != Py_None ? Py_NewRef(clock) : NULL;
+    self->wall_clock = wall_clock != Py_None ? Py_NewRef(wall_clock) : NULL;
     if (gate != Py_None) {
         Py_INCREF(gate); self->gate = gate;
         Py_INCREF(gate_key); self->gate_key = gate_key;
@@ -1346,7 +1360,7 @@ static PyObject *lane_register(SendLane *self, PyObject *args) {
     Py_INCREF(deques); t->deques = deques;
     Py_INCREF(partitioner); t->partitioner = partitioner;
     t->num_partitions = num_partitions;
-    t->last_touch_ms = now_ms(CLOCK_MONOTONIC);
+    if (lane_clock(self->clock, CLOCK_MONOTONIC, &t->last_touch_ms) < 0) { Py_DECREF(t); return NULL; }
     int rc = PyDict_SetItem(self->topics, topic, (PyObject *)t);
     Py_DECREF(t);
     if (rc < 0) return NULL;
@@ -1603,7 +1617,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0) return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
-    s_locked = PyUnicode_InternFromString("locked");
     s_muted = PyUnicode_InternFromString("_muted");
     s_cluster_view = PyUnicode_InternFromString("cluster_view");
     s_touch = PyUnicode_InternFromString("touch");
@@ -1612,7 +1625,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_done = PyUnicode_InternFromString("done");
     s_set_result = PyUnicode_InternFromString("set_result");
     if (!s_done || !s_set_result) return NULL;
-    if (!s_acquire || !s_release || !s_locked || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* The __slots__ the lane and settle_group read and write by offset, by the SendLane keyword (or

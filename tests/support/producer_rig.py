@@ -49,7 +49,10 @@ class Outcomes:
 
 
 class ProducerRig:
-    """A Producer with no I/O thread, a MockClient serving ``topics`` and a FakeClock at START_MS."""
+    """A Producer with no I/O thread, a MockClient serving ``topics`` and a FakeClock at START_MS.
+
+    ``wall_clock``: what stamps records sent without a timestamp (default: the system's wall clock).
+    """
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class ProducerRig:
         nodes: int = 2,
         serve_metadata: bool = True,
         known_topics: bool = True,
+        wall_clock: Callable[[], int] | None = None,
     ) -> None:
         conf: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 0, **(config or {})}
         cfg = ProducerConfig(conf)
@@ -81,7 +85,12 @@ class ProducerRig:
             serve_metadata=serve_metadata,
         )
         self.producer = Producer(
-            conf, _clock=self.clock, _client=self.client, _metadata=self.metadata, _start_io_thread=False
+            conf,
+            _clock=self.clock,
+            _wall_clock=wall_clock,
+            _client=self.client,
+            _metadata=self.metadata,
+            _start_io_thread=False,
         )
         self.outcomes = Outcomes()
         if known_topics and self.client.broker_topics:
