@@ -647,9 +647,9 @@ static const char *builder_slots[B_NSLOTS] = {
     "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
     "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio", "_sealed",
 };
-enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_NSLOTS };
+enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_READY_SIZE, PB_NSLOTS };
 static const char *batch_slots[PB_NSLOTS] = {
-    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned",
+    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned", "ready_size",
 };
 enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
 static const char *future_slots[RF_NSLOTS] = {
@@ -989,7 +989,8 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
     PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL, *n_bytes = NULL;
-    int full = 0, switch_needed = 0;
+    int full = 0, full_after = 0, switch_needed = 0;
+    Py_ssize_t nb = 0;  /* the deque's batches */
     Py_ssize_t appended = 0;
 
     /* GC-tracked allocations first: a collection may run Python code (finalizers). */
@@ -1019,7 +1020,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         int is_closed = closed != Py_False && (closed == Py_True || PyObject_IsTrue(closed));
         Py_DECREF(closed);
         if (is_closed) goto out;  /* the Python path raises ProducerClosedError */
-        Py_ssize_t nb = PyObject_Length(batches);
+        nb = PyObject_Length(batches);
         if (nb < 0) { rc = -1; goto out; }
         if (nb == 0) goto out;
         batch = PySequence_GetItem(batches, nb - 1);
@@ -1037,14 +1038,15 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
             SLOT(builder, self->b_off[B_SEALED]) != Py_False || compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
             goto out;
-        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count;
+        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count, ready_size;
         if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||
             !slot_int(builder, self->b_off[B_WRITE_LIMIT], &write_limit) ||
             !slot_int(builder, self->b_off[B_RECORDS_START], &records_start) ||
             !slot_int(builder, self->b_off[B_POS], &pos) || !slot_int(builder, self->b_off[B_NUM_RECORDS], &num) ||
             !slot_int(builder, self->b_off[B_BASE_TS], &base_ts) ||
             !slot_int(builder, self->b_off[B_MAX_TS], &max_ts) ||
-            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num)
+            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num ||
+            !slot_int(batch, self->pb_off[PB_READY_SIZE], &ready_size))
             goto out;
         batch_t b;
         b.buf = buf;
@@ -1082,10 +1084,13 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
         appended = after - before;
-        /* Sendable once it holds batch.size (KIP-782: it may keep growing past that until drained);
-           said once, on crossing, or a grown batch would wake the Sender and switch the sticky
-           partition on every record. */
-        full = before < self->sticky_batch_size && after >= self->sticky_batch_size;
+        /* ProducerBatch.is_full(), before and after (the batch is writable and holds records): its
+           estimated size reached the builder's write limit or the batch's ready size (KIP-782: it
+           may keep growing past that until drained). "Full" is said once, on crossing, or a grown
+           batch would wake the Sender and switch the sticky partition on every record. */
+        int full_before = before >= write_limit || before >= ready_size;
+        full_after = after >= write_limit || after >= ready_size;
+        full = !full_before && full_after;
         slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
         slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
         if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }
@@ -1120,7 +1125,10 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
            the partitioner's own method, called with the deque lock still held as in Python. */
         switch_needed = 1;
         PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
-        if (!full && plock != NULL) {
+        /* RecordAccumulator.append: a switch is enforced when the batch is full (just now, or more
+           batches are queued) and so is the deque's last batch, this one. */
+        int enforce = (nb > 1 || full) && full_after;
+        if (!enforce && plock != NULL) {
             Py_INCREF(plock);
             if (lock_acquire(plock) < 0) { Py_DECREF(plock); rc = -1; goto out; }
             int64_t produced;
@@ -1148,7 +1156,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
                 ? (Py_INCREF(self->current_cluster), self->current_cluster)
                 : PyObject_CallMethodOneArg(self->breaker, s_cluster_view, self->current_cluster);
             if (p && a && view) {
-                PyObject *args[5] = {t->partitioner, p, a, view, full ? Py_True : Py_False};
+                PyObject *args[5] = {t->partitioner, p, a, view, enforce ? Py_True : Py_False};
                 r = PyObject_VectorcallMethod(s_update_partition_info, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             }
             Py_XDECREF(view);
@@ -1168,8 +1176,9 @@ out:
         Py_DECREF(future);
         return rc;
     }
-    if (full) {
-        /* The batch just filled: the Sender may send it now (a new batch wakes it from Python). */
+    if (nb > 1 || full) {
+        /* A batch is sendable (this one just filled, or an older one): wake the Sender, as the
+           Python path does (a new batch wakes it from Python). */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
         if (r == NULL) { Py_DECREF(future); return -1; }
         Py_DECREF(r);
