@@ -42,14 +42,20 @@ class _RecordingLock:
         self._lock = threading.Lock()
         self.busy = busy
         self.calls: list[str] = []
+        self.waiting = threading.Event()  # set when a blocking acquire() starts
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not blocking and self.busy > 0:
             self.busy -= 1
             self.calls.append("try-busy")
             return False
-        self.calls.append("acquire" if blocking else "try")
-        return self._lock.acquire(blocking, timeout)
+        if blocking:
+            self.calls.append("acquire")
+            self.waiting.set()
+            return self._lock.acquire(blocking, timeout)
+        got = self._lock.acquire(False)
+        self.calls.append("try" if got else "try-busy")
+        return got
 
     def release(self) -> None:
         self.calls.append("release")
@@ -108,5 +114,43 @@ def test_the_lane_takes_the_deque_and_partitioner_locks_for_every_append(keyed: 
         rig.run_until(lambda: all(f.done() for f in futures), loops=20)
         assert [f.result().offset for f in futures] == list(range(7))
         assert rig.values(TopicPartition("a", 0)) == [[b"first", *(b"v%d" % i for i in range(5)), b"x" * 20_000]]
+    finally:
+        rig.close()
+
+
+@native_only
+def test_a_lane_append_waits_for_a_deque_lock_another_thread_holds() -> None:
+    """The lane blocks in acquire() while another thread holds the deque's lock, letting go of the GIL
+    (this thread goes on meanwhile), writes nothing until it has the lock, then appends."""
+    assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
+    rig = ProducerRig({"batch.size": 16384}, topics={"a": 1})
+    try:
+        rig.init_producer_id()
+        first = rig.producer.send("a", b"first", b"k")  # the Python path: registers the topic, opens a batch
+        deques, _part = _accumulator(rig).partition_state("a")
+        dq = deques[0]
+        batch = dq.batches[-1]
+        lock = dq.lock = _RecordingLock()
+        lane = _lane(rig)
+        before = lane.fast_calls
+        futures: list[Any] = []
+        lock._lock.acquire()  # held by this thread, as a draining Sender would
+        try:
+            caller = threading.Thread(target=lambda: futures.append(rig.producer.send("a", b"late", b"k")))
+            caller.start()
+            assert lock.waiting.wait(60), "the lane never waited for the lock"
+            # This thread runs while the caller waits (its acquire() let go of the GIL), and nothing
+            # was written to the batch without the lock.
+            assert batch.record_count == 1 and not futures
+        finally:
+            lock._lock.release()
+        caller.join(60)
+        assert not caller.is_alive()
+        assert lock.calls == ["try-busy", "acquire", "release"]
+        assert lane.fast_calls - before == 1 and batch.record_count == 2
+        rig.client.prepare(ApiKey.PRODUCE, produce_response(base_offset=0))
+        rig.run_until(lambda: futures[0].done(), loops=20)
+        assert (first.result().offset, futures[0].result().offset) == (0, 1)
+        assert rig.values(TopicPartition("a", 0)) == [[b"first", b"late"]]
     finally:
         rig.close()
