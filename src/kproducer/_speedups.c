@@ -629,7 +629,7 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
  * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
  * the Python accumulator uses (their __slots__ are read and written at the offsets
  * Python gave them), under the same partition-deque lock. Whenever anything is out
- * of the ordinary (no open batch, the record does not fit, a lock is busy, an
+ * of the ordinary (no open batch, the record does not fit, an
  * argument the lane does not handle) it changes nothing and hands the call, as it
  * came, to the Python send(), which defines the semantics. So does every call once
  * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
@@ -647,9 +647,9 @@ static const char *builder_slots[B_NSLOTS] = {
     "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
     "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio", "_sealed",
 };
-enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_NSLOTS };
+enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_READY_SIZE, PB_NSLOTS };
 static const char *batch_slots[PB_NSLOTS] = {
-    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned",
+    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned", "ready_size",
 };
 enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
 static const char *future_slots[RF_NSLOTS] = {
@@ -662,7 +662,7 @@ static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
 enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
 static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
-static PyObject *s_acquire, *s_release, *s_locked, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
+static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -706,6 +706,8 @@ typedef struct {
     PyObject *checked_type;  /* a class whose every instance check_callback accepts (one callable object per record) */
     PyObject *gate;          /* a dict, or NULL: while gate[gate_key] is not None, every call takes the Python path */
     PyObject *gate_key;      /* (kproducer.tracing: the OpenTelemetry API's global tracer provider, set once) */
+    PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
+    PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
     Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
@@ -747,6 +749,8 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->checked);
     Py_VISIT(self->checked_type);
     Py_VISIT(self->gate);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->wall_clock);
     return 0;
 }
 
@@ -763,6 +767,8 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->checked);
     Py_CLEAR(self->checked_type);
     Py_CLEAR(self->gate);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->wall_clock);
     return 0;
 }
 
@@ -786,6 +792,19 @@ static inline int64_t now_ms(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds from the producer's clock when one was injected, else read here from `id`.
+   0 with *out set, or -1 with an exception. */
+static int lane_clock(PyObject *clock, clockid_t id, int64_t *out) {
+    if (clock == NULL) { *out = now_ms(id); return 0; }
+    PyObject *r = PyObject_CallNoArgs(clock);
+    if (r == NULL) return -1;
+    long long x = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
 }
 
 /* An int slot as int64; 0 (and no error) when it is not an exact int. */
@@ -812,6 +831,17 @@ static inline int lock_try(PyObject *lock) {
     int got = (r == Py_True);
     Py_DECREF(r);
     return got;
+}
+
+/* Takes a threading.Lock: a non-blocking try first (no GIL hand-off when it is free), then a
+   blocking acquire(), which lets go of the GIL while it waits. 0, or -1 with an exception. */
+static int lock_acquire(PyObject *lock) {
+    int got = lock_try(lock);
+    if (got != 0) return got < 0 ? -1 : 0;
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
 }
 
 static inline int lock_release(PyObject *lock) {
@@ -842,7 +872,7 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
                           const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out);
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out);
 
 /* The fast path proper: 0 with *out set, LANE_SLOW, or -1 with an exception. */
 static int lane_try(SendLane *self, PyObject *topic, PyObject *value, PyObject *key, PyObject *callback,
@@ -879,7 +909,10 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     Py_DECREF(cluster);  /* identity only; metadata keeps it alive */
     if (cluster != self->current_cluster) return LANE_SLOW;
 
-    int64_t now = now_ms(CLOCK_MONOTONIC);
+    /* Read before the lock, as the Python path reads them before it appends. */
+    int64_t now, timestamp;
+    if (lane_clock(self->clock, CLOCK_MONOTONIC, &now) < 0 || lane_clock(self->wall_clock, CLOCK_REALTIME, &timestamp) < 0)
+        return -1;
     if (now - t->last_touch_ms >= 1000) {
         /* Idle eviction (KIP-526) needs to know the topic is in use; a second's granularity is plenty. */
         PyObject *now_obj = PyLong_FromLongLong(now);
@@ -935,40 +968,29 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     /* Owned too: other threads may run before the append (a blocking acquire, a GC pass) and
        switch the sticky partition; the object must not be freed and its address reused. */
     Py_XINCREF(sticky);
-    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now, out);
+    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now,
+                                timestamp, out);
     Py_XDECREF(sticky);
     Py_DECREF(batches);
     Py_DECREF(lock);
     return rc;
 }
 
-/* Whether a threading.Lock is held by anyone (its locked() method). -1 on error. */
-static inline int lock_held(PyObject *lock) {
-    PyObject *r = PyObject_CallMethodNoArgs(lock, s_locked);
-    if (r == NULL) return -1;
-    int held = (r == Py_True);
-    Py_DECREF(r);
-    return held;
-}
-
-/* Appends under the deque's lock, or declines (owned references held by the caller).
- *
- * The lock: when nobody holds it, the append is done without taking it. That is the same
- * exclusion, because between the check and the last write this code runs no Python code and
- * allocates no object the cyclic GC tracks (everything is allocated first), so it never lets go
- * of the GIL, and no other thread can enter the lock's critical section meanwhile. It saves the
- * two Python-level lock calls per record. When the lock is held, it is taken for real (waiting
- * without the GIL), as the Python path does. Whatever runs Python code (the sticky partition
- * switch) runs with the lock really taken. */
+/* Appends under the deque's lock, taken for real as the Python path takes it (then the sticky
+ * partitioner's, to count the bytes), or declines (owned references held by the caller). Python
+ * code may run while the deque lock is held (a collection started by an allocation, the sticky
+ * partition switch): it is the code the Python path runs under the same lock, none of it takes
+ * a deque lock. */
 static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
-                              Py_ssize_t vlen, PyObject *callback, int64_t now, PyObject **out) {
+                              Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out) {
     int rc = LANE_SLOW;
-    int taken = 0;  /* the lock really acquired (and to be released) */
+    int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
     PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL, *n_bytes = NULL;
-    int full = 0, switch_needed = 0;
+    int full = 0, full_after = 0, switch_needed = 0;
+    Py_ssize_t nb = 0;  /* the deque's batches */
     Py_ssize_t appended = 0;
 
     /* GC-tracked allocations first: a collection may run Python code (finalizers). */
@@ -985,31 +1007,20 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
     if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
 
-    int64_t timestamp = now_ms(CLOCK_REALTIME);
-    int held = lock_held(lock);
-    if (held < 0) { rc = -1; goto out; }
-    if (held) {
-        /* Busy (the Sender drains this deque, or another caller appends): wait as the Python path
-           would; acquire() lets go of the GIL while it blocks. Then re-check what was read before. */
-        PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
-        if (r == NULL) { rc = -1; goto out; }
-        Py_DECREF(r);
-        taken = 1;
-        now = now_ms(CLOCK_MONOTONIC);
-        timestamp = now_ms(CLOCK_REALTIME);
-    }
-    /* Other threads may have run since the partition was chosen (the wait, or a GC pass in the
-       allocations above): if the sticky partition moved on, start over in Python. */
+    if (lock_acquire(lock) < 0) { rc = -1; goto out; }
+    taken = 1;
+    /* Other threads may have run since the partition was chosen (a wait for the lock, or a GC
+       pass in the allocations above): if the sticky partition moved on, start over in Python. */
     if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;
 
-    /* ---- under the partition deque's lock (taken, or held through the GIL) ---- */
+    /* ---- under the partition deque's lock ---- */
     {
         PyObject *closed = PyObject_GetAttr(self->accumulator, s_closed);
         if (closed == NULL) { rc = -1; goto out; }
         int is_closed = closed != Py_False && (closed == Py_True || PyObject_IsTrue(closed));
         Py_DECREF(closed);
         if (is_closed) goto out;  /* the Python path raises ProducerClosedError */
-        Py_ssize_t nb = PyObject_Length(batches);
+        nb = PyObject_Length(batches);
         if (nb < 0) { rc = -1; goto out; }
         if (nb == 0) goto out;
         batch = PySequence_GetItem(batches, nb - 1);
@@ -1027,14 +1038,15 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
             SLOT(builder, self->b_off[B_SEALED]) != Py_False || compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
             goto out;
-        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count;
+        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count, ready_size;
         if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||
             !slot_int(builder, self->b_off[B_WRITE_LIMIT], &write_limit) ||
             !slot_int(builder, self->b_off[B_RECORDS_START], &records_start) ||
             !slot_int(builder, self->b_off[B_POS], &pos) || !slot_int(builder, self->b_off[B_NUM_RECORDS], &num) ||
             !slot_int(builder, self->b_off[B_BASE_TS], &base_ts) ||
             !slot_int(builder, self->b_off[B_MAX_TS], &max_ts) ||
-            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num)
+            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num ||
+            !slot_int(batch, self->pb_off[PB_READY_SIZE], &ready_size))
             goto out;
         batch_t b;
         b.buf = buf;
@@ -1072,10 +1084,13 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
         appended = after - before;
-        /* Sendable once it holds batch.size (KIP-782: it may keep growing past that until drained);
-           said once, on crossing, or a grown batch would wake the Sender and switch the sticky
-           partition on every record. */
-        full = before < self->sticky_batch_size && after >= self->sticky_batch_size;
+        /* ProducerBatch.is_full(), before and after (the batch is writable and holds records): its
+           estimated size reached the builder's write limit or the batch's ready size (KIP-782: it
+           may keep growing past that until drained). "Full" is said once, on crossing, or a grown
+           batch would wake the Sender and switch the sticky partition on every record. */
+        int full_before = before >= write_limit || before >= ready_size;
+        full_after = after >= write_limit || after >= ready_size;
+        full = !full_before && full_after;
         slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
         slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
         if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }
@@ -1105,34 +1120,34 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         rc = 0;
     }
     if (!keyed) {
-        /* KIP-794: count the bytes to the sticky partition; switching (rare) is the partitioner's job. */
-        int64_t produced;
-        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
+        /* KIP-794: count the bytes to the sticky partition under the partitioner's lock (as
+           BuiltInPartitioner.update_partition_info does); switching, and anything unexpected, is
+           the partitioner's own method, called with the deque lock still held as in Python. */
         switch_needed = 1;
-        if (!full && plock != NULL && slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
-            produced + appended < self->sticky_batch_size && SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky) {
-            n_bytes = PyLong_FromLongLong(produced + appended);
-            if (n_bytes == NULL) { rc = -1; goto out; }
-            int pheld = lock_held(plock);  /* a bool back: no allocation the GC sees */
-            if (pheld < 0) { rc = -1; goto out; }
-            if (!pheld) {
-                slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
-                n_bytes = NULL;
-                switch_needed = 0;
+        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
+        /* RecordAccumulator.append: a switch is enforced when the batch is full (just now, or more
+           batches are queued) and so is the deque's last batch, this one. */
+        int enforce = (nb > 1 || full) && full_after;
+        if (!enforce && plock != NULL) {
+            Py_INCREF(plock);
+            if (lock_acquire(plock) < 0) { Py_DECREF(plock); rc = -1; goto out; }
+            int64_t produced;
+            if (SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky &&
+                slot_int(sticky, self->sp_off[SP_BYTES], &produced) && produced + appended < self->sticky_batch_size) {
+                n_bytes = PyLong_FromLongLong(produced + appended);
+                if (n_bytes == NULL) {
+                    rc = -1;
+                } else {
+                    slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
+                    n_bytes = NULL;
+                    switch_needed = 0;
+                }
             }
+            if (lock_release(plock) < 0) rc = -1;
+            Py_DECREF(plock);
+            if (rc < 0) goto out;
         }
         if (switch_needed) {
-            /* Python code from here: take the deque lock for real, as the Python path holds it. */
-            if (!taken) {
-                int g = lock_try(lock);
-                if (g < 0) { rc = -1; goto out; }
-                if (!g) {
-                    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
-                    if (r == NULL) { rc = -1; goto out; }
-                    Py_DECREF(r);
-                }
-                taken = 1;
-            }
             PyObject *p = PyLong_FromSsize_t(partition);
             PyObject *a = PyLong_FromSsize_t(appended);
             PyObject *r = NULL;
@@ -1141,7 +1156,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
                 ? (Py_INCREF(self->current_cluster), self->current_cluster)
                 : PyObject_CallMethodOneArg(self->breaker, s_cluster_view, self->current_cluster);
             if (p && a && view) {
-                PyObject *args[5] = {t->partitioner, p, a, view, full ? Py_True : Py_False};
+                PyObject *args[5] = {t->partitioner, p, a, view, enforce ? Py_True : Py_False};
                 r = PyObject_VectorcallMethod(s_update_partition_info, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             }
             Py_XDECREF(view);
@@ -1161,8 +1176,9 @@ out:
         Py_DECREF(future);
         return rc;
     }
-    if (full) {
-        /* The batch just filled: the Sender may send it now (a new batch wakes it from Python). */
+    if (nb > 1 || full) {
+        /* A batch is sendable (this one just filled, or an older one): wake the Sender, as the
+           Python path does (a new batch wakes it from Python). */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
         if (r == NULL) { Py_DECREF(future); return -1; }
         Py_DECREF(r);
@@ -1252,22 +1268,27 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
-                             "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", NULL};
+                             "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", "clock",
+                             "wall_clock", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
-    PyObject *gate = Py_None, *gate_key = Py_None;
+    PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOip", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
                                      &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
-                                     &key_hash, &empty_key_keyless))
+                                     &key_hash, &empty_key_keyless, &clock, &wall_clock))
         return NULL;
     if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
         PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
+        return NULL;
+    }
+    if ((clock != Py_None && !PyCallable_Check(clock)) || (wall_clock != Py_None && !PyCallable_Check(wall_clock))) {
+        PyErr_SetString(PyExc_TypeError, "clock and wall_clock must be callables returning milliseconds, or None");
         return NULL;
     }
     if (key_hash < LANE_KEY_MURMUR2 || key_hash > LANE_KEY_FNV1A) {
@@ -1292,6 +1313,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(report_type); self->report_type = report_type;
     self->checked = NULL;
     self->checked_type = NULL;
+    self->clock = clock != Py_None ? Py_NewRef(clock) : NULL;
+    self->wall_clock = wall_clock != Py_None ? Py_NewRef(wall_clock) : NULL;
     if (gate != Py_None) {
         Py_INCREF(gate); self->gate = gate;
         Py_INCREF(gate_key); self->gate_key = gate_key;
@@ -1349,7 +1372,7 @@ static PyObject *lane_register(SendLane *self, PyObject *args) {
     Py_INCREF(deques); t->deques = deques;
     Py_INCREF(partitioner); t->partitioner = partitioner;
     t->num_partitions = num_partitions;
-    t->last_touch_ms = now_ms(CLOCK_MONOTONIC);
+    if (lane_clock(self->clock, CLOCK_MONOTONIC, &t->last_touch_ms) < 0) { Py_DECREF(t); return NULL; }
     int rc = PyDict_SetItem(self->topics, topic, (PyObject *)t);
     Py_DECREF(t);
     if (rc < 0) return NULL;
@@ -1606,7 +1629,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0) return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
-    s_locked = PyUnicode_InternFromString("locked");
     s_muted = PyUnicode_InternFromString("_muted");
     s_cluster_view = PyUnicode_InternFromString("cluster_view");
     s_touch = PyUnicode_InternFromString("touch");
@@ -1615,7 +1637,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_done = PyUnicode_InternFromString("done");
     s_set_result = PyUnicode_InternFromString("set_result");
     if (!s_done || !s_set_result) return NULL;
-    if (!s_acquire || !s_release || !s_locked || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* The __slots__ the lane and settle_group read and write by offset, by the SendLane keyword (or

@@ -251,6 +251,12 @@ class BuiltInPartitioner:
                 info = self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
             return info.partition
 
+    def sticky_state(self) -> tuple[int, int] | None:
+        """(sticky partition, bytes counted to it since it was chosen), or None before the first choice."""
+        with self._lock:
+            info = self._sticky
+            return None if info is None else (info.partition, info.produced_bytes)
+
     def update_partition_info(
         self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
     ) -> None:

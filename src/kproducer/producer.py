@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
 from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
-from kproducer.common import monotonic_ms
+from kproducer.common import monotonic_ms, wall_clock_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
     Callback,
@@ -171,6 +171,7 @@ class Producer:
         config: Mapping[str, Any] | None = None,
         *,
         _clock: Clock | None = None,
+        _wall_clock: Clock | None = None,
         _client: KafkaClient | None = None,
         _metadata: Metadata | None = None,
         _start_io_thread: bool = True,
@@ -181,12 +182,14 @@ class Producer:
         # and a scripted client that answers metadata requests into the same Metadata drive the
         # Sender without a broker. With ``_start_io_thread=False`` no I/O thread runs: the test
         # calls :meth:`run_sender_once` itself, so that a whole producer runs deterministically on
-        # one thread.
+        # one thread. ``_wall_clock`` stamps records sent without a timestamp (Java's ``Time`` does
+        # both), so that a test can make batches' bytes repeatable.
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
         self._seconds_warning = SecondsTimestampWarning(log, self.client_id)
         self._clock = _clock if _clock is not None else monotonic_ms
+        self._wall_clock = _wall_clock if _wall_clock is not None else wall_clock_ms
         self._closed = False
         self._forked = False
         self._pid = os.getpid()
@@ -320,6 +323,7 @@ class Producer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             failure_log=self._failure_log,
+            wall_clock_ms=self._wall_clock,
         )
         router = self._router
         # KIP-526: a topic still holding records (in batches or parked) is never evicted.
@@ -435,6 +439,9 @@ class Producer:
                 gate_key=GATE_KEY,
                 key_hash=lane_key_hash or 0,
                 empty_key_keyless=bool(getattr(self._partitioner, "empty_key_is_keyless", False)),
+                # The lane reads the system clocks itself unless a test injected its own.
+                clock=None if self._clock is monotonic_ms else self._clock,
+                wall_clock=None if self._wall_clock is wall_clock_ms else self._wall_clock,
             )
         except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.callback_errors import callback_raised
-from kproducer.common import ExponentialBackoff
+from kproducer.common import ExponentialBackoff, wall_clock_ms
 from kproducer.errors import (
     BufferExhaustedError,
     KafkaError,
@@ -137,8 +137,10 @@ class RecordRouter:
         retry_backoff_ms: int,
         retry_backoff_max_ms: int,
         failure_log: FailureLog | None = None,
+        wall_clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self._md = metadata
+        self._wall_clock = wall_clock_ms  # records' create time when the caller gives none
         self._failure_log = failure_log if failure_log is not None else FailureLog(log)
         self._acc = accumulator
         self._pool = pool
@@ -192,7 +194,7 @@ class RecordRouter:
         """
         # partition and timestamp were checked by Producer.send (kproducer.validation).
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = self._wall_clock()
         size = estimate_size_upper_bound(2, self._compression, key_bytes, value_bytes, headers)
         if size > self._max_request_size or size > self._buffer_memory:
             return self.fail_now(topic, partition, self._too_large(topic, partition, size), on_delivery)
@@ -512,7 +514,7 @@ class RecordRouter:
             return False
         # partition and timestamp were checked by the bulk call (kproducer.validation).
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = self._wall_clock()
         sizes = native.sizes_arrow if arrow else native.sizes_seq
         value_total, largest_value = sizes(values, 0, n)
         key_total, largest_key = sizes(keys, 0, n) if keys is not None else (0, -1)

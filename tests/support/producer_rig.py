@@ -49,7 +49,10 @@ class Outcomes:
 
 
 class ProducerRig:
-    """A Producer with no I/O thread, a MockClient serving ``topics`` and a FakeClock at START_MS."""
+    """A Producer with no I/O thread, a MockClient serving ``topics`` and a FakeClock at START_MS.
+
+    ``wall_clock``: what stamps records sent without a timestamp (default: the system's wall clock).
+    """
 
     def __init__(
         self,
@@ -60,6 +63,7 @@ class ProducerRig:
         serve_metadata: bool = True,
         known_topics: bool = True,
         build_producer: bool = True,
+        wall_clock: Callable[[], int] | None = None,
     ) -> None:
         """``build_producer=False``: the test builds the Producer from :meth:`seams` (an
         ``AsyncProducer`` does, in ``start()``) and sets :attr:`producer` to it."""
@@ -83,6 +87,7 @@ class ProducerRig:
             nodes=nodes,
             serve_metadata=serve_metadata,
         )
+        self._wall_clock = wall_clock
         self.producer: Producer
         if build_producer:
             self.producer = Producer(conf, **self.seams())
@@ -95,7 +100,13 @@ class ProducerRig:
 
     def seams(self) -> dict[str, Any]:
         """What builds a Producer on this rig: its clock, scripted client and metadata, no I/O thread."""
-        return {"_clock": self.clock, "_client": self.client, "_metadata": self.metadata, "_start_io_thread": False}
+        return {
+            "_clock": self.clock,
+            "_wall_clock": self._wall_clock,
+            "_client": self.client,
+            "_metadata": self.metadata,
+            "_start_io_thread": False,
+        }
 
     # ------------------------------------------------------------ driving
     def run(self, loops: int = 1) -> None:

@@ -7,7 +7,7 @@ it without an import cycle.
 from __future__ import annotations
 
 from kproducer.common.backoff import ExponentialBackoff
-from kproducer.common.clock import monotonic_ms
+from kproducer.common.clock import monotonic_ms, wall_clock_ms
 from kproducer.common.loader import load_object
 
-__all__ = ["ExponentialBackoff", "load_object", "monotonic_ms"]
+__all__ = ["ExponentialBackoff", "load_object", "monotonic_ms", "wall_clock_ms"]
