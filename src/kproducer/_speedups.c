@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
 #include <structmember.h>
 #include <zlib.h>
 
@@ -824,7 +825,188 @@ static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_XDECREF(old);
 }
 
+/* ---------------------------------------------------------------- Lock
+ * kproducer._speedups.Lock: the threading.Lock the partition deques and the sticky partitioner
+ * use when the C extension runs (kproducer.record.native.new_lock), so that the send lane takes
+ * and releases it with a C call instead of looking up and calling Python methods. Its Python twin
+ * is threading.Lock itself (tests/unit/record/test_native_lock.py compares the two). Like
+ * threading.Lock it is not reentrant and any thread may release it. A wait is interruptible as
+ * threading.Lock's is: a signal runs its Python handler, and an exception from it ends the wait. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    char locked;  /* read by locked(); written only by the holder, under the GIL */
+} LockObject;
+
+static PyTypeObject LockType;
+
+/* 1 when taken now, without waiting; 0 when another holder has it. */
+static inline int native_lock_try(LockObject *self) {
+    if (PyThread_acquire_lock_timed(self->lock, 0, 0) != PY_LOCK_ACQUIRED) return 0;
+    self->locked = 1;
+    return 1;
+}
+
+static inline int64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Waits up to `timeout_us` microseconds (-1: forever) with the GIL released; a signal in between
+   runs the Python handlers. 1 taken, 0 timed out, -1 with the handler's exception. */
+static int native_lock_wait(LockObject *self, PY_TIMEOUT_T timeout_us) {
+    if (native_lock_try(self)) return 1;
+    if (timeout_us == 0) return 0;
+    int64_t deadline = timeout_us > 0 ? mono_us() + (int64_t)timeout_us : 0;
+    for (;;) {
+        PyLockStatus st;
+        Py_BEGIN_ALLOW_THREADS
+        st = PyThread_acquire_lock_timed(self->lock, timeout_us, 1);
+        Py_END_ALLOW_THREADS
+        if (st == PY_LOCK_ACQUIRED) { self->locked = 1; return 1; }
+        if (st == PY_LOCK_FAILURE) return 0;
+        /* PY_LOCK_INTR: a signal arrived; its handler may raise and end the wait. */
+        if (Py_MakePendingCalls() < 0) return -1;
+        if (timeout_us > 0) {
+            int64_t left = deadline - mono_us();
+            if (left <= 0) return native_lock_try(self);
+            timeout_us = (PY_TIMEOUT_T)left;
+        }
+    }
+}
+
+/* A blocking acquire, as the lane's: 0, or -1 with the exception a signal handler raised. */
+static inline int native_lock_acquire(LockObject *self) {
+    return native_lock_wait(self, -1) < 0 ? -1 : 0;
+}
+
+/* 0, or -1 with RuntimeError when the lock is not held (threading.Lock's error). */
+static inline int native_lock_release(LockObject *self) {
+    if (!self->locked) {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return -1;
+    }
+    self->locked = 0;
+    PyThread_release_lock(self->lock);
+    return 0;
+}
+
+static PyObject *Lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Lock() takes no arguments");
+        return NULL;
+    }
+    LockObject *self = (LockObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->lock = PyThread_allocate_lock();
+    self->locked = 0;
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "can't allocate lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void Lock_dealloc(LockObject *self) {
+    if (self->lock != NULL) {
+        /* A lock dropped while held is released first, as threading.Lock's deallocator does. */
+        if (self->locked) PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* acquire(blocking=True, timeout=-1) with threading.Lock's argument rules and errors. */
+static PyObject *Lock_acquire(LockObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    PyObject *timeout_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pO:acquire", kwlist, &blocking, &timeout_obj)) return NULL;
+    double timeout = -1.0;
+    if (timeout_obj != NULL) {
+        timeout = PyFloat_AsDouble(timeout_obj);
+        if (timeout == -1.0 && PyErr_Occurred()) return NULL;
+        if (isnan(timeout)) {
+            PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+            return NULL;
+        }
+    }
+    if (!blocking && timeout != -1.0) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1.0) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be positive");
+        return NULL;
+    }
+    PY_TIMEOUT_T us = -1;
+    if (!blocking) {
+        us = 0;
+    } else if (timeout >= 0) {
+        double t = ceil(timeout * 1e6);
+        if (t > (double)PY_TIMEOUT_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+            return NULL;
+        }
+        us = (PY_TIMEOUT_T)t;
+    }
+    int got = native_lock_wait(self, us);
+    if (got < 0) return NULL;
+    return PyBool_FromLong(got);
+}
+
+static PyObject *Lock_enter(LockObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (native_lock_acquire(self) < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *Lock_release(LockObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (native_lock_release(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Lock_exit(LockObject *self, PyObject *Py_UNUSED(args)) {
+    if (native_lock_release(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Lock_locked(LockObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->locked);
+}
+
+static PyObject *Lock_repr(LockObject *self) {
+    return PyUnicode_FromFormat("<%s %s object at %p>", self->locked ? "locked" : "unlocked",
+                                Py_TYPE(self)->tp_name, self);
+}
+
+static PyMethodDef Lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))Lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool, as threading.Lock.acquire."},
+    {"release", (PyCFunction)Lock_release, METH_NOARGS, "release(), as threading.Lock.release."},
+    {"locked", (PyCFunction)Lock_locked, METH_NOARGS, "locked() -> bool, as threading.Lock.locked."},
+    {"__enter__", (PyCFunction)Lock_enter, METH_NOARGS, "acquire()"},
+    {"__exit__", (PyCFunction)Lock_exit, METH_VARARGS, "release()"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.Lock",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_dealloc = (destructor)Lock_dealloc,
+    .tp_repr = (reprfunc)Lock_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A non-reentrant lock with threading.Lock's interface, which the send lane takes from C.",
+    .tp_methods = Lock_methods,
+    .tp_new = Lock_new,
+};
+
+/* The deque's and the partitioner's locks: a kproducer._speedups.Lock is taken and released
+   through the C helpers above; any other lock (a test's recording one) through its methods. */
 static inline int lock_try(PyObject *lock) {
+    if (Py_IS_TYPE(lock, &LockType)) return native_lock_try((LockObject *)lock);
     PyObject *args[2] = {lock, Py_False};
     PyObject *r = PyObject_VectorcallMethod(s_acquire, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (r == NULL) return -1;
@@ -833,9 +1015,10 @@ static inline int lock_try(PyObject *lock) {
     return got;
 }
 
-/* Takes a threading.Lock: a non-blocking try first (no GIL hand-off when it is free), then a
-   blocking acquire(), which lets go of the GIL while it waits. 0, or -1 with an exception. */
+/* Takes the lock: a non-blocking try first (no GIL hand-off when it is free), then a blocking
+   acquire, which lets go of the GIL while it waits. 0, or -1 with an exception. */
 static int lock_acquire(PyObject *lock) {
+    if (Py_IS_TYPE(lock, &LockType)) return native_lock_acquire((LockObject *)lock);
     int got = lock_try(lock);
     if (got != 0) return got < 0 ? -1 : 0;
     PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
@@ -845,6 +1028,7 @@ static int lock_acquire(PyObject *lock) {
 }
 
 static inline int lock_release(PyObject *lock) {
+    if (Py_IS_TYPE(lock, &LockType)) return native_lock_release((LockObject *)lock);
     PyObject *r = PyObject_CallMethodNoArgs(lock, s_release);
     if (r == NULL) return -1;
     Py_DECREF(r);
@@ -1626,7 +1810,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0) return NULL;
+    if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0) return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
     s_muted = PyUnicode_InternFromString("_muted");
@@ -1654,6 +1838,10 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         "metadata_type", names_tuple(metadata_slots, 6));
     if (slots == NULL || PyModule_AddObject(m, "LANE_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddType(m, &LockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -15,7 +15,6 @@ import bisect
 import itertools
 import logging
 import random
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -24,6 +23,7 @@ from kproducer.errors import ConfigError, KafkaError, no_partitions_error
 from kproducer.librdkafka_partitioners import LIBRDKAFKA_PARTITIONERS
 from kproducer.metadata import Cluster
 from kproducer.murmur2 import murmur2, partition_for_key, to_positive
+from kproducer.record.native import new_lock
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class BuiltInPartitioner:
         # One generator for all topics: a Random per topic costs 2.5 KB and an os.urandom
         # call, for thousands of topics (getrandbits is atomic under the GIL).
         self._rng = rng if rng is not None else _SHARED_RNG
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._sticky: _StickyPartitionInfo | None = None
         self._load_stats: _PartitionLoadStats | None = None
 

@@ -12,6 +12,7 @@ from collections import deque
 
 from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.collaborators import StickyPartitioner
+from kproducer.record.native import new_lock
 
 __all__ = ["UNKNOWN_PARTITION", "PartitionDeque", "TopicInfo"]
 
@@ -25,7 +26,7 @@ class PartitionDeque:
     __slots__ = ("lock", "batches")
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = new_lock()
         self.batches: deque[ProducerBatch] = deque()
 
 

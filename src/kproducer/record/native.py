@@ -23,8 +23,9 @@ Argument conventions shared by both:
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kproducer.murmur2 import murmur2 as _murmur2
 from kproducer.murmur2 import partition_for_key
@@ -43,6 +44,7 @@ __all__ = [
     "c",
     "largest_record",
     "murmur2",
+    "new_lock",
     "partition_arrow",
     "partition_seq",
     "py",
@@ -236,3 +238,12 @@ partition_seq = _impl.partition_seq
 partition_arrow = _impl.partition_arrow
 sizes_seq = _impl.sizes_seq
 sizes_arrow = _impl.sizes_arrow
+
+
+def new_lock() -> threading.Lock:
+    """A new lock for a partition deque or a sticky partitioner: ``kproducer._speedups.Lock`` when
+    the C extension runs, so that its send lane takes and releases the lock without calling Python
+    methods; its twin ``threading.Lock`` otherwise. Both have the same interface and errors."""
+    if c is not None:
+        return cast("threading.Lock", c.Lock())
+    return threading.Lock()

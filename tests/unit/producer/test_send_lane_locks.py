@@ -154,3 +154,51 @@ def test_a_lane_append_waits_for_a_deque_lock_another_thread_holds() -> None:
         assert rig.values(TopicPartition("a", 0)) == [[b"first", b"late"]]
     finally:
         rig.close()
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@native_only
+def test_the_lane_takes_the_native_lock_through_c_and_waits_for_its_holder(keyed: bool) -> None:
+    """With the deque's own ``kproducer._speedups.Lock`` (what the native pass creates), the lane takes
+    and releases it through C: it is free after every send, and a send waits while another thread holds it."""
+    assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
+    rig = ProducerRig({"batch.size": 16384}, topics={"a": 1})
+    try:
+        rig.init_producer_id()
+        key = b"k" if keyed else None
+        futures = [rig.producer.send("a", b"first", key)]
+        deques, part = _accumulator(rig).partition_state("a")
+        dq_lock = deques[0].lock
+        assert type(dq_lock) is native.c.Lock, "the native pass must create the deque lock with new_lock()"
+        assert type(part._lock) is native.c.Lock  # the partitioner's own lock (a test's look inside)
+        lane = _lane(rig)
+        before = lane.fast_calls
+        for i in range(3):
+            futures.append(rig.producer.send("a", b"v%d" % i, key))
+            assert lane.fast_calls - before == i + 1, "the lane did not take the send"
+            assert not dq_lock.locked() and not part._lock.locked(), "the lane left a lock held"
+        # Another thread holds the deque lock: a send in a second thread waits for it.
+        started, done = threading.Event(), threading.Event()
+        sent: list[Any] = []
+
+        def sender() -> None:
+            started.set()
+            sent.append(rig.producer.send("a", b"waited", key))
+            done.set()
+
+        with dq_lock:
+            worker = threading.Thread(target=sender)
+            worker.start()
+            assert started.wait(60), "the sender thread did not start"
+            assert not done.wait(0.2), "send() returned while another thread held the deque lock"
+        worker.join(60)
+        assert done.is_set() and not worker.is_alive(), "send() did not finish after the lock was released"
+        assert lane.fast_calls - before == 4, "the lane did not take the waiting send"
+        assert not dq_lock.locked() and not part._lock.locked()
+        futures += sent
+        rig.client.prepare(ApiKey.PRODUCE, *[produce_response(base_offset=0) for _ in range(2)])
+        rig.run_until(lambda: all(f.done() for f in futures), loops=20)
+        assert [f.result().offset for f in futures] == list(range(5))
+        assert rig.values(TopicPartition("a", 0)) == [[b"first", b"v0", b"v1", b"v2", b"waited"]]
+    finally:
+        rig.close()
