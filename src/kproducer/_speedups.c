@@ -938,7 +938,12 @@ static PyObject *Lock_acquire(LockObject *self, PyObject *args, PyObject *kwds) 
         return NULL;
     }
     if (timeout < 0 && timeout != -1.0) {
+        /* threading.Lock's wording, which CPython 3.13 changed. */
+#if PY_VERSION_HEX >= 0x030D0000
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+#else
         PyErr_SetString(PyExc_ValueError, "timeout value must be positive");
+#endif
         return NULL;
     }
     PY_TIMEOUT_T us = -1;
