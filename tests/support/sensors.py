@@ -10,6 +10,9 @@ class RecordingSensor:
     def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
         self.values.append(value)
 
+    def record_each(self, values: list[float], now_ms: int | None = None) -> None:
+        self.values.extend(values)
+
 
 class RecordingMetrics:
     """Answers ``sensor(name)`` as the producer's Metrics does; ``sensors[name].values`` is the record."""

@@ -920,19 +920,15 @@ class RecordAccumulator:
 
     def _record_drained(self, batches: list[ProducerBatch], now_ms: int) -> None:
         """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
-        for sensor, figure in (
-            (self._queue_time_sensor, lambda b: float(b.queue_time_ms())),
-            (self._batch_size_sensor, lambda b: float(b.estimated_size_in_bytes())),
-            (self._compression_rate_sensor, lambda b: b.compression_rate()),
-        ):
-            if sensor is None:
-                continue
-            record_each = getattr(sensor, "record_each", None)
-            if record_each is not None:
-                record_each([figure(b) for b in batches], now_ms)
-            else:
-                for b in batches:
-                    sensor.record(figure(b), now_ms)
+        sensor = self._queue_time_sensor
+        if sensor is not None:
+            sensor.record_each([float(b.queue_time_ms()) for b in batches], now_ms)
+        sensor = self._batch_size_sensor
+        if sensor is not None:
+            sensor.record_each([float(b.estimated_size_in_bytes()) for b in batches], now_ms)
+        sensor = self._compression_rate_sensor
+        if sensor is not None:
+            sensor.record_each([b.compression_rate() for b in batches], now_ms)
 
     # ------------------------------------------------------------------ growth: KIP-782 expandable batches and the in-flight growth budget
     # KIP-782 expandable batches: growing a hot partition's open batch, and the in-flight growth budget per leader.
@@ -1218,6 +1214,8 @@ class RecordAccumulator:
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
         expired: list[ProducerBatch] = []
+        if self._incomplete.none_created_before(now_ms - self.delivery_timeout_ms + 1):
+            return expired  # every batch, queued or not, is younger than delivery.timeout.ms
         for info in list(self._active.values()):
             for dq in list(info.batches.values()):
                 self._expire_deque(dq, now_ms, expired)

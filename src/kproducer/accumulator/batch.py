@@ -79,6 +79,11 @@ class BatchState(enum.Enum):
     FAILED = "FAILED"
     SUCCEEDED = "SUCCEEDED"
 
+    # Members are singletons compared by identity, so identity's hash (in C) serves; Enum's own
+    # ``__hash__`` is a Python call, and every state change looks states up in sets (_NEXT,
+    # _FINAL_STATES) several times per batch.
+    __hash__ = object.__hash__
+
 
 #: Java's name for the final states: ``batch.final_state`` is one of its last three members or None.
 FinalState = BatchState

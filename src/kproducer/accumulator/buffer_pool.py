@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kproducer.errors import BufferExhaustedError, ProducerClosedError
@@ -35,6 +35,8 @@ class SensorLike(Protocol):
     """What the pool and the accumulator need of a metrics sensor."""
 
     def record(self, value: float = 1.0, now_ms: int | None = None) -> None: ...
+
+    def record_each(self, values: Sequence[float], now_ms: int | None = None) -> None: ...
 
 
 class MetricsLike(Protocol):

@@ -102,7 +102,7 @@ class Sensor:
     ) -> Sensor:
         """Register ``stat`` under a metric name; it sees every later ``record``."""
         name = _metric_name(metric_name, group, tags)
-        self._metrics._register(_Metric(name, description, stat, None, self))
+        self._metrics.register_metric(_Metric(name, description, stat, None, self))
         with self._lock:
             self._stats = (*self._stats, stat)
         return self
@@ -131,9 +131,7 @@ class Sensor:
         config = self._config
         with self._lock:
             for stat in self._stats:
-                rec = stat.record
-                for value in values:
-                    rec(config, value, now_ms)
+                stat.record_many(config, values, now_ms)
 
     @property
     def clock_ms(self) -> Callable[[], int]:
@@ -231,9 +229,9 @@ class Metrics:
         group: str = PRODUCER_GROUP,
     ) -> None:
         """A metric read on demand from ``fn`` (buffer-available-bytes, requests-in-flight...)."""
-        self._register(_Metric(_metric_name(metric_name, group, tags), description, None, fn, None))
+        self.register_metric(_Metric(_metric_name(metric_name, group, tags), description, None, fn, None))
 
-    def _register(self, metric: _Metric) -> None:
+    def register_metric(self, metric: _Metric) -> None:
         with self._lock:
             if metric.name.key in self._metrics:
                 raise ValueError(f"a metric named {metric.name.key!r} already exists")

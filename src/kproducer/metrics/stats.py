@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -48,6 +49,10 @@ class Stat(Protocol):
     """What a sensor feeds: ``record`` is called under the sensor's lock, ``measure`` too."""
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None: ...
+
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        """``record`` of each value in turn, at one time (a sensor's ``record_each``)."""
+        ...
 
     def measure(self, config: MetricConfig, now_ms: int) -> float: ...
 
@@ -104,6 +109,28 @@ class _SampledStat(ABC):
         sample.event_count += 1
         sample.last_event_ms = now_ms
 
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        """``record`` of each value; folded at once when they all fall in the current sample.
+
+        The Sender records three figures of every batch it drains: folding a request's batches
+        in one step gives the same sample (same sum, extremum and event count) for a fraction of
+        the calls. When the values would cross the sample's event window they go one by one.
+        """
+        samples = self._samples
+        n = len(values)
+        if samples and n:
+            sample = samples[self._current]
+            if (
+                now_ms - sample.start_ms < config.sample_window_ms
+                and sample.event_count + n <= config.event_window
+            ):
+                self._fold(sample, values)
+                sample.event_count += n
+                sample.last_event_ms = now_ms
+                return
+        for value in values:
+            self.record(config, value, now_ms)
+
     def _advance(self, config: MetricConfig, now_ms: int) -> _Sample:
         self._current = (self._current + 1) % (config.num_samples + 1)
         if self._current >= len(self._samples):
@@ -117,6 +144,12 @@ class _SampledStat(ABC):
     @abstractmethod
     def _update(self, sample: _Sample, value: float) -> None:
         """Fold one value into the current sample."""
+
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        """Fold several values into the current sample (``_update`` of each, overridden where one step does it)."""
+        update = self._update
+        for value in values:
+            update(sample, value)
 
     @abstractmethod
     def _combine(self, samples: list[_Sample]) -> float:
@@ -146,6 +179,9 @@ class Avg(_SampledStat):
 
     def _update(self, sample: _Sample, value: float) -> None:
         sample.value += value
+
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        sample.value += sum(values)
 
     def _combine(self, samples: list[_Sample]) -> float:
         count = sum(s.event_count for s in samples)
@@ -178,6 +214,9 @@ class Max(_Extremum):
         if value > sample.value:
             sample.value = value
 
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        self._update(sample, max(values))
+
 
 class Min(_Extremum):
     """Smallest value in the live windows; NaN with none."""
@@ -190,6 +229,9 @@ class Min(_Extremum):
         if value < sample.value:
             sample.value = value
 
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        self._update(sample, min(values))
+
 
 class WindowedSum(_SampledStat):
     """Sum of the values recorded in the live windows."""
@@ -198,6 +240,9 @@ class WindowedSum(_SampledStat):
 
     def _update(self, sample: _Sample, value: float) -> None:
         sample.value += value
+
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        sample.value += sum(values)
 
     def _combine(self, samples: list[_Sample]) -> float:
         return float(sum(s.value for s in samples))
@@ -210,6 +255,9 @@ class WindowedCount(WindowedSum):
 
     def _update(self, sample: _Sample, value: float) -> None:
         sample.value += 1.0
+
+    def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
+        sample.value += len(values)
 
 
 class Rate:
@@ -228,6 +276,9 @@ class Rate:
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self._stat.record(config, value, now_ms)
+
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        self._stat.record_many(config, values, now_ms)
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         value = self._stat.measure(config, now_ms)
@@ -266,6 +317,9 @@ class CumulativeSum:
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self._total += value
 
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        self._total += sum(values)
+
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self._total
 
@@ -278,6 +332,9 @@ class CumulativeCount(CumulativeSum):
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self._total += 1.0
 
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        self._total += len(values)
+
 
 class Value:
     """The last value recorded; NaN before any."""
@@ -289,6 +346,10 @@ class Value:
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self._value = value
+
+    def record_many(self, config: MetricConfig, values: Sequence[float], now_ms: int) -> None:
+        if values:
+            self._value = values[-1]
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self._value

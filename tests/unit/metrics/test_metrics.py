@@ -494,3 +494,34 @@ def test_record_size_avg_is_each_batch_mean_and_max_its_largest_record(metrics: 
     # A batch whose builder did not read its records (magic 0/1) counts its mean as its largest.
     ps.record_drained([_Batch("c", 0, 2, 61 + 1000)])
     assert metrics.snapshot()["record-size-max"] == 500.0
+
+
+_STATS = [Avg, Max, Min, WindowedSum, WindowedCount, CumulativeSum, CumulativeCount, Value, Rate]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    stat_type=st.sampled_from(_STATS),
+    event_window=st.sampled_from([2, 3, 5, 2**63 - 1]),
+    steps=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=15_000),  # ms to the next recording
+            st.lists(st.integers(min_value=-1000, max_value=1000), max_size=6),  # the values recorded then
+        ),
+        max_size=12,
+    ),
+)
+def test_record_many_leaves_every_stat_as_recording_the_values_one_by_one(
+    stat_type: type, event_window: int, steps: list[tuple[int, list[int]]]
+) -> None:
+    # Integer values, so a sum folded at once is exactly the sum made one value at a time.
+    config = MetricConfig(sample_window_ms=10_000, num_samples=2, event_window=event_window)
+    one_by_one, folded = stat_type(), stat_type()
+    now = 0
+    for gap, values in steps:
+        now += gap
+        for v in values:
+            one_by_one.record(config, float(v), now)
+        folded.record_many(config, [float(v) for v in values], now)
+        a, b = one_by_one.measure(config, now), folded.measure(config, now)
+        assert (math.isnan(a) and math.isnan(b)) or a == b, (now, values)
