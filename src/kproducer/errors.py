@@ -160,6 +160,10 @@ class KafkaError(Exception):
         # Picklable, so that Spark can ship a task's Kafka error to the driver.
         return (_rebuild, (type(self), self.message, self.topic, self.partition))
 
+    def mark_transaction_abortable(self) -> None:
+        """Raised to a transactional producer whose open transaction can now only be aborted."""
+        self._txn_abortable = True
+
     def txn_requires_abort(self) -> bool:
         """confluent-kafka's ``txn_requires_abort()``: the open transaction can only be aborted now."""
         return self._txn_abortable or int(self.code) in ABORTABLE_ERRORS

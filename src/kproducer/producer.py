@@ -1482,6 +1482,37 @@ class Producer:
         """The reporters ``metric.reporters`` created, in order (``PrometheusReporter.http_port``: the port it serves)."""
         return tuple(self._reporters)
 
+    # ------------------------------------------------------------------ process-wide hooks
+    @classmethod
+    def _after_fork_in_child(cls) -> None:
+        """In a forked child, every producer inherited from the parent stops being usable (``_after_fork``)."""
+        for p in list(live_producers):
+            p._after_fork()
+
+    @classmethod
+    def _at_exit(cls) -> None:
+        """Every live producer flushes briefly what it still holds (see ``_flush_at_exit``)."""
+        for p in list(live_producers):
+            try:
+                p._flush_at_exit()
+            except Exception:  # never turn an exit into a traceback
+                log.debug("exit-time flush of %s failed", p.client_id, exc_info=True)
+        for p in list(live_producers):
+            p._emit_held_failures()
+
+    def close_keeping_transaction_open(self, timeout: float | None = 30.0) -> None:
+        """Close a flushed transactional producer without ending its open transaction.
+
+        ``close()`` aborts an open transaction, as Java's does. In a two-phase commit the
+        transaction is someone else's to end: a coordinator commits or aborts it later under
+        the same ``transactional.id`` (KIP-939's "prepared" transactions, or the exactly-once
+        Spark sink, whose driver commits what its tasks wrote). Here the I/O thread stops as
+        a forced close stops it, which ends no transaction; records not yet delivered fail
+        with the close, so flush first.
+        """
+        self._sender.force_close()
+        self.close(timeout=timeout)
+
     @property
     def circuit_break_manager(self) -> CircuitBreakManager | None:
         """The partition circuit breaker's mute state (KIP-693); None when no breaker is configured."""
@@ -1489,26 +1520,8 @@ class Producer:
 
 
 # ---------------------------------------------------------------------- process-wide hooks
-def _after_fork_in_child() -> None:
-    for p in list(live_producers):
-        p._after_fork()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _at_exit() -> None:
-    """Every live producer flushes briefly what it still holds (see ``Producer._flush_at_exit``)."""
-    for p in list(live_producers):
-        try:
-            p._flush_at_exit()
-        except Exception:  # never turn an exit into a traceback
-            log.debug("exit-time flush of %s failed", p.client_id, exc_info=True)
-    for p in list(live_producers):
-        p._emit_held_failures()
-
-
-atexit.register(_at_exit)
+os.register_at_fork(after_in_child=Producer._after_fork_in_child)
+atexit.register(Producer._at_exit)
 
 
 # ---------------------------------------------------------------------- helpers

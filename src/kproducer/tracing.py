@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kproducer._version import __version__
 from kproducer.errors import MemoryWouldBlock
 
 if TYPE_CHECKING:
@@ -171,8 +172,6 @@ class ProducerTracing:
     def _get_tracer(self) -> Any:
         tracer = self._tracer
         if tracer is None:
-            from kproducer import __version__
-
             tracer = self._tracer = self._trace.get_tracer("kproducer", __version__)
         return tracer
 

@@ -119,6 +119,13 @@ class AvroFormat:
             use_latest_version, auto_register, record_name, record_namespace, is_key,
         ))
 
+    @classmethod
+    def _rebuild(cls, settings: _Settings) -> AvroFormat:
+        """A format from settings already checked (unpickled, or derived from another format)."""
+        fmt = cls.__new__(cls)
+        fmt._start(settings)
+        return fmt
+
     def _start(self, settings: _Settings) -> None:
         """The state of a format with these (checked) settings: no registry client or writer yet."""
         self._settings = settings
@@ -136,7 +143,7 @@ class AvroFormat:
 
     def __reduce__(self) -> Any:
         # Spark ships the format to its tasks: the settings travel, the client and cache are rebuilt.
-        return (_rebuild, (self._settings,))
+        return (self._rebuild, (self._settings,))
 
     @property
     def is_key(self) -> bool:
@@ -152,12 +159,12 @@ class AvroFormat:
             return self
         with self._lock:
             if self._twin is None:
-                self._twin = _rebuild(replace(self._settings, is_key=is_key))
+                self._twin = self._rebuild(replace(self._settings, is_key=is_key))
             return self._twin
 
     def pinned(self, schema: AvroSchema, schema_id: int | None) -> AvroFormat:
         """These settings with the schema and its id fixed (what the Spark driver hands its tasks)."""
-        return _rebuild(replace(self._settings, schema=schema.json, schema_id=schema_id, use_latest_version=False))
+        return self._rebuild(replace(self._settings, schema=schema.json, schema_id=schema_id, use_latest_version=False))
 
     def client(self) -> SchemaRegistryClient | None:
         s = self._settings
@@ -212,13 +219,6 @@ class AvroFormat:
         schema = AvroSchema(s.schema) if s.schema is not None else derive_schema(arrow_type, s.record_name, s.record_namespace)
         ok, messages = client.test_compatibility(subject_name(s.subject_name_strategy, topic, schema, s.is_key), schema)
         return [] if ok else (messages or ["the registry's compatibility rule refuses the schema"])
-
-
-def _rebuild(settings: _Settings) -> AvroFormat:
-    """A format from settings already checked (unpickled, or derived from another format)."""
-    fmt = AvroFormat.__new__(AvroFormat)
-    fmt._start(settings)
-    return fmt
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:

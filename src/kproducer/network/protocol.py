@@ -408,7 +408,7 @@ class _Reader:
         self.pos = 0
         self.flexible = flexible
 
-    def _need(self, n: int) -> None:
+    def need(self, n: int) -> None:
         if self.pos + n > len(self.buf):
             raise ProtocolError(
                 f"truncated response: need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}"
@@ -416,7 +416,7 @@ class _Reader:
 
     def fixed(self, field: struct.Struct) -> int:
         """One fixed-width integer field (``_I16``, ``_I32``)."""
-        self._need(field.size)
+        self.need(field.size)
         (v,) = field.unpack_from(self.buf, self.pos)
         self.pos += field.size
         return int(v)
@@ -445,7 +445,7 @@ class _Reader:
             n = self.i16()
         if n < 0:
             return None
-        self._need(n)
+        self.need(n)
         s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8", "replace")
         self.pos += n
         return s
@@ -468,7 +468,7 @@ def parse_produce_response(
         if topic is None:
             raise ProtocolError("null topic name in produce response")
         for _ in range(r.array_len()):
-            r._need(fixed.size)
+            r.need(fixed.size)
             values = fixed.unpack_from(r.buf, r.pos)
             r.pos += fixed.size
             partition, error_code, base_offset = values[0], values[1], values[2]

@@ -300,7 +300,7 @@ class LegacyRecordBatch(RecordBatch):
                 f"message at offset {self.offset} is corrupt: stored CRC-32 {self.crc:#010x}, computed {computed:#010x}"
             )
 
-    def _key_value(self) -> tuple[bytes | None, bytes | None]:
+    def key_value(self) -> tuple[bytes | None, bytes | None]:
         data = self._data
         pos = self._key_pos
         (klen,) = _I32.unpack_from(data, pos)
@@ -328,7 +328,7 @@ class LegacyRecordBatch(RecordBatch):
 
     def _decode(self) -> Iterator[Record]:
         try:
-            key, value = self._key_value()
+            key, value = self.key_value()
         except struct.error as exc:
             raise CorruptRecordError(f"message at offset {self.offset} is truncated: {exc}") from exc
         ctype = self.compression
@@ -356,7 +356,7 @@ class LegacyRecordBatch(RecordBatch):
                     f"wrapper message at offset {self.offset} holds a nested compressed message"
                 )
             msg.validate()
-            ikey, ivalue = msg._key_value()
+            ikey, ivalue = msg.key_value()
             ts = self.timestamp if log_append else msg.timestamp
             yield Record(msg.offset + shift, ts, ikey, ivalue, [])
 

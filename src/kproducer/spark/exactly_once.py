@@ -227,8 +227,7 @@ def close_leaving_transaction_open(producer: Any, timeout: float = 30.0) -> None
     stop as a forced close would, which ends no transaction. The task flushed
     before this, so no record is left to fail.
     """
-    producer._sender.force_close()
-    producer.close(timeout=timeout)
+    producer.close_keeping_transaction_open(timeout=timeout)
 
 
 class TransactionLog:

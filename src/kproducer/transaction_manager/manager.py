@@ -237,7 +237,7 @@ class TransactionManager:
             result.done(error)
 
     def transition_to_abortable(self, error: KafkaError) -> None:
-        error._txn_abortable = True  # confluent-kafka's err.txn_requires_abort()
+        error.mark_transaction_abortable()  # confluent-kafka's err.txn_requires_abort()
         with self._lock:
             if self._state is TransactionState.ABORTING_TRANSACTION or self._fatal is not None:
                 # Already aborting: the abort goes on; the error is still logged.
@@ -451,7 +451,7 @@ class TransactionManager:
                     f"commit_transaction() is not allowed: the transaction hit an abortable error ({err}); "
                     f"{ALLOWED_NEXT_CALLS[self._state]}"
                 )
-                refused._txn_abortable = True
+                refused.mark_transaction_abortable()
                 raise refused from err
             if self._state is not TransactionState.IN_TRANSACTION:
                 raise self._illegal("commit_transaction")

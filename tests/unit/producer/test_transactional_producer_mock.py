@@ -12,14 +12,20 @@ the outcome, which is Java's "a timed-out call may be retried" rule at work.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 
 import pytest
 
 from kproducer import Producer
-from kproducer.errors import IllegalStateError, KafkaTimeoutError, TransactionAbortedError
+from kproducer.errors import (
+    IllegalStateError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    TransactionAbortedError,
+)
 from kproducer.metadata import Metadata
 from kproducer.network.protocol import ApiKey
-from kproducer.structs import TopicPartition
+from kproducer.structs import RecordMetadata, TopicPartition
 from kproducer.transaction_manager import TransactionState
 from tests.support.clock import FakeClock
 from tests.support.mock_client import (
@@ -124,15 +130,22 @@ def test_init_begin_send_commit_through_the_public_api(rig: Rig) -> None:
         p.commit_transaction(0)
 
 
+def send_acknowledged(rig: Rig, value: bytes, offset: int) -> Future[RecordMetadata]:
+    """A record to t-0 in the open transaction, acknowledged at ``offset``."""
+    p = rig.producer
+    future = p.send("t", value, partition=0)
+    rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, offset))
+    rig.clock.advance(p.config.linger_ms)  # the batch is ready: it drains once t-0 is in the transaction
+    rig.run(lambda: future.done())
+    return future
+
+
 def test_abort_fails_unsent_records_and_keeps_acknowledged_offsets(rig: Rig) -> None:
     p = rig.producer
     init(rig)
     p.begin_transaction()
-    sent = p.send("t", b"acknowledged", partition=0)
-    rig.client.prepare(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_response(0))
-    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 9))
-    rig.clock.advance(p.config.linger_ms)  # the batch is ready: it drains once t-0 is in the transaction
-    rig.run(lambda: sent.done())
+    sent = send_acknowledged(rig, b"acknowledged", 9)
     assert sent.result(0).offset == 9
     unsent = p.send("t", b"never sent", partition=1)  # its partition is not in the transaction yet
     rig.client.prepare(ApiKey.END_TXN, error_response(0))
@@ -194,3 +207,20 @@ def test_the_context_manager_aborts_on_an_exception_and_close_aborts_an_open_tra
         left.result(0)
     assert [e.committed for e in rig.client.requests(ApiKey.END_TXN)] == [False]
     assert p.transaction_state is S.READY and rig.client.closed
+
+
+def test_close_keeping_transaction_open_sends_no_end_txn_and_leaves_the_transaction_open() -> None:
+    # The two-phase commit hand-over: the writer flushed, another process ends the transaction.
+    # A plain close() would abort it (the test above); this one must not send EndTxn at all.
+    rig = Rig()
+    p = rig.producer
+    init(rig)
+    p.begin_transaction()
+    written = send_acknowledged(rig, b"y", 7)
+    rig.client.prepare(ApiKey.END_TXN, error_response(0))  # would be taken by an abort
+    p.close_keeping_transaction_open(timeout=0)
+    assert written.result(0).offset == 7
+    assert rig.client.requests(ApiKey.END_TXN) == []
+    assert p.transaction_state is S.IN_TRANSACTION and rig.client.closed
+    with pytest.raises(ProducerClosedError):
+        p.send("t", b"after", partition=0)
