@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kproducer.errors import MemoryWouldBlock
+
 if TYPE_CHECKING:
     from kproducer.accumulator import RecordFuture
     from kproducer.bulk import BulkFuture
@@ -117,18 +119,16 @@ class ProducerTracing:
 
     __slots__ = (
         "client_id", "bulk_headers", "gate", "_trace", "_propagate", "_status", "_tracer", "_transactional_id",
-        "_check_headers", "_would_block",
+        "_check_headers",
     )  # fmt: skip
 
     def __init__(self, client_id: str, bulk_headers: bool, transactional_id: str | None) -> None:
         from opentelemetry import propagate, trace
         from opentelemetry.trace import Status, StatusCode
 
-        from kproducer.errors import MemoryWouldBlock
         from kproducer.validation import check_headers
 
         self._check_headers = check_headers
-        self._would_block = MemoryWouldBlock
 
         self.client_id = client_id
         self.bulk_headers = bulk_headers
@@ -232,7 +232,7 @@ class ProducerTracing:
                 topic, value, key, partition=partition, timestamp=timestamp, headers=injected, callback=callback,
                 on_delivery=on_delivery, block=block,
             )
-        except self._would_block:
+        except MemoryWouldBlock:
             # AsyncProducer: buffer.memory is full and the send is tried again once memory returns;
             # that attempt is the record's span. This one never started a send, so it is not ended
             # (an unended span is never exported).
