@@ -1317,12 +1317,15 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         /* RecordAccumulator.append: a switch is enforced when the batch is full (just now, or more
            batches are queued) and so is the deque's last batch, this one. */
         int enforce = (nb > 1 || full) && full_after;
-        if (!enforce && plock != NULL) {
+        if (plock != NULL) {
             Py_INCREF(plock);
             if (lock_acquire(plock) < 0) { Py_DECREF(plock); rc = -1; goto out; }
             int64_t produced;
             if (SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky &&
-                slot_int(sticky, self->sp_off[SP_BYTES], &produced) && produced + appended < self->sticky_batch_size) {
+                slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
+                /* No switch due (the partitioner's rule, Java's BuiltInPartitioner.updatePartitionInfo):
+                   below batch.size, or below twice it while a batch of the partition has room. */
+                produced + appended < (enforce ? self->sticky_batch_size : 2 * self->sticky_batch_size)) {
                 n_bytes = PyLong_FromLongLong(produced + appended);
                 if (n_bytes == NULL) {
                     rc = -1;

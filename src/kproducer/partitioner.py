@@ -258,26 +258,44 @@ class BuiltInPartitioner:
             return None if info is None else (info.partition, info.produced_bytes)
 
     def update_partition_info(
-        self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
+        self, partition: int, appended_bytes: int, cluster: Cluster, enable_switch: bool = False
     ) -> None:
-        """Count ``appended_bytes`` to the sticky partition; switch once it reached the batch size.
+        """Count ``appended_bytes`` to the sticky partition; switch once it holds a batch's worth.
 
-        A call for a partition that is no longer the sticky one (another thread
-        already switched) is ignored, as Java ignores a stale StickyPartitionInfo.
+        Java's ``BuiltInPartitioner.updatePartitionInfo``: the switch comes at ``batch.size``
+        bytes when ``enable_switch`` says every batch of the partition is full, and at twice
+        ``batch.size`` regardless. Switching while the partition still has a batch with room
+        would leave that batch to wait for its linger; holding on to twice the size bounds how
+        long a partition whose batches keep room (keyed records sharing it) stays sticky.
+        A call for a partition that is no longer the sticky one (another thread already
+        switched) is ignored, as Java ignores a stale StickyPartitionInfo.
         """
         with self._lock:
             info = self._sticky
             if info is None or info.partition != partition:
                 return
             info.produced_bytes += appended_bytes
-            if info.produced_bytes >= self.sticky_batch_size * 2:
+            produced = info.produced_bytes
+            if produced >= self.sticky_batch_size * 2:
                 logger.debug(
-                    "produced %d bytes to %s-%d, over twice the sticky batch size",
-                    info.produced_bytes,
+                    "produced %d bytes to %s-%d, over twice the sticky batch size (switch enabled: %s)",
+                    produced,
                     self.topic,
                     partition,
+                    enable_switch,
                 )
-            if info.produced_bytes >= self.sticky_batch_size or enforce_switch:
+            if (produced >= self.sticky_batch_size and enable_switch) or produced >= self.sticky_batch_size * 2:
+                self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+
+    def move_off(self, partition: int, cluster: Cluster) -> None:
+        """Choose another sticky partition now, if ``partition`` is still the sticky one.
+
+        For a sticky partition the circuit breaker (KIP-693) closed to new records: ``cluster``
+        is the breaker's view, without the muted partitions.
+        """
+        with self._lock:
+            info = self._sticky
+            if info is not None and info.partition == partition:
                 self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
 
     def update_partition_load_stats(

@@ -638,7 +638,7 @@ class RecordRouter:
         for _ in range(3):
             if manager.may_send(TopicPartition(topic, target)) or not view.available_partitions_for_topic(topic):
                 break
-            partitioner.update_partition_info(target, 0, view, True)
+            partitioner.move_off(target, view)
             target = acc.sticky_partition(topic, cluster)
         return target
 

@@ -479,7 +479,7 @@ class RecordAccumulator:
                     ):
                         # The sticky partition was muted since it was chosen: move off it.
                         forced_switches += 1
-                        topic_info.partitioner.update_partition_info(effective, 0, cluster, True)
+                        topic_info.partitioner.move_off(effective, cluster)
                         continue
                 else:
                     effective = partition
@@ -1480,7 +1480,7 @@ class RecordAccumulator:
                     and cluster.available_partitions_for_topic(topic)  # type: ignore[union-attr]
                 ):
                     forced_switches += 1
-                    topic_info.partitioner.update_partition_info(effective, 0, cluster, True)  # type: ignore[arg-type]
+                    topic_info.partitioner.move_off(effective, cluster)  # type: ignore[arg-type]
                     continue
                 dq = topic_info.deque_for(effective)
                 with dq.lock:

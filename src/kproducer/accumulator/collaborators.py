@@ -27,8 +27,10 @@ class StickyPartitioner(Protocol):
     def peek_current_partition(self, cluster: Cluster) -> int: ...
 
     def update_partition_info(
-        self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False
+        self, partition: int, appended_bytes: int, cluster: Cluster, enable_switch: bool = False
     ) -> None: ...
+
+    def move_off(self, partition: int, cluster: Cluster) -> None: ...
 
     def update_partition_load_stats(
         self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int

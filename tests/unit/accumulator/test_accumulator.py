@@ -108,8 +108,11 @@ def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> No
         def peek_current_partition(self, cluster: Cluster) -> int:
             return self.current
 
-        def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False) -> None:
-            self.updates.append((partition, appended_bytes, enforce_switch))
+        def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enable_switch: bool = False) -> None:
+            self.updates.append((partition, appended_bytes, enable_switch))
+
+        def move_off(self, partition: int, cluster: Cluster) -> None:
+            self.updates.append((partition, 0, True))
 
         def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
             self.load_stats.append((queue_sizes, partition_ids, length))
@@ -932,7 +935,10 @@ class FixedPartitioner:
     def peek_current_partition(self, cluster: Cluster) -> int:
         return self.partition
 
-    def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enforce_switch: bool = False) -> None:
+    def update_partition_info(self, partition: int, appended_bytes: int, cluster: Cluster, enable_switch: bool = False) -> None:
+        pass
+
+    def move_off(self, partition: int, cluster: Cluster) -> None:
         pass
 
     def update_partition_load_stats(self, queue_sizes: Any, partition_ids: Any, length: int) -> None:

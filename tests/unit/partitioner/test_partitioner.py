@@ -85,19 +85,21 @@ def test_sticky_switches_after_batch_size_bytes() -> None:
     cluster = make_cluster(5)
     bp = BuiltInPartitioner(TOPIC, 100, rng=SeqRandom([0, 3, 3, 1, 4]))
     assert bp.peek_current_partition(cluster) == 0
-    bp.update_partition_info(0, 60, cluster)
+    bp.update_partition_info(0, 60, cluster, enable_switch=True)
     assert bp.peek_current_partition(cluster) == 0
-    bp.update_partition_info(0, 40, cluster)  # reaches batch size: switch
+    bp.update_partition_info(0, 40, cluster, enable_switch=True)  # batch size, every batch full: switch
     assert bp.peek_current_partition(cluster) == 3
-    bp.update_partition_info(3, 99, cluster)
+    bp.update_partition_info(3, 150, cluster)  # past batch size, but a batch has room: stay
     assert bp.peek_current_partition(cluster) == 3
-    bp.update_partition_info(3, 1, cluster)  # switches, and may draw the same partition again ...
+    bp.update_partition_info(3, 50, cluster)  # twice batch size: switches, and may draw the same partition ...
     assert bp.peek_current_partition(cluster) == 3
-    bp.update_partition_info(3, 50, cluster)  # ... with its byte count reset
+    bp.update_partition_info(3, 50, cluster, enable_switch=True)  # ... with its byte count reset
     assert bp.peek_current_partition(cluster) == 3
     bp.update_partition_info(0, 500, cluster)  # stale partition (another thread switched): ignored
     assert bp.peek_current_partition(cluster) == 3
-    bp.update_partition_info(3, 1, cluster, enforce_switch=True)
+    bp.move_off(3, cluster)  # the circuit breaker closed it
+    assert bp.peek_current_partition(cluster) == 1
+    bp.move_off(3, cluster)  # no longer the sticky one: nothing
     assert bp.peek_current_partition(cluster) == 1
     bp.update_partition_info(1, 10_000, cluster)  # one huge record: a single switch
     assert bp.peek_current_partition(cluster) == 4
@@ -135,7 +137,7 @@ def _exact_counts(queue_sizes: Sequence[int], partition_ids: Sequence[int], leng
     p = bp.peek_current_partition(cluster)  # consumes random value 0
     counts[p] += 1
     for _ in range(total - 1):
-        bp.update_partition_info(p, 1, cluster)
+        bp.update_partition_info(p, 1, cluster, enable_switch=True)
         p = bp.peek_current_partition(cluster)
         counts[p] += 1
     return counts
@@ -172,7 +174,7 @@ def test_adaptive_frequencies_follow_inverted_weights() -> None:
     for _ in range(draws):
         p = bp.peek_current_partition(cluster)
         counts[p] += 1
-        bp.update_partition_info(p, 1, cluster)
+        bp.update_partition_info(p, 1, cluster, enable_switch=True)
     weights = [11 - s for s in sizes]
     for pid, w in zip(ids, weights, strict=True):
         expected = w / sum(weights)
@@ -191,17 +193,17 @@ def test_load_stats_edge_cases() -> None:
     for _ in range(400):
         p = bp.peek_current_partition(cluster)
         seen[p] += 1
-        bp.update_partition_info(p, 1, cluster)
+        bp.update_partition_info(p, 1, cluster, enable_switch=True)
     assert set(seen) == {0, 1, 2, 3} and min(seen.values()) > 60
     # All equal over a subset (others unavailable): only the subset.
     bp.update_partition_load_stats([2, 2, 0, 0], [1, 3, 0, 2], 2)
     # The partition chosen before the stats changed stays sticky until the next switch.
-    bp.update_partition_info(bp.peek_current_partition(cluster), 0, cluster, enforce_switch=True)
+    bp.move_off(bp.peek_current_partition(cluster), cluster)
     seen.clear()
     for _ in range(100):
         p = bp.peek_current_partition(cluster)
         seen[p] += 1
-        bp.update_partition_info(p, 1, cluster)
+        bp.update_partition_info(p, 1, cluster, enable_switch=True)
     assert set(seen) == {1, 3}
     bp.update_partition_load_stats(None, None, 0)
     with pytest.raises(ValueError, match="differ in length"):
