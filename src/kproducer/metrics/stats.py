@@ -215,7 +215,11 @@ class Max(_Extremum):
             sample.value = value
 
     def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
-        self._update(sample, max(values))
+        best = max(values)
+        if best != best:  # a NaN first makes max() NaN; one at a time skips it
+            super()._fold(sample, values)
+        else:
+            self._update(sample, best)
 
 
 class Min(_Extremum):
@@ -230,7 +234,11 @@ class Min(_Extremum):
             sample.value = value
 
     def _fold(self, sample: _Sample, values: Sequence[float]) -> None:
-        self._update(sample, min(values))
+        best = min(values)
+        if best != best:  # as in Max
+            super()._fold(sample, values)
+        else:
+            self._update(sample, best)
 
 
 class WindowedSum(_SampledStat):

@@ -506,13 +506,14 @@ _STATS = [Avg, Max, Min, WindowedSum, WindowedCount, CumulativeSum, CumulativeCo
     steps=st.lists(
         st.tuples(
             st.integers(min_value=0, max_value=15_000),  # ms to the next recording
-            st.lists(st.integers(min_value=-1000, max_value=1000), max_size=6),  # the values recorded then
+            # The values recorded then; NaN too, which Max and Min skip one at a time.
+            st.lists(st.one_of(st.integers(min_value=-1000, max_value=1000), st.just(math.nan)), max_size=6),
         ),
         max_size=12,
     ),
 )
 def test_record_many_leaves_every_stat_as_recording_the_values_one_by_one(
-    stat_type: type, event_window: int, steps: list[tuple[int, list[int]]]
+    stat_type: type, event_window: int, steps: list[tuple[int, list[float]]]
 ) -> None:
     # Integer values, so a sum folded at once is exactly the sum made one value at a time.
     config = MetricConfig(sample_window_ms=10_000, num_samples=2, event_window=event_window)
