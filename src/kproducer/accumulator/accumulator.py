@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
@@ -155,6 +155,112 @@ def _default_partitioner_factory(topic: str, sticky_batch_size: int) -> StickyPa
 def _record_size(key: BytesLike | None, value: BytesLike | None) -> int:
     """Bytes of key and value plus the most a v2 record adds (Java's DefaultRecord.MAX_RECORD_OVERHEAD)."""
     return (0 if key is None else len(key)) + (0 if value is None else len(value)) + 21
+
+
+class _AppendRows:
+    """The rows of one append call, for :meth:`RecordAccumulator._append_rows`: one record, or a bulk range.
+
+    The accumulator picks the partition, locks its deque, grows, allocates and opens
+    batches; the rows only write themselves into a batch (``append_to``: as many as fit,
+    returning how many, ``left`` saying whether some remain) and bound the buffer a new
+    batch needs. ``one_record`` marks the form that follows Java's
+    ``RecordAccumulator.append`` step by step (see ``_append_rows`` for where the bulk
+    form differs, and why).
+    """
+
+    __slots__ = ("left",)
+    future: RecordFuture | None = None  # one record's, once appended
+    one_record: ClassVar[bool]
+    method: ClassVar[str]  # the public method, for errors
+
+    def __init__(self) -> None:
+        self.left = True
+
+    def append_to(self, batch: ProducerBatch, now_ms: int) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def grow_needed(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def size_bound(self, magic: int, compression: CompressionType) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class _OneRecord(_AppendRows):
+    """One record of ``send()``: its future once appended."""
+
+    __slots__ = ("timestamp", "key", "value", "headers", "callback", "future")
+    one_record = True
+    method = "append"
+
+    def __init__(
+        self,
+        timestamp: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Headers | None,
+        callback: DeliveryCallback | None,
+    ) -> None:
+        self.left = True
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.callback = callback
+        self.future: RecordFuture | None = None
+
+    def append_to(self, batch: ProducerBatch, now_ms: int) -> int:
+        future = batch.try_append(self.timestamp, self.key, self.value, self.headers, self.callback, now_ms)
+        if future is None:
+            return 0
+        self.future = future
+        self.left = False
+        return 1
+
+    def grow_needed(self) -> int:
+        return _record_size(self.key, self.value)
+
+    def size_bound(self, magic: int, compression: CompressionType) -> int:
+        return estimate_size_upper_bound(magic, compression, self.key, self.value, self.headers)
+
+
+class _BulkRows(_AppendRows):
+    """Rows ``start..end`` of a ``send_batch``/``send_arrow`` call, appended in order as :class:`BulkRange` s.
+
+    ``before`` and ``after`` are the arguments of ``ProducerBatch.try_append_many`` on
+    either side of the range, the same for every batch of the call.
+    """
+
+    __slots__ = ("before", "start", "end", "after", "max_record_size")
+    one_record = False
+    method = "append_many"
+
+    def __init__(
+        self,
+        before: tuple[int, Any, Any, bytes | None],
+        start: int,
+        end: int,
+        after: tuple[bytes | None, bool, BulkSink, DeliveryCallback | None],
+        max_record_size: int,
+    ) -> None:
+        self.left = start < end
+        self.before = before
+        self.start = start
+        self.end = end
+        self.after = after
+        self.max_record_size = max_record_size
+
+    def append_to(self, batch: ProducerBatch, now_ms: int) -> int:
+        count = batch.try_append_many(*self.before, self.start, self.end, *self.after, now_ms)
+        self.start += count
+        self.left = self.start < self.end
+        return count
+
+    def grow_needed(self) -> int:
+        return 0  # each growth step doubles the limit; the range takes whatever fits
+
+    def size_bound(self, magic: int, compression: CompressionType) -> int:
+        return self.max_record_size
 
 
 # ---------------------------------------------------------------------- the accumulator
@@ -456,58 +562,172 @@ class RecordAccumulator:
                 partition = topic.partition
             topic = topic.topic
         now = self._clock() if now_ms is None or isinstance(now_ms, Cluster) else now_ms
+        return self._append_rows(
+            topic,
+            partition,
+            _OneRecord(timestamp, key, value, headers, callback),
+            cluster,
+            pool,
+            memory,
+            max_time_to_block_ms,
+            now,
+            block,
+            abort_on_new_batch,
+        )
+
+    def _append_rows(
+        self,
+        topic: str,
+        partition: int,
+        rows: _AppendRows,
+        cluster: Cluster | None,
+        pool: MemorySource,
+        memory: MemorySource | None,
+        max_time_to_block_ms: int,
+        now: int,
+        block: bool,
+        abort_on_new_batch: bool,
+    ) -> RecordAppendResult:
+        """Append ``rows`` to their partition's last batch, then to new batches (``append`` and ``append_many``).
+
+        Java's ``RecordAccumulator.append``: pick the partition (the sticky one for
+        ``partition == -1``), try the deque's last batch under the deque lock, else
+        allocate a buffer *outside* the lock (it may block up to ``max.block.ms``), then
+        take the lock again and open a new batch on it unless another thread opened one
+        meanwhile; a buffer not used goes back to the pool.
+
+        A bulk range (``rows.one_record`` false) may fill many batches, so the loop goes
+        on until its rows are in. Where the two forms differ, each keeps its own rule:
+
+        * ``now``: one record uses the caller's time, read again after allocating (as Java
+          does); a bulk range reads the clock in each lock round, as filling batches takes
+          time.
+        * After allocating, one record takes the same deque's lock again at once (Java's
+          second round), and only that round opens a new batch; a bulk range picks the
+          partition again first, so that a sticky partition the circuit breaker muted
+          while the caller waited for memory is moved off before a whole batch goes to it,
+          and opens a new batch in any round that holds a buffer.
+        * The sticky partitioner's switch: one record enables it, after an append to the
+          last batch, when that made the batch sendable or more batches are queued and the
+          last one is full, and in the second round whenever every batch is full (Java's
+          ``allBatchesFull``); a bulk range enables it when the round made a batch
+          sendable (or closed one) and every batch is full. One record counts a new
+          batch's header in its appended bytes (Java's ``appendNewBatch``), and always
+          reports its append; a bulk range reports rounds that added bytes.
+        * Sealing (compressing closed batches when the Sender is behind): a bulk range
+          after each lock round, as it may close many batches; one record once, when done.
+        * ``abort_on_new_batch`` and ``block=False`` are for one record only.
+
+        For a bulk range ``batch_is_full`` of the result says whether the Sender should
+        be woken (a batch became sendable, or a new one was opened).
+        """
         topic_info = self._topic(topic)
-        self._appends_in_progress.append(None)
-        buffer: bytearray | None = None
+        one = rows.one_record
+        sticky = partition == UNKNOWN_PARTITION
         breaker = self._routing
-        if breaker is not None and partition == UNKNOWN_PARTITION and cluster is not None:
+        if breaker is not None and sticky and cluster is not None:
             # The built-in partitioner chooses among partitions the circuit breaker has not muted.
             cluster = breaker.cluster_view(cluster)
+        view: Cluster = cluster  # type: ignore[assignment]  # not None where used: sticky needs it (checked below)
+        self._appends_in_progress.append(None)
+        buffer: bytearray | None = None
+        magic = 0
         forced_switches = 0
+        second = False  # one record's second round: the same deque again, right after allocating
+        effective = partition
+        wake = full = new_batch = False
+        appended = 0
         try:
-            while True:
-                sticky = partition == UNKNOWN_PARTITION
-                if sticky:
-                    if cluster is None:
-                        raise ValueError("append with partition -1 needs the cluster for the built-in partitioner")
-                    effective = topic_info.partitioner.peek_current_partition(cluster)
-                    if (
-                        breaker is not None
-                        and forced_switches < 3
-                        and self._closed_to_records(breaker, TopicPartition(topic, effective))
-                        and cluster.available_partitions_for_topic(topic)
-                    ):
-                        # The sticky partition was muted since it was chosen: move off it.
-                        forced_switches += 1
-                        topic_info.partitioner.move_off(effective, cluster)
-                        continue
-                else:
-                    effective = partition
-                dq = topic_info.deque_for(effective)
+            if sticky and cluster is None:
+                raise ValueError(f"{rows.method} with partition -1 needs the cluster for the built-in partitioner")
+            while rows.left:
+                if not second:
+                    if sticky:
+                        effective = topic_info.partitioner.peek_current_partition(view)
+                        if (
+                            breaker is not None
+                            and forced_switches < 3
+                            and self._closed_to_records(breaker, TopicPartition(topic, effective))
+                            and view.available_partitions_for_topic(topic)
+                        ):
+                            # The sticky partition was muted since it was chosen: move off it.
+                            forced_switches += 1
+                            topic_info.partitioner.move_off(effective, view)
+                            continue
+                    dq = topic_info.deque_for(effective)
                 with dq.lock:
-                    if sticky and self._partition_changed(topic_info, effective, cluster):
+                    if sticky and self._partition_changed(topic_info, effective, view):
+                        second = False
                         continue
-                    result = self._try_append(timestamp, key, value, headers, callback, dq, now, effective)
-                    if result is not None:
-                        if sticky:
-                            assert cluster is not None
-                            topic_info.partitioner.update_partition_info(
-                                effective, result.appended_bytes, cluster, result.batch_is_full and self._all_batches_full(dq)
-                            )
+                    if self.closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    if not one:
+                        now = self._clock()
+                    batches = dq.batches
+                    appended = 0
+                    full = new_batch = False
+                    crossed = False  # a batch became sendable (or closed) in this round
+                    if batches and batches[-1].is_writable:
+                        last = batches[-1]
+                        builder = last.builder
+                        before = builder.estimated_size_in_bytes()
+                        was_full = last.is_full()
+                        while True:
+                            if rows.append_to(last, now) and not sticky:
+                                last.pinned = True  # keyed or explicit: it stays on this partition
+                            if not rows.left or not self._grow(last, rows.grow_needed(), rows_in_hand=not one):
+                                break
+                        appended = builder.estimated_size_in_bytes() - before
+                        # "Full" once, when this append made the batch sendable: a grown batch past batch.size
+                        # would otherwise wake the Sender and switch the sticky partition on every record.
+                        crossed = rows.left or (not was_full and last.is_full())
+                        if rows.left:
+                            self._closed_for_appends(last)
+                        full = len(batches) > 1 or crossed
+                    if rows.left and buffer is not None and (second or not one):
+                        # Another thread may have opened a batch meanwhile (tried above); else a new batch.
+                        tp = TopicPartition(topic, effective)
+                        batch = self._new_batch(tp, buffer, magic if one else self._magic(), now)
+                        buffer = None
+                        new_batch = True
+                        batch.pinned = not sticky
+                        before = 0 if one else batch.builder.estimated_size_in_bytes()
+                        if not rows.append_to(batch, now):  # pragma: no cover - the first record always fits
+                            raise IllegalStateError(f"a new batch for {tp} refused its first record")
+                        while rows.left and self._grow(batch, rows.grow_needed(), rows_in_hand=not one):
+                            rows.append_to(batch, now)
+                        size = batch.builder.estimated_size_in_bytes() - before
+                        appended = size if one else appended + size
+                        batches.append(batch)
+                        self._active[topic] = topic_info
+                        self._incomplete.add(batch)
+                        if rows.left:
+                            self._closed_for_appends(batch)
+                        crossed = crossed or batch.is_full() or rows.left
+                        full = len(batches) > 1 or batch.is_full()
+                    if sticky and (not rows.left if one else appended):
+                        if one:
+                            switch = self._all_batches_full(dq) if second else full and self._all_batches_full(dq)
                         else:
-                            dq.batches[-1].pinned = True  # keyed or explicit: it stays on this partition
-                        return result
+                            switch = crossed and self._all_batches_full(dq)
+                        topic_info.partitioner.update_partition_info(effective, appended, view, switch)
+                if not one:
+                    wake = wake or full or new_batch
+                    if self._to_seal:
+                        self.seal_if_behind()  # outside the deque lock (see self._closed_for_appends)
+                if not rows.left:
+                    break
                 if abort_on_new_batch:
                     return RecordAppendResult(None, False, False, True, effective, 0)
-                magic = self._magic()
+                if one:
+                    magic = self._magic()
+                    second = True
                 if buffer is None:
                     if not sticky and breaker is not None:
                         max_time_to_block_ms = self._await_room_while_muted(
                             TopicPartition(topic, effective), max_time_to_block_ms, block
                         )
-                    size = max(
-                        self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, headers)
-                    )
+                    size = max(self.batch_initial_size, rows.size_bound(magic, self.compression))
                     if block or memory is not None or max_time_to_block_ms <= 0:
                         # Outside the deque lock: this may block for up to max.block.ms. (Charged memory
                         # never waits; a budget of 0 fails at once, for every caller, as in Java.)
@@ -516,29 +736,15 @@ class RecordAccumulator:
                         buffer = self.free.try_allocate(size)
                         if buffer is None:
                             raise MemoryWouldBlock(size)  # the caller waits its own way, then sends again
-                    now = self._clock()
-                with dq.lock:
-                    if sticky and self._partition_changed(topic_info, effective, cluster):
-                        continue
-                    result = self._append_new_batch(
-                        topic, effective, dq, timestamp, key, value, headers, callback, buffer, now, magic
-                    )
-                    if result.new_batch_created:
-                        buffer = None
-                    if sticky:
-                        assert cluster is not None
-                        topic_info.partitioner.update_partition_info(
-                            effective, result.appended_bytes, cluster, self._all_batches_full(dq)
-                        )
-                    else:
-                        dq.batches[-1].pinned = True
-                    return result
+                    if one:
+                        now = self._clock()
+            return RecordAppendResult(rows.future, full if one else wake, new_batch, False, effective, appended)
         finally:
             if buffer is not None:
                 # Another thread opened a batch meanwhile (or we failed): give the memory back.
                 pool.deallocate(buffer, len(buffer))
             self._appends_in_progress.pop()
-            if self._to_seal:
+            if one and self._to_seal:
                 self.seal_if_behind()
 
     def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
@@ -575,69 +781,6 @@ class RecordAccumulator:
     def _all_batches_full(dq: PartitionDeque) -> bool:
         last = dq.batches[-1] if dq.batches else None
         return last is None or last.is_full()
-
-    def _try_append(
-        self,
-        timestamp: int,
-        key: BytesLike | None,
-        value: BytesLike | None,
-        headers: Headers | None,
-        callback: DeliveryCallback | None,
-        dq: PartitionDeque,
-        now_ms: int,
-        partition: int,
-    ) -> RecordAppendResult | None:
-        """Append to the deque's last batch (deque lock held); None when there is none or it is full."""
-        if self.closed:
-            raise ProducerClosedError("Producer closed while send in progress")
-        batches = dq.batches
-        if not batches:
-            return None
-        last = batches[-1]
-        builder = last.builder
-        initial = builder.estimated_size_in_bytes()
-        was_full = last.is_full()
-        future = last.try_append(timestamp, key, value, headers, callback, now_ms)
-        while future is None:
-            if not last.is_writable or not self._grow(last, _record_size(key, value)):
-                self._closed_for_appends(last)
-                return None
-            future = last.try_append(timestamp, key, value, headers, callback, now_ms)
-        appended = builder.estimated_size_in_bytes() - initial
-        # "Full" once, when this append made the batch sendable: a grown batch past batch.size
-        # would otherwise wake the Sender and switch the sticky partition on every record.
-        full = not was_full and last.is_full()
-        return RecordAppendResult(future, len(batches) > 1 or full, False, False, partition, appended)
-
-    def _append_new_batch(
-        self,
-        topic: str,
-        partition: int,
-        dq: PartitionDeque,
-        timestamp: int,
-        key: BytesLike | None,
-        value: BytesLike | None,
-        headers: Headers | None,
-        callback: DeliveryCallback | None,
-        buffer: bytearray,
-        now_ms: int,
-        magic: int,
-    ) -> RecordAppendResult:
-        """Second try under the lock (another thread may have opened a batch), else a new batch on ``buffer``."""
-        result = self._try_append(timestamp, key, value, headers, callback, dq, now_ms, partition)
-        if result is not None:
-            return result
-        tp = TopicPartition(topic, partition)
-        batch = self._new_batch(tp, buffer, magic, now_ms)
-        future = batch.try_append(timestamp, key, value, headers, callback, now_ms)
-        if future is None:  # pragma: no cover - the first record always fits
-            raise IllegalStateError(f"a new batch for {tp} refused its first record")
-        dq.batches.append(batch)
-        self._active[topic] = self._topic_info[topic]
-        self._incomplete.add(batch)
-        return RecordAppendResult(
-            future, len(dq.batches) > 1 or batch.is_full(), True, False, partition, batch.estimated_size_in_bytes()
-        )
 
     # ------------------------------------------------------------------ ready: the Sender's ready check
     # The Sender's ready check: which leader nodes have a partition worth draining now, and when to look again.
@@ -1456,103 +1599,12 @@ class RecordAccumulator:
         Each batch gets one :class:`BulkRange` per call. ``max_record_size`` bounds
         the buffer a new batch needs. Returns whether the Sender should be woken.
         """
-        topic_info = self._topic(topic)
+        rows = _BulkRows(
+            (timestamp, values, keys, indices), start, end, (encoded_headers, arrow, sink, callback), max_record_size
+        )
         pool: MemorySource = self.free if memory is None else memory
-        sticky = partition == UNKNOWN_PARTITION
-        if sticky and cluster is None:
-            raise ValueError("append_many with partition -1 needs the cluster for the built-in partitioner")
-        breaker = self._routing
-        if breaker is not None and sticky and cluster is not None:
-            # As in append(): the sticky partition is chosen among partitions the breaker has not muted.
-            cluster = breaker.cluster_view(cluster)
-        self._appends_in_progress.append(None)
-        buffer: bytearray | None = None
-        wake = False
-        forced_switches = 0
-        try:
-            while start < end:
-                effective = topic_info.partitioner.peek_current_partition(cluster) if sticky else partition  # type: ignore[arg-type]
-                if (
-                    sticky
-                    and breaker is not None
-                    and forced_switches < 3
-                    and self._closed_to_records(breaker, TopicPartition(topic, effective))
-                    and cluster.available_partitions_for_topic(topic)  # type: ignore[union-attr]
-                ):
-                    forced_switches += 1
-                    topic_info.partitioner.move_off(effective, cluster)  # type: ignore[arg-type]
-                    continue
-                dq = topic_info.deque_for(effective)
-                with dq.lock:
-                    if sticky and self._partition_changed(topic_info, effective, cluster):
-                        continue
-                    if self.closed:
-                        raise ProducerClosedError("Producer closed while send in progress")
-                    now = self._clock()
-                    batches = dq.batches
-                    last = batches[-1] if batches else None
-                    appended = 0
-                    crossed = False  # a batch became sendable (or closed) in this round
-                    if last is not None and last.is_writable:
-                        builder = last.builder
-                        before = builder.estimated_size_in_bytes()
-                        was_full = last.is_full()
-                        while True:
-                            count = last.try_append_many(
-                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                            )
-                            if count and not sticky:
-                                last.pinned = True
-                            start += count
-                            if start >= end or not self._grow(last, 0, rows_in_hand=True):
-                                break
-                        appended = builder.estimated_size_in_bytes() - before
-                        crossed = start < end or (not was_full and last.is_full())
-                        if start < end:
-                            self._closed_for_appends(last)
-                        if crossed or len(batches) > 1:
-                            wake = True
-                    if start < end and buffer is not None:
-                        magic = self._magic()
-                        batch = self._new_batch(TopicPartition(topic, effective), buffer, magic, now)
-                        buffer = None
-                        batch.pinned = not sticky
-                        before = batch.builder.estimated_size_in_bytes()
-                        count = batch.try_append_many(
-                            timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                        )
-                        if count == 0:  # pragma: no cover - an empty batch takes its first record
-                            raise IllegalStateError(f"a new batch for {topic}-{effective} refused its first record")
-                        start += count
-                        while start < end and self._grow(batch, 0, rows_in_hand=True):
-                            start += batch.try_append_many(
-                                timestamp, values, keys, indices, start, end, encoded_headers, arrow, sink, callback, now
-                            )
-                        appended += batch.builder.estimated_size_in_bytes() - before
-                        batches.append(batch)
-                        self._active[topic] = topic_info
-                        self._incomplete.add(batch)
-                        wake = True
-                        crossed = crossed or batch.is_full() or start < end
-                        if start < end:
-                            self._closed_for_appends(batch)
-                    if sticky and appended:
-                        topic_info.partitioner.update_partition_info(
-                            effective, appended, cluster, crossed and self._all_batches_full(dq)  # type: ignore[arg-type]
-                        )
-                if self._to_seal:
-                    self.seal_if_behind()  # outside the deque lock (see self._closed_for_appends)
-                if start < end and buffer is None:
-                    if not sticky and self._routing is not None:
-                        max_time_to_block_ms = self._await_room_while_muted(TopicPartition(topic, effective), max_time_to_block_ms)
-                    size = max(self.batch_initial_size, max_record_size)
-                    # Outside the deque lock: this may block for up to max.block.ms.
-                    buffer = pool.allocate(size, max_time_to_block_ms)
-            return wake
-        finally:
-            if buffer is not None:
-                pool.deallocate(buffer, len(buffer))
-            self._appends_in_progress.pop()
+        result = self._append_rows(topic, partition, rows, cluster, pool, memory, max_time_to_block_ms, 0, True, False)
+        return result.batch_is_full
 
     def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
         return self._node_stats.get(node_id)
