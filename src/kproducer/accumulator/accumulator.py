@@ -24,6 +24,7 @@ import logging
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -157,7 +158,7 @@ def _record_size(key: BytesLike | None, value: BytesLike | None) -> int:
     return (0 if key is None else len(key)) + (0 if value is None else len(value)) + 21
 
 
-class _AppendRows:
+class _AppendRows(ABC):
     """The rows of one append call, for :meth:`RecordAccumulator._append_rows`: one record, or a bulk range.
 
     The accumulator picks the partition, locks its deque, grows, allocates and opens
@@ -169,21 +170,22 @@ class _AppendRows:
     """
 
     __slots__ = ("left",)
+    left: bool  # rows not appended yet (each subclass's __init__ sets it)
     future: RecordFuture | None = None  # one record's, once appended
     one_record: ClassVar[bool]
     method: ClassVar[str]  # the public method, for errors
 
-    def __init__(self) -> None:
-        self.left = True
+    @abstractmethod
+    def append_to(self, batch: ProducerBatch, now_ms: int) -> int:
+        """Write as many rows as fit into ``batch``; how many (``left`` says whether some remain)."""
 
-    def append_to(self, batch: ProducerBatch, now_ms: int) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def grow_needed(self) -> int:
+        """Bytes a growth step must add at least for the next row to fit."""
 
-    def grow_needed(self) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def size_bound(self, magic: int, compression: CompressionType) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def size_bound(self, magic: int, compression: CompressionType) -> int:
+        """Bytes the buffer of a new batch needs for the next row."""
 
 
 class _OneRecord(_AppendRows):
