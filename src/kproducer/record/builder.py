@@ -234,7 +234,7 @@ class MemoryRecordsBuilder:
         else:
             start = 0
         if estimated_compression_ratio is None:
-            if ratio_estimator is not None and topic is not None and ctype is not CompressionType.NONE:
+            if ratio_estimator is not None and topic is not None:
                 estimated_compression_ratio = _initial_ratio(ratio_estimator, topic, ctype)
             else:
                 estimated_compression_ratio = 1.0
@@ -316,12 +316,7 @@ class MemoryRecordsBuilder:
         every ``batch.size`` bytes, so the argument checks are paid once, at config time.
         """
         self = cls.__new__(cls)
-        # Uncompressed batches never read the estimate (and the floor is below 1.0): no lookup.
-        ratio = (
-            1.0
-            if ratio_estimator is None or compression is CompressionType.NONE
-            else _initial_ratio(ratio_estimator, topic, compression)
-        )
+        ratio = 1.0 if ratio_estimator is None else _initial_ratio(ratio_estimator, topic, compression)
         self._set_state(
             buffer, 2, compression, compression_level, write_limit, RECORD_BATCH_OVERHEAD, topic, ratio_estimator, ratio
         )

@@ -87,5 +87,11 @@ class CompressionRatioEstimator:
 
 
 def _initial_ratio(estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int) -> float:
-    """The estimate a new batch is built with: the topic's, never below the staging floor."""
+    """The estimate a new batch is built with: the topic's, never below the staging floor.
+
+    1.0 for an uncompressed batch, without a look-up: its size is exact and never reads the
+    estimate.
+    """
+    if compression == CompressionType.NONE:
+        return 1.0
     return max(float(estimator.estimation(topic, compression)), STAGING_RATIO_FLOOR)
