@@ -69,7 +69,6 @@ from kproducer.spark.exactly_once import (
     TransactionLog,
     TxnCommittable,
     abort_transactions,
-    close_leaving_transaction_open,
     commit_transactions,
     fence_losers,
     transactional_id,
@@ -298,7 +297,8 @@ def _run_transactional_task(
         producer.abort_transaction(timeout=30.0)
         producer.close(timeout=30.0)
     else:
-        close_leaving_transaction_open(producer)
+        # The transaction is the driver's to commit (or abort): closing must not end it.
+        producer.close_keeping_transaction_open(timeout=30.0)
     logger.info(
         "task %d attempt %d: %d records in transaction %s (producer %d, epoch %d), left for the driver to commit",
         partition_id, attempt, tracker.acked, tid, producer.producer_id, producer.producer_epoch,

@@ -53,7 +53,6 @@ __all__ = [
     "TransactionCommitError",
     "commit_transactions",
     "abort_transactions",
-    "close_leaving_transaction_open",
     "fence_losers",
     "transactional_id",
 ]
@@ -217,17 +216,6 @@ def fence_losers(
             except KafkaError as e:
                 logger.warning("could not fence %s (its transaction, if any, ends at its timeout): %s", tid, e)
     return fenced
-
-
-def close_leaving_transaction_open(producer: Any, timeout: float = 30.0) -> None:
-    """Close a flushed transactional producer without ending its transaction.
-
-    A graceful ``close()`` aborts an open transaction (as Java's does); here the
-    transaction is the driver's to end, so the producer's I/O thread is told to
-    stop as a forced close would, which ends no transaction. The task flushed
-    before this, so no record is left to fail.
-    """
-    producer.close_keeping_transaction_open(timeout=timeout)
 
 
 class TransactionLog:
