@@ -354,8 +354,8 @@ class RecordAccumulator:
         # bytes, and the memory beyond buffer.memory stays bounded. The limit is four full batches,
         # and a compressed batch stages up to MAX_STAGING_BYTES of records: at 4 x batch.size one
         # such batch passed it, so callers compressed nearly every batch themselves, each time
-        # waiting for the GIL after the codec let go of it (1 KB records, lz4: 332-387k records/s
-        # against 621-748k with this limit; benchmarks/RESULTS.md, "Compressed batches while they wait").
+        # waiting for the GIL after the codec let go of it (the before/after figures are in
+        # benchmarks/RESULTS.md, "Compressed batches while they wait").
         # Compressed batches stage their records in buffers recycled from batch to batch (see
         # ProducerBatch._leave_staging); their final bytes go to the pool buffer.
         self._stages = self.compression is not CompressionType.NONE

@@ -35,8 +35,8 @@ def _import_kio_serial() -> Any:
 
     kio's phantom types import hypothesis when it is installed, only to register
     test strategies. In an environment that has it (every dev and CI one), that
-    adds about 100 ms to the import and 20,000 objects that every full cyclic-GC
-    pass walks (11 ms per pass, measured; those passes stall the Sender). When
+    lengthens the import and adds tens of thousands of objects that every full
+    cyclic-GC pass walks (those passes stall the Sender). When
     nothing has imported hypothesis yet, it is hidden for the length of the import.
     """
     if "hypothesis" in sys.modules:

@@ -4,8 +4,9 @@
  *
  * Why: cramjam and lz4 release the GIL while they compress, and the thread that
  * called them then waits for the GIL to come back. With a caller thread busy in
- * send(), that wait is most of the cost (1 KB records, lz4: 297 us of wall time
- * per 256 KiB batch for 65 us of CPU). librdkafka compresses on its own threads,
+ * send(), that wait is most of the cost: several times the codec's own CPU time
+ * per batch (benchmarks/RESULTS.md, "Compression off the GIL"). librdkafka
+ * compresses on its own threads,
  * which never need a GIL; this does the same. A thread appending records hands a
  * full batch's buffer to the worker (a mutex and a condition variable, no GIL
  * release), the worker compresses it into the same buffer, and the Sender picks

@@ -49,9 +49,9 @@ class CompressionRatioEstimator:
     * only a batch that filled at least half its limit can make the estimate
       worse. A batch drained early (linger, or the sticky partition's open batch
       drained with the others) compresses worse because it is small, not because
-      the data changed: measured on 1 KB records with lz4, such 1–3 record batches
-      pushed the estimate back to 0.35–1.0 every few hundred batches, and batches
-      averaged 2.2 KB against a ``batch.size`` of 16 KB.
+      the data changed: with 1 KB records and lz4, such batches of a few records
+      kept pushing the estimate back towards 1.0, and batches then held a small
+      fraction of ``batch.size``.
     """
 
     IMPROVING_STEP = 0.005

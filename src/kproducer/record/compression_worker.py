@@ -4,8 +4,8 @@ Without it, a full batch is compressed by the Sender thread, or by the caller th
 closed it when the Sender falls behind (``RecordAccumulator.seal_full_batches``), with
 :func:`kproducer.record.codecs.compress`. That codec call lets go of the GIL, and
 with another thread busy in ``send()`` the caller of the codec then waits for the
-GIL far longer than the codec ran: for 1 KB records and lz4, 297 µs of wall time per
-256 KiB batch for 65 µs of CPU (benchmarks/RESULTS.md, "Compression off the GIL").
+GIL far longer than the codec ran, several times the codec's CPU time per batch
+(benchmarks/RESULTS.md, "Compression off the GIL").
 librdkafka compresses on its own threads; this does the same with
 ``kproducer.record._compression_worker`` (C, built by setup.py): the thread that
 closes a batch queues its buffer (no GIL release), the worker compresses it into the

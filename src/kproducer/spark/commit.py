@@ -239,13 +239,16 @@ class WriteSummary:
         """The one summary line the driver logs."""
         if not self.available:
             return f"kproducer sink committed; no summary: {self.note}"
-        topics = ", ".join(f"{t}={n}" for t, n in sorted(self.topic_counts().items()))
+        topics = ", ".join(f"{t}={n:,}" for t, n in sorted(self.topic_counts().items()))
         where = f"batch {self.batch_id}: " if self.batch_id is not None else ""
         state = "aborted" if self.aborted else "committed"
+        # Executors keep a producer per configuration between tasks (kproducer.spark.cache), so
+        # the line says how many tasks had to start one rather than a bare "producers created".
         return (
-            f"kproducer sink {state} {where}{self.records} records, {self.bytes} bytes from {self.tasks} tasks "
-            f"in {self.elapsed:.2f}s ({self.records_per_second:,.0f} rec/s); "
-            f"{self.producers_created} producers created; topics: {topics or '-'}"
+            f"kproducer sink {state} {where}{self.records:,} records, {self.bytes:,} bytes from {self.tasks:,} tasks "
+            f"in {self.elapsed:.2f}s ({self.records_per_second:,.0f} records/s); "
+            f"{self.producers_created:,} of the {self.tasks:,} tasks started a producer, the others reused one; "
+            f"records per topic: {topics or '-'}"
         )
 
     def to_json(self) -> str:

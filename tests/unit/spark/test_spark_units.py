@@ -411,6 +411,10 @@ def test_tracker_and_aggregate() -> None:
     assert s.metrics["request-latency-max"] == 9.0
     assert (s.started, s.finished, s.producers_created) == (100.0, 102.0, 1)
     assert "batch 7" in s.line() and "5 records" in s.line()
+    assert "1 of the 2 tasks started a producer, the others reused one" in s.line()
+    assert "records per topic: a=4, b=1" in s.line()
+    big = WriteSummary(tasks=1, records=1_234_567, bytes=12_345_670, started=0.0, finished=1.0)
+    assert "1,234,567 records, 12,345,670 bytes from 1 tasks" in big.line()
     assert WriteSummary.from_json(s.to_json()) == s
 
 
