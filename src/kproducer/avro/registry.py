@@ -61,6 +61,11 @@ _STRATEGIES = {
 }
 
 
+def subject_depends_on_topic(strategy: str) -> bool:
+    """False for the record strategy, whose subject is the record's full name whatever the topic."""
+    return _STRATEGIES.get(strategy.strip().lower()) != "record"
+
+
 def subject_name(strategy: str, topic: str, schema: AvroSchema, is_key: bool) -> str:
     """The subject a schema is registered under (the Java serializers' ``*.subject.name.strategy``).
 

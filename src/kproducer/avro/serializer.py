@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kproducer.avro.registry import SchemaRegistryClient, subject_name
+from kproducer.avro.registry import SchemaRegistryClient, subject_depends_on_topic, subject_name
 from kproducer.avro.schema import AvroSchema, derive_schema
 from kproducer.avro.writer import AvroColumnWriter
 from kproducer.errors import ConfigError
@@ -148,6 +148,11 @@ class AvroFormat:
     @property
     def is_key(self) -> bool:
         return self._settings.is_key
+
+    @property
+    def subject_depends_on_topic(self) -> bool:
+        """Whether the subject changes with the topic (the topic and topic_record strategies)."""
+        return subject_depends_on_topic(self._settings.subject_name_strategy)
 
     def for_key(self) -> AvroFormat:
         """The same settings for the key side (subjects ``<topic>-key``)."""

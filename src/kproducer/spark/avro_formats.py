@@ -5,9 +5,11 @@ On the driver (planning, before any task starts) the Avro options become one
 is known: the registry's compatibility check runs first, so that a schema the
 subject's rule refuses fails the query with the registry's reasons (which name
 the field), then the schema is registered (or looked up) once and pinned with its
-id; the tasks only encode. With a topic column, each task resolves the subjects
-of the topics it sees (once per topic and executor worker), and the driver checks
-that the schema fits the column.
+id; the tasks only encode. With a topic column and the record subject name
+strategy the same holds, since the subject is the record's name whatever the
+topic. With a topic column and a topic-based strategy, each task resolves the
+subjects of the topics it sees (once per topic and executor worker), and the
+driver checks that the schema fits the column.
 
 In a task, each Arrow batch's value (and key) column is encoded
 (:func:`kproducer.avro.table.encode_table`) before the batch is cut into bulk
@@ -49,7 +51,10 @@ def pin_formats(opts: SinkOptions, cols: SinkSchema, spark_schema: Any) -> SinkO
             continue
         fmt = avro_format_from_options(options, side)
         arrow_type = _arrow_type(spark_schema, column)
-        if opts.topic is None:
+        # The record strategy's subject is the record's name whatever the topic, so a topic column
+        # still lets the driver check and register before any task writes (the topic is not read).
+        topic = opts.topic if opts.topic is not None or fmt.subject_depends_on_topic else ""
+        if topic is None:
             given = options.get(f"{side}.avro.schema", options.get("avro.schema"))
             if given is not None:
                 compile_plan(AvroSchema(given), arrow_type, side)  # refuses a schema that does not fit the column
@@ -57,15 +62,16 @@ def pin_formats(opts: SinkOptions, cols: SinkSchema, spark_schema: Any) -> SinkO
                 derive_schema(arrow_type)  # refuses a column type Avro cannot hold
             pinned[side] = fmt
             continue
-        problems = fmt.check_compatible(opts.topic, arrow_type)
+        problems = fmt.check_compatible(topic, arrow_type)
         if problems:
+            where = f"topic {topic!r}" if topic else "the record-named subject (the topic column's topics share it)"
             raise SinkSchemaError(
-                f"the {side} schema for topic {opts.topic!r} is refused by the schema registry's compatibility "
+                f"the {side} schema for {where} is refused by the schema registry's compatibility "
                 f"rule: {'; '.join(problems)}"
             )
-        schema, schema_id = fmt.resolve(opts.topic, arrow_type)
+        schema, schema_id = fmt.resolve(topic, arrow_type)
         fixed = fmt.pinned(schema, schema_id)
-        fixed.writer(opts.topic, arrow_type)  # the plan: a schema that does not fit the column fails here
+        fixed.writer(topic, arrow_type)  # the plan: a schema that does not fit the column fails here
         pinned[side] = fixed
     return dataclasses.replace(opts, value_avro=pinned.get("value"), key_avro=pinned.get("key"))
 

@@ -209,3 +209,38 @@ def test_registry_down_or_schema_not_fitting_fails_at_planning(
         df.write.format("kproducer").options(**opts).mode("append").save()
     assert re.search(pattern, str(ei.value), re.S), str(ei.value)[:3000]
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+def test_topic_column_with_the_record_strategy_is_checked_and_registered_on_the_driver(
+    spark: Any, tansu: EmbeddedBroker, registry: SchemaRegistry
+) -> None:
+    """The record strategy's subject does not depend on the topic: a topic column still gets the driver's check."""
+    topics = ["spark-avro-rec-a", "spark-avro-rec-b"]
+    for t in topics:
+        create_topic(tansu.bootstrap, t, 1)
+    routed = "element_at(array('spark-avro-rec-a', 'spark-avro-rec-b'), cast(id % 2 + 1 as int)) as topic"
+    opts = {
+        "kafka.bootstrap.servers": tansu.bootstrap, "kafka.linger.ms": "5", "value.format": "avro",
+        "schema.registry.url": registry.url, "value.subject.name.strategy": "record",
+        "value.avro.record.name": "Shipment",
+    }
+    spark.range(0, 6, 1, 2).selectExpr(routed, "named_struct('id', id) as value").write.format("kproducer").options(
+        **opts).mode("append").save()
+    # One registration, by the driver, for both topics; the tasks only encode.
+    assert sum(1 for m, p in registry.requests if m == "POST" and p == "/subjects/Shipment/versions") == 1
+    client = SchemaRegistryClient({"url": registry.url})
+    assert client.get_subjects() == ["Shipment"]
+    for t in topics:
+        assert sorted(v["id"] for v in _decode(registry, t, read_topic(tansu.bootstrap, t, 3))) in ([0, 2, 4], [1, 3, 5])
+    # A field added without a default: BACKWARD refuses it, on the driver, before any task, naming the field.
+    wider = spark.range(0, 6, 1, 2).selectExpr(routed, "named_struct('id', id, 'email', cast(id as string)) as value")
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as ei:
+        wider.write.format("kproducer").options(**opts).mode("append").save()
+    text = str(ei.value)
+    assert re.search(r"record-named subject.*refused by the schema registry's compatibility rule.*'email'", text, re.S), (
+        text[:3000]
+    )
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+    for t in topics:
+        assert len(read_topic(tansu.bootstrap, t, 3)) == 3
