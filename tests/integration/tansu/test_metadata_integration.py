@@ -51,8 +51,11 @@ def test_500_new_topics_cost_far_fewer_than_500_requests(tansu: TansuBroker) -> 
     assert all(m.offset == 0 for m in metas), [m for m in metas if m.offset != 0][:3]
     assert [m.topic for m in metas] == names
     n = len(requests)
-    assert n == snap["metadata-request-total"]
-    assert n <= 100, f"{n} metadata requests for 500 new topics (want far below 500)"
+    total = snap["metadata-request-total"]
+    # The Sender starts with the producer and may send its first request (brokers only, naming no
+    # topic) before the wrapper above is in place: that one is counted but not seen.
+    assert n <= total <= n + 1, (n, total)
+    assert total <= 100, f"{total} metadata requests for 500 new topics (want far below 500)"
     named = [t for r in requests if r for t in r]
     # Tansu answers the producer's first, brokers-only request with every topic (Kafka names none):
     # a topic whose first send() lands while that answer is on its way is known without being named.
