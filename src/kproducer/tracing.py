@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kproducer.bulk import BulkFuture
     from kproducer.producer import Producer
 
-__all__ = ["GATE_KEY", "ProducerTracing", "TracedHeaders"]
+__all__ = ["GATE_KEY", "PendingSend", "ProducerTracing", "TracedHeaders"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,33 @@ def _body_size(value: Any) -> int | None:
     if isinstance(value, memoryview):
         return value.nbytes
     return None
+
+
+class PendingSend:
+    """A traced ``send(..., block=False)`` that raised MemoryWouldBlock: its span, started, not ended.
+
+    Given as the exception's ``pending_send``. The caller sends the record again with
+    ``headers`` (the record's headers with the span's context; a send given them makes no
+    span of its own), then hands the record's future to :meth:`sent`, or the error that ended
+    its attempts to :meth:`failed`: the record has one span, from its first attempt (the wait
+    for memory included) to its outcome, as a send that blocked for memory has.
+    """
+
+    __slots__ = ("headers", "_tracing", "_span", "_body_size")
+
+    def __init__(self, tracing: ProducerTracing, span: Any, headers: TracedHeaders, body_size: int | None) -> None:
+        self.headers = headers
+        self._tracing = tracing
+        self._span = span
+        self._body_size = body_size
+
+    def sent(self, rf: RecordFuture) -> None:
+        """The record was sent again: its span ends with its outcome."""
+        self._tracing.track(self._span, self._body_size, rf)
+
+    def failed(self, error: BaseException) -> None:
+        """The record will not be sent (closed producer, cancelled wait...): its span ends with ``error``."""
+        self._tracing.fail(self._span, error)
 
 
 class ProducerTracing:
@@ -231,21 +258,31 @@ class ProducerTracing:
                 topic, value, key, partition=partition, timestamp=timestamp, headers=injected, callback=callback,
                 on_delivery=on_delivery, block=block,
             )
-        except MemoryWouldBlock:
-            # AsyncProducer: buffer.memory is full and the send is tried again once memory returns;
-            # that attempt is the record's span. This one never started a send, so it is not ended
-            # (an unended span is never exported).
+        except MemoryWouldBlock as e:
+            # block=False and buffer.memory is full: the caller sends the record again once memory
+            # returns. The span stays the record's, its wait included: the exception hands it on,
+            # with the headers that carry its context, for the next attempt (AsyncProducer does so).
+            e.pending_send = PendingSend(self, span, injected, _body_size(value))
             raise
         except BaseException as e:
             # A misuse raised from send() (wrong argument, closed producer): the span says so and ends.
             self._fail(span, e)
             span.end()
             raise
+        self.track(span, _body_size(value), rf)
+        return rf
+
+    def track(self, span: Any, body_size: int | None, rf: RecordFuture) -> None:
+        """End ``span`` with the outcome of the record ``rf`` is the future of."""
         if span.is_recording():
-            rf.add_done_callback(partial(self._record_done, span, _body_size(value)))
+            rf.add_done_callback(partial(self._record_done, span, body_size))
         # A span the sampler dropped records nothing: its context still travels in the headers
         # (saying "not sampled" downstream), and there is nothing to end it with.
-        return rf
+
+    def fail(self, span: Any, error: BaseException) -> None:
+        """End ``span`` with ``error``: its record was never sent."""
+        self._fail(span, error)
+        span.end()
 
     def _record_done(self, span: Any, body_size: int | None, rf: RecordFuture) -> None:
         """On the thread that completed the record: the span gets the outcome and ends."""
