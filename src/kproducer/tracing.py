@@ -18,7 +18,9 @@ effect once the application has set a tracer provider and ``tracing.enabled`` is
 still unset. The C send lane makes the same check in C (the ``gate`` it is given), so
 with no provider the lane keeps every call it takes. The API sets its global provider
 once (``set_tracer_provider`` refuses a second), so a provider seen stays for the
-process's life.
+process's life. A provider whose tracers make no spans (``NoOpTracerProvider``, the SDK's
+with ``OTEL_SDK_DISABLED=true``) counts as none: the first send that sees it sets the
+lane's gate aside (:meth:`ProducerTracing.when_inert`), and no span or header is made.
 
 See docs/operability.md for what the spans look like and how a service uses them.
 """
@@ -147,7 +149,7 @@ class ProducerTracing:
 
     __slots__ = (
         "client_id", "bulk_headers", "gate", "_trace", "_propagate", "_status", "_tracer", "_transactional_id",
-        "_check_headers",
+        "_check_headers", "_provider", "_inert",
     )  # fmt: skip
 
     def __init__(self, client_id: str, bulk_headers: bool, transactional_id: str | None) -> None:
@@ -164,7 +166,10 @@ class ProducerTracing:
         self._trace = trace
         self._propagate = propagate
         self._status = (Status, StatusCode)
+        #: The provider ``_tracer`` came from, and its tracer: None when it makes no spans.
+        self._provider: Any = None
         self._tracer: Any = None
+        self._inert: list[Callable[[], None]] = []
         #: The API module's namespace: ``gate[GATE_KEY]`` is None until a provider is set.
         self.gate: dict[str, Any] = vars(trace)
         if self.gate.get(GATE_KEY) is None and OTEL_PYTHON_TRACER_PROVIDER in os.environ:
@@ -189,18 +194,45 @@ class ProducerTracing:
 
     # ------------------------------------------------------------------ the check every send makes
     def should_trace(self, headers: Any) -> bool:
-        """Whether this send gets a span: a provider is set, and the headers were not injected already."""
-        return self.gate.get(GATE_KEY) is not None and type(headers) is not TracedHeaders
+        """Whether this send gets a span: a provider that makes spans is set, and the headers were not
+        injected already."""
+        provider = self.gate.get(GATE_KEY)
+        if provider is None or type(headers) is TracedHeaders:
+            return False
+        return (self._tracer if provider is self._provider else self._tracer_of(provider)) is not None
 
     def active(self) -> bool:
-        """Whether a tracer provider is set (spans are made)."""
-        return self.gate.get(GATE_KEY) is not None
+        """Whether a tracer provider that makes spans is set."""
+        provider = self.gate.get(GATE_KEY)
+        if provider is None:
+            return False
+        return (self._tracer if provider is self._provider else self._tracer_of(provider)) is not None
+
+    def when_inert(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the provider set turns out to make no spans (now, if it is known already).
+
+        A no-op provider (``NoOpTracerProvider``, or the SDK's with ``OTEL_SDK_DISABLED=true``,
+        whose tracers are ``NoOpTracer``) stays set for the process's life, so whatever checks
+        for a provider on every send (the C send lane's gate) can stop.
+        """
+        self._inert.append(callback)
+        if self._provider is not None and self._tracer is None:
+            callback()
+
+    def _tracer_of(self, provider: Any) -> Any:
+        """The tracer of ``provider``, the one now set (None if its tracers make no spans); kept for the next send."""
+        tracer = self._trace.get_tracer("kproducer", __version__)
+        inert = isinstance(tracer, self._trace.NoOpTracer)
+        self._tracer = None if inert else tracer
+        self._provider = provider
+        if inert:
+            for callback in self._inert:
+                callback()
+        return self._tracer
 
     def _get_tracer(self) -> Any:
-        tracer = self._tracer
-        if tracer is None:
-            tracer = self._tracer = self._trace.get_tracer("kproducer", __version__)
-        return tracer
+        """The tracer, once :meth:`active` or :meth:`should_trace` said yes."""
+        return self._tracer
 
     def _start(self, name: str, attributes: dict[str, Any]) -> Any:
         return self._get_tracer().start_span(name, kind=self._trace.SpanKind.PRODUCER, attributes=attributes)

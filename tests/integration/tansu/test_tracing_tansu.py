@@ -22,7 +22,12 @@ from kproducer.errors import PartitionMutedError, RecordTooLargeError
 from kproducer.structs import TopicPartition
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
-from tests.support.tracing import installed_tracer_provider, span_of_traceparent, traceparent_of
+from tests.support.tracing import (
+    global_tracer_provider,
+    installed_tracer_provider,
+    span_of_traceparent,
+    traceparent_of,
+)
 
 
 @pytest.fixture
@@ -337,3 +342,26 @@ def test_an_async_send_that_waits_for_memory_has_one_span_ended_with_its_record(
         span = span_of_traceparent(spans, _headers(rec)["traceparent"])
         assert dict(span.attributes)["messaging.kafka.offset"] == rec.offset
         assert span.status.status_code is StatusCode.UNSET
+
+
+def test_a_provider_that_makes_no_spans_leaves_the_sends_to_the_lane(tansu: TansuBroker, topic_name: str) -> None:
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from kproducer.record import native
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    with Producer(_config(tansu)) as p:
+        p.partitions_for(topic_name)
+        p.send(topic_name, b"warm").result(10)  # the topic registered with the lane
+        with global_tracer_provider(NoOpTracerProvider()):
+            p.send(topic_name, b"first")  # the lane declines it (a provider is set); Python finds it inert
+            lane_before = getattr(p.send, "fast_calls", 0)
+            for _ in range(50):
+                p.send(topic_name, b"inert")
+            p.send_batch(topic_name, [b"bulk"]).result(10)
+            p.flush()
+            if native.c is not None:
+                # The lane took the sends again (one that opens a new batch is Python's either way).
+                assert p.send.fast_calls - lane_before >= 25  # type: ignore[attr-defined]
+    records = read_topic(tansu.bootstrap, topic_name, 53)
+    assert [r for r in records if r.headers] == []

@@ -13,7 +13,7 @@ import pytest
 from kproducer.metrics import UNDEFINED_UNTIL_EVENT
 from kproducer.tracing import GATE_KEY, ProducerTracing, TracedHeaders, _key_text
 from tests.support.paths import REPO_ROOT as ROOT
-from tests.support.tracing import installed_tracer_provider
+from tests.support.tracing import global_tracer_provider, installed_tracer_provider
 
 
 def test_off_by_config_or_without_the_api_and_no_span_until_a_provider_is_set() -> None:
@@ -165,3 +165,28 @@ def test_an_async_send_cancelled_while_it_waits_for_memory_ends_its_span() -> No
     assert all(s.status.status_code is StatusCode.ERROR for s in spans)
     cancelled = [s for s in spans if dict(s.attributes)["error.type"] == "asyncio.exceptions.CancelledError"]
     assert len(cancelled) == waiting
+
+
+@pytest.mark.parametrize("inert", ["NoOpTracerProvider", "OTEL_SDK_DISABLED"])
+def test_a_provider_that_makes_no_spans_counts_as_none(inert: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    if inert == "OTEL_SDK_DISABLED":
+        monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+        provider: Any = TracerProvider()
+    else:
+        provider = NoOpTracerProvider()
+    tracing = ProducerTracing.create(True, "c")
+    assert tracing is not None
+    told: list[str] = []
+    tracing.when_inert(lambda: told.append("before"))
+    with global_tracer_provider(provider):
+        assert not tracing.should_trace(None) and not tracing.active()
+        assert told == ["before"]
+        tracing.when_inert(lambda: told.append("after"))  # known already: told at once
+        assert told == ["before", "after"]
+    # A provider that makes spans, set afterwards (only tests can set a second one), is traced.
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    with installed_tracer_provider():
+        assert tracing.should_trace(None) and tracing.active()
