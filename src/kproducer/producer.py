@@ -517,7 +517,9 @@ class Producer:
         instead, with nothing appended or charged, and the caller sends the record
         again once memory returned (librdkafka's ``produce()`` without
         ``RD_KAFKA_MSG_F_BLOCK``). With ``max.block.ms=0`` the record fails at once
-        with BufferExhaustedError either way.
+        with BufferExhaustedError either way. A traced send that raised it has started the
+        record's span: the exception's ``pending_send`` gives the headers to send again with
+        and takes the record's future (:class:`kproducer.tracing.PendingSend`).
 
         Once the application has set an OpenTelemetry tracer provider (and unless
         ``tracing.enabled`` is false) the send is a PRODUCER span, child of the
