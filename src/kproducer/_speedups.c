@@ -635,7 +635,8 @@ static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_
  * came, to the Python send(), which defines the semantics. So does every call once
  * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
  * API's global tracer provider (kproducer.tracing.ProducerTracing.should_trace makes
- * the same test in Python), since a traced send is made in Python.
+ * the same test in Python), since a traced send is made in Python. A provider that makes
+ * no spans sets the gate aside (the lane's `gate = None`), as if none were set.
  */
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -1594,6 +1595,19 @@ static int lane_set_enabled(SendLane *self, PyObject *v, void *c) {
     return 0;
 }
 static PyObject *lane_get_fast_calls(SendLane *self, void *c) { return PyLong_FromSsize_t(self->fast_calls); }
+static PyObject *lane_get_gate(SendLane *self, void *c) { return Py_NewRef(self->gate != NULL ? self->gate : Py_None); }
+/* None: the lane stops consulting the gate (the tracer provider set makes no spans, and the
+   API keeps its provider for the process's life). A dict: consult it, under the same key. */
+static int lane_set_gate(SendLane *self, PyObject *v, void *c) {
+    if (v == NULL) { PyErr_SetString(PyExc_AttributeError, "cannot delete gate"); return -1; }
+    if (v == Py_None) { Py_CLEAR(self->gate); return 0; }
+    if (!PyDict_Check(v) || self->gate_key == NULL) {
+        PyErr_SetString(PyExc_TypeError, "gate must be None, or a dict for a lane made with a gate_key");
+        return -1;
+    }
+    Py_XSETREF(self->gate, Py_NewRef(v));
+    return 0;
+}
 
 static PyMethodDef lane_methods[] = {
     {"register", (PyCFunction)lane_register, METH_VARARGS,
@@ -1616,6 +1630,8 @@ static PyObject *lane_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
 static PyGetSetDef lane_getset[] = {
     {"enabled", (getter)lane_get_enabled, (setter)lane_set_enabled, "False: every call takes the Python path.", NULL},
     {"fast_calls", (getter)lane_get_fast_calls, NULL, "How many sends the lane took.", NULL},
+    {"gate", (getter)lane_get_gate, (setter)lane_set_gate,
+     "The dict whose gate_key entry, when not None, sends every call the Python way; None: no gate.", NULL},
     {"__wrapped__", (getter)lane_get_wrapped, NULL, "The Python Producer.send this lane speeds up.", NULL},
     {"__doc__", (getter)lane_get_slow_attr, NULL, NULL, "__doc__"},
     {"__name__", (getter)lane_get_slow_attr, NULL, NULL, "__name__"},

@@ -58,6 +58,7 @@ from kproducer.structs import Headers, PartitionInfo, RecordMetadata, TopicParti
 if TYPE_CHECKING:
     from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
     from kproducer.bulk import BulkFuture
+    from kproducer.tracing import PendingSend
     from kproducer.transaction_manager import GroupMetadata
 
 __all__ = ["AsyncProducer"]
@@ -467,7 +468,7 @@ class AsyncProducer:
 
     async def _send_when_memory(
         self, p: Producer, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
-        headers: Any, callback: Callback | None,
+        headers: Any, callback: Callback | None, pending: PendingSend | None = None,
     ) -> RecordFuture:
         """Await memory, then send; the record fails with BufferExhaustedError at ``max.block.ms``.
 
@@ -476,8 +477,14 @@ class AsyncProducer:
         waits, new sends join the waiters instead of taking freed memory first; the
         waiters retry in the order the event wakes them, which is the order they
         started waiting.
+
+        ``pending``: the span a traced attempt started (MemoryWouldBlock's ``pending_send``):
+        the attempts after it send its headers and the span ends with the record, so a record
+        has one span however often it waited.
         """
         deadline = time.monotonic() + p.max_block_ms / 1000.0
+        if pending is not None:
+            headers = pending.headers
         self._memory_waiters += 1
         p.add_memory_waiter(1)
         try:
@@ -485,12 +492,17 @@ class AsyncProducer:
                 if not p.accepts_sends:
                     raise ProducerClosedError("Cannot send after the producer has been closed")
                 try:
-                    return self._try_send(p, topic, value, key, partition, timestamp, headers, callback)
+                    rf = self._try_send(p, topic, value, key, partition, timestamp, headers, callback)
+                    break
                 except MemoryWouldBlock as e:
                     size, poll_s = e.size, e.poll_s
+                    if e.pending_send is not None:
+                        pending = e.pending_send
+                        headers = pending.headers
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return p.fail_buffer_exhausted(topic, partition, callback)
+                    rf = p.fail_buffer_exhausted(topic, partition, callback)
+                    break
                 self._memory.clear()
                 if poll_s is None and p.memory_available_now(size):
                     continue  # freed between the attempt and the clear
@@ -498,9 +510,16 @@ class AsyncProducer:
                     await asyncio.wait_for(self._memory.wait(), remaining if poll_s is None else min(remaining, poll_s))
                 except TimeoutError:
                     pass
+        except BaseException as e:
+            if pending is not None:
+                pending.failed(e)  # closed producer, cancelled task: the record's span ends with it
+            raise
         finally:
             self._memory_waiters -= 1
             p.add_memory_waiter(-1)
+        if pending is not None:
+            pending.sent(rf)
+        return rf
 
     # ------------------------------------------------------------------ send
     async def send(
@@ -541,6 +560,7 @@ class AsyncProducer:
             # The record's callback settles the loop future, after the user's own.
             delivery = _Delivery(fut, completions, callback)
         rf: RecordFuture | None = None
+        pending: PendingSend | None = None
         if not self._memory_waiters:
             # _try_send, inline: this runs once per record. block=False: where the send would wait
             # for buffer.memory it raises MemoryWouldBlock instead (the C lane takes it too: it never
@@ -553,11 +573,11 @@ class AsyncProducer:
                         topic, value, key, partition=partition, timestamp=timestamp, headers=headers, callback=delivery,
                         block=False,
                     )
-            except MemoryWouldBlock:
-                pass
+            except MemoryWouldBlock as e:
+                pending = e.pending_send  # a traced send: its span is the record's, carried on
         if rf is None:
             # buffer.memory is full (or other sends wait for it already): await it, in turn.
-            rf = await self._send_when_memory(p, topic, value, key, partition, timestamp, headers, delivery)
+            rf = await self._send_when_memory(p, topic, value, key, partition, timestamp, headers, delivery, pending)
         if delivery is None:
             # No per-record callback on the I/O thread: the batch's completion settles its records here
             # (consecutive records of one batch join its group directly, as track() would).

@@ -16,7 +16,10 @@ against the protocol guide's table.
 from __future__ import annotations
 
 import builtins
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from kproducer.tracing import PendingSend
 
 __all__ = [
     "MemoryWouldBlock",
@@ -252,12 +255,17 @@ class MemoryWouldBlock(Exception):
     ``poll_s`` is set when no memory event will announce the end of the wait (the
     caller retries after that many seconds). Nothing was charged or appended when it
     is raised: the caller awaits, then sends the record again.
+
+    ``pending_send``: when the send was traced (kproducer.tracing), the record's span,
+    started and not ended, with the headers to send the record again with; a
+    :class:`kproducer.tracing.PendingSend`, else None.
     """
 
     def __init__(self, size: int, poll_s: float | None = None) -> None:
         super().__init__(f"allocating {size} bytes would block this thread")
         self.size = size
         self.poll_s = poll_s
+        self.pending_send: PendingSend | None = None
 
 
 class SerializationError(KafkaError, ValueError):

@@ -376,11 +376,19 @@ class Producer:
                 # A transactional producer sends only inside a transaction: the lane is on while
                 # one is open, and every other send takes the Python path, which says why not.
                 self._lane.enabled = False
+            if self._tracing is not None:
+                self._tracing.when_inert(self._ungate_send_lane)
         live_producers.add(self)
         for reporter in self._reporters:
             reporter.init(self._metrics, self.client_id)
         log.info("kproducer %s started (bootstrap %s)", self.client_id, ",".join(cfg.bootstrap_servers))
         report_implementation_once(log)  # without its C extensions: a WARNING with the cause, once per process
+
+    def _ungate_send_lane(self) -> None:
+        """The tracer provider set makes no spans (kproducer.tracing): the send lane stops checking for one."""
+        lane = self._lane
+        if lane is not None:
+            lane.gate = None
 
     def _make_send_lane(self) -> Any:
         """The C fast lane for send() (``kproducer._speedups.SendLane``), or None.
@@ -509,7 +517,9 @@ class Producer:
         instead, with nothing appended or charged, and the caller sends the record
         again once memory returned (librdkafka's ``produce()`` without
         ``RD_KAFKA_MSG_F_BLOCK``). With ``max.block.ms=0`` the record fails at once
-        with BufferExhaustedError either way.
+        with BufferExhaustedError either way. A traced send that raised it has started the
+        record's span: the exception's ``pending_send`` gives the headers to send again with
+        and takes the record's future (:class:`kproducer.tracing.PendingSend`).
 
         Once the application has set an OpenTelemetry tracer provider (and unless
         ``tracing.enabled`` is false) the send is a PRODUCER span, child of the

@@ -18,7 +18,9 @@ effect once the application has set a tracer provider and ``tracing.enabled`` is
 still unset. The C send lane makes the same check in C (the ``gate`` it is given), so
 with no provider the lane keeps every call it takes. The API sets its global provider
 once (``set_tracer_provider`` refuses a second), so a provider seen stays for the
-process's life.
+process's life. A provider whose tracers make no spans (``NoOpTracerProvider``, the SDK's
+with ``OTEL_SDK_DISABLED=true``) counts as none: the first send that sees it sets the
+lane's gate aside (:meth:`ProducerTracing.when_inert`), and no span or header is made.
 
 See docs/operability.md for what the spans look like and how a service uses them.
 """
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from kproducer.bulk import BulkFuture
     from kproducer.producer import Producer
 
-__all__ = ["GATE_KEY", "ProducerTracing", "TracedHeaders"]
+__all__ = ["GATE_KEY", "PendingSend", "ProducerTracing", "TracedHeaders"]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,33 @@ def _body_size(value: Any) -> int | None:
     return None
 
 
+class PendingSend:
+    """A traced ``send(..., block=False)`` that raised MemoryWouldBlock: its span, started, not ended.
+
+    Given as the exception's ``pending_send``. The caller sends the record again with
+    ``headers`` (the record's headers with the span's context; a send given them makes no
+    span of its own), then hands the record's future to :meth:`sent`, or the error that ended
+    its attempts to :meth:`failed`: the record has one span, from its first attempt (the wait
+    for memory included) to its outcome, as a send that blocked for memory has.
+    """
+
+    __slots__ = ("headers", "_tracing", "_span", "_body_size")
+
+    def __init__(self, tracing: ProducerTracing, span: Any, headers: TracedHeaders, body_size: int | None) -> None:
+        self.headers = headers
+        self._tracing = tracing
+        self._span = span
+        self._body_size = body_size
+
+    def sent(self, rf: RecordFuture) -> None:
+        """The record was sent again: its span ends with its outcome."""
+        self._tracing.track(self._span, self._body_size, rf)
+
+    def failed(self, error: BaseException) -> None:
+        """The record will not be sent (closed producer, cancelled wait...): its span ends with ``error``."""
+        self._tracing.fail(self._span, error)
+
+
 class ProducerTracing:
     """A producer's tracing: the tracer, the propagator, and the spans of its sends and transactions.
 
@@ -120,7 +149,7 @@ class ProducerTracing:
 
     __slots__ = (
         "client_id", "bulk_headers", "gate", "_trace", "_propagate", "_status", "_tracer", "_transactional_id",
-        "_check_headers",
+        "_check_headers", "_provider", "_inert",
     )  # fmt: skip
 
     def __init__(self, client_id: str, bulk_headers: bool, transactional_id: str | None) -> None:
@@ -137,7 +166,10 @@ class ProducerTracing:
         self._trace = trace
         self._propagate = propagate
         self._status = (Status, StatusCode)
+        #: The provider ``_tracer`` came from, and its tracer: None when it makes no spans.
+        self._provider: Any = None
         self._tracer: Any = None
+        self._inert: list[Callable[[], None]] = []
         #: The API module's namespace: ``gate[GATE_KEY]`` is None until a provider is set.
         self.gate: dict[str, Any] = vars(trace)
         if self.gate.get(GATE_KEY) is None and OTEL_PYTHON_TRACER_PROVIDER in os.environ:
@@ -162,18 +194,45 @@ class ProducerTracing:
 
     # ------------------------------------------------------------------ the check every send makes
     def should_trace(self, headers: Any) -> bool:
-        """Whether this send gets a span: a provider is set, and the headers were not injected already."""
-        return self.gate.get(GATE_KEY) is not None and type(headers) is not TracedHeaders
+        """Whether this send gets a span: a provider that makes spans is set, and the headers were not
+        injected already."""
+        provider = self.gate.get(GATE_KEY)
+        if provider is None or type(headers) is TracedHeaders:
+            return False
+        return (self._tracer if provider is self._provider else self._tracer_of(provider)) is not None
 
     def active(self) -> bool:
-        """Whether a tracer provider is set (spans are made)."""
-        return self.gate.get(GATE_KEY) is not None
+        """Whether a tracer provider that makes spans is set."""
+        provider = self.gate.get(GATE_KEY)
+        if provider is None:
+            return False
+        return (self._tracer if provider is self._provider else self._tracer_of(provider)) is not None
+
+    def when_inert(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the provider set turns out to make no spans (now, if it is known already).
+
+        A no-op provider (``NoOpTracerProvider``, or the SDK's with ``OTEL_SDK_DISABLED=true``,
+        whose tracers are ``NoOpTracer``) stays set for the process's life, so whatever checks
+        for a provider on every send (the C send lane's gate) can stop.
+        """
+        self._inert.append(callback)
+        if self._provider is not None and self._tracer is None:
+            callback()
+
+    def _tracer_of(self, provider: Any) -> Any:
+        """The tracer of ``provider``, the one now set (None if its tracers make no spans); kept for the next send."""
+        tracer = self._trace.get_tracer("kproducer", __version__)
+        inert = isinstance(tracer, self._trace.NoOpTracer)
+        self._tracer = None if inert else tracer
+        self._provider = provider
+        if inert:
+            for callback in self._inert:
+                callback()
+        return self._tracer
 
     def _get_tracer(self) -> Any:
-        tracer = self._tracer
-        if tracer is None:
-            tracer = self._tracer = self._trace.get_tracer("kproducer", __version__)
-        return tracer
+        """The tracer, once :meth:`active` or :meth:`should_trace` said yes."""
+        return self._tracer
 
     def _start(self, name: str, attributes: dict[str, Any]) -> Any:
         return self._get_tracer().start_span(name, kind=self._trace.SpanKind.PRODUCER, attributes=attributes)
@@ -231,21 +290,31 @@ class ProducerTracing:
                 topic, value, key, partition=partition, timestamp=timestamp, headers=injected, callback=callback,
                 on_delivery=on_delivery, block=block,
             )
-        except MemoryWouldBlock:
-            # AsyncProducer: buffer.memory is full and the send is tried again once memory returns;
-            # that attempt is the record's span. This one never started a send, so it is not ended
-            # (an unended span is never exported).
+        except MemoryWouldBlock as e:
+            # block=False and buffer.memory is full: the caller sends the record again once memory
+            # returns. The span stays the record's, its wait included: the exception hands it on,
+            # with the headers that carry its context, for the next attempt (AsyncProducer does so).
+            e.pending_send = PendingSend(self, span, injected, _body_size(value))
             raise
         except BaseException as e:
             # A misuse raised from send() (wrong argument, closed producer): the span says so and ends.
             self._fail(span, e)
             span.end()
             raise
+        self.track(span, _body_size(value), rf)
+        return rf
+
+    def track(self, span: Any, body_size: int | None, rf: RecordFuture) -> None:
+        """End ``span`` with the outcome of the record ``rf`` is the future of."""
         if span.is_recording():
-            rf.add_done_callback(partial(self._record_done, span, _body_size(value)))
+            rf.add_done_callback(partial(self._record_done, span, body_size))
         # A span the sampler dropped records nothing: its context still travels in the headers
         # (saying "not sampled" downstream), and there is nothing to end it with.
-        return rf
+
+    def fail(self, span: Any, error: BaseException) -> None:
+        """End ``span`` with ``error``: its record was never sent."""
+        self._fail(span, error)
+        span.end()
 
     def _record_done(self, span: Any, body_size: int | None, rf: RecordFuture) -> None:
         """On the thread that completed the record: the span gets the outcome and ends."""

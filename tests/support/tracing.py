@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["installed_tracer_provider", "span_of_traceparent", "traceparent_of"]
+__all__ = ["global_tracer_provider", "installed_tracer_provider", "span_of_traceparent", "traceparent_of"]
 
 
 def _reset_trace_globals() -> None:
@@ -41,6 +41,19 @@ def installed_tracer_provider() -> Iterator[Any]:
         yield exporter
     finally:
         provider.shutdown()
+        _reset_trace_globals()
+
+
+@contextmanager
+def global_tracer_provider(provider: Any) -> Iterator[Any]:
+    """``provider`` as the global tracer provider for the block, then none again."""
+    from opentelemetry import trace
+
+    assert trace._TRACER_PROVIDER is None, "a tracer provider was left set by an earlier test"
+    trace.set_tracer_provider(provider)
+    try:
+        yield provider
+    finally:
         _reset_trace_globals()
 
 

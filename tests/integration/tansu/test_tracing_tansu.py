@@ -22,7 +22,12 @@ from kproducer.errors import PartitionMutedError, RecordTooLargeError
 from kproducer.structs import TopicPartition
 from tests.support.readback import create_topic, read_topic
 from tests.support.tansu import TansuBroker
-from tests.support.tracing import installed_tracer_provider, span_of_traceparent, traceparent_of
+from tests.support.tracing import (
+    global_tracer_provider,
+    installed_tracer_provider,
+    span_of_traceparent,
+    traceparent_of,
+)
 
 
 @pytest.fixture
@@ -287,3 +292,76 @@ def test_async_bulk_and_transaction_spans_are_children_of_the_task(
     assert by_name["commit_transaction"].status.status_code is StatusCode.OK
     single = [s for s in spans if s.name == f"send {topic_name}" and "messaging.batch.message_count" not in dict(s.attributes)]
     assert len(single) == 1 and single[0].parent.span_id == job_id  # type: ignore[union-attr]
+
+
+def test_an_async_send_that_waits_for_memory_has_one_span_ended_with_its_record(
+    tansu: TansuBroker, topic_name: str, exporter: Any
+) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Started(SpanProcessor):
+        def __init__(self) -> None:
+            self.ids: list[int] = []
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            if span.name.startswith("send"):
+                self.ids.append(span.context.span_id)
+
+    started = Started()
+    trace.get_tracer_provider().add_span_processor(started)  # type: ignore[attr-defined]
+    create_topic(tansu.bootstrap, topic_name, 1)
+    # Four batches of memory for 200 records of 4 KB sent at once: most sends wait for memory.
+    config = _config(tansu, **{"batch.size": 16384, "buffer.memory": 65536})
+    waits: list[int] = []
+
+    async def main() -> None:
+        async with AsyncProducer(config) as p:
+            producer = p.producer
+            count = producer.add_memory_waiter
+
+            def counted(delta: int) -> None:
+                waits.append(delta)  # +1: a send starts waiting for memory
+                count(delta)
+
+            producer.add_memory_waiter = counted  # type: ignore[method-assign]
+
+            async def task(i: int) -> None:
+                futs = [await p.send(topic_name, b"%d-%d:" % (i, j) + b"x" * 4000) for j in range(10)]
+                await asyncio.gather(*futs)
+
+            await asyncio.gather(*(task(i) for i in range(20)))
+
+    asyncio.run(main())
+    assert waits.count(1) > 10, "the sends did not wait for memory: the test proves nothing"
+    spans = _sends(exporter)
+    assert len(spans) == 200
+    # Every span started was ended: none left behind by an attempt that waited for memory.
+    assert sorted(started.ids) == sorted(s.context.span_id for s in spans)
+    records = read_topic(tansu.bootstrap, topic_name, 200)
+    for rec in records:
+        span = span_of_traceparent(spans, _headers(rec)["traceparent"])
+        assert dict(span.attributes)["messaging.kafka.offset"] == rec.offset
+        assert span.status.status_code is StatusCode.UNSET
+
+
+def test_a_provider_that_makes_no_spans_leaves_the_sends_to_the_lane(tansu: TansuBroker, topic_name: str) -> None:
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from kproducer.record import native
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    with Producer(_config(tansu)) as p:
+        p.partitions_for(topic_name)
+        p.send(topic_name, b"warm").result(10)  # the topic registered with the lane
+        with global_tracer_provider(NoOpTracerProvider()):
+            p.send(topic_name, b"first")  # the lane declines it (a provider is set); Python finds it inert
+            lane_before = getattr(p.send, "fast_calls", 0)
+            for _ in range(50):
+                p.send(topic_name, b"inert")
+            p.send_batch(topic_name, [b"bulk"]).result(10)
+            p.flush()
+            if native.c is not None:
+                # The lane took the sends again (one that opens a new batch is Python's either way).
+                assert p.send.fast_calls - lane_before >= 25  # type: ignore[attr-defined]
+    records = read_topic(tansu.bootstrap, topic_name, 53)
+    assert [r for r in records if r.headers] == []

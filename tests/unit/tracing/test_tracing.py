@@ -13,7 +13,7 @@ import pytest
 from kproducer.metrics import UNDEFINED_UNTIL_EVENT
 from kproducer.tracing import GATE_KEY, ProducerTracing, TracedHeaders, _key_text
 from tests.support.paths import REPO_ROOT as ROOT
-from tests.support.tracing import installed_tracer_provider
+from tests.support.tracing import global_tracer_provider, installed_tracer_provider
 
 
 def test_off_by_config_or_without_the_api_and_no_span_until_a_provider_is_set() -> None:
@@ -119,3 +119,74 @@ def test_a_provider_named_by_the_environment_turns_tracing_on() -> None:
     env = {"PYTHONPATH": str(ROOT / "src"), "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_an_async_send_cancelled_while_it_waits_for_memory_ends_its_span() -> None:
+    import asyncio
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.trace import StatusCode
+
+    from kproducer.aio import AsyncProducer
+    from kproducer.errors import ProducerClosedError
+
+    class Started(SpanProcessor):
+        def __init__(self) -> None:
+            self.ids: list[int] = []
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            self.ids.append(span.context.span_id)
+
+    # No broker: the records wait for metadata, charged to buffer.memory, until it is full.
+    config = {"bootstrap.servers": "127.0.0.1:1", "buffer.memory": 32768, "batch.size": 16384, "max.block.ms": 60_000}
+
+    async def main() -> int:
+        async with AsyncProducer(config) as p:
+            sends = [asyncio.ensure_future(p.send("t", b"x" * 6000)) for _ in range(12)]
+            for _ in range(50):
+                await asyncio.sleep(0)
+            waiting = [s for s in sends if not s.done()]
+            for s in waiting:
+                s.cancel()
+            await asyncio.gather(*sends, return_exceptions=True)
+            await p.close(0)
+            outcomes = await asyncio.gather(*(s.result() for s in sends if not s.cancelled()), return_exceptions=True)
+            assert len(outcomes) == 12 - len(waiting) and all(isinstance(o, ProducerClosedError) for o in outcomes)
+        return len(waiting)
+
+    with installed_tracer_provider() as exporter:
+        started = Started()
+        trace.get_tracer_provider().add_span_processor(started)  # type: ignore[attr-defined]
+        waiting = asyncio.run(main())
+        spans = exporter.get_finished_spans()
+    assert waiting > 0, "no send waited for memory: the test proves nothing"
+    assert sorted(started.ids) == sorted(s.context.span_id for s in spans) and len(spans) == 12
+    assert all(s.status.status_code is StatusCode.ERROR for s in spans)
+    cancelled = [s for s in spans if dict(s.attributes)["error.type"] == "asyncio.exceptions.CancelledError"]
+    assert len(cancelled) == waiting
+
+
+@pytest.mark.parametrize("inert", ["NoOpTracerProvider", "OTEL_SDK_DISABLED"])
+def test_a_provider_that_makes_no_spans_counts_as_none(inert: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    if inert == "OTEL_SDK_DISABLED":
+        monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+        provider: Any = TracerProvider()
+    else:
+        provider = NoOpTracerProvider()
+    tracing = ProducerTracing.create(True, "c")
+    assert tracing is not None
+    told: list[str] = []
+    tracing.when_inert(lambda: told.append("before"))
+    with global_tracer_provider(provider):
+        assert not tracing.should_trace(None) and not tracing.active()
+        assert told == ["before"]
+        tracing.when_inert(lambda: told.append("after"))  # known already: told at once
+        assert told == ["before", "after"]
+    # A provider that makes spans, set afterwards (only tests can set a second one), is traced.
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    with installed_tracer_provider():
+        assert tracing.should_trace(None) and tracing.active()
