@@ -200,6 +200,11 @@ class SchemaRegistryClient:
         resp = self._call("GET", f"/subjects/{self._subject_path(subject)}/versions/latest")
         return RegisteredSchema(int(resp["id"]), resp.get("subject", subject), resp.get("version"), AvroSchema(resp["schema"]))
 
+    def global_compatibility(self) -> str:
+        """The registry's default compatibility level (``GET /config``): also proves it answers, with these credentials."""
+        resp = self._call("GET", "/config")
+        return str(resp.get("compatibilityLevel", resp.get("compatibility", "")))
+
     def schema_by_id(self, schema_id: int) -> AvroSchema:
         resp = self._call("GET", f"/schemas/ids/{int(schema_id)}")
         return AvroSchema(resp["schema"])

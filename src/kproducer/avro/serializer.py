@@ -215,6 +215,12 @@ class AvroFormat:
             return schema, client.register(subject, schema)
         return schema, client.lookup(subject, schema).schema_id
 
+    def check_registry(self) -> None:
+        """Raise SchemaRegistryError unless the registry these settings will ask answers (nothing when none is asked)."""
+        client = self.client()
+        if client is not None and self._settings.schema_id is None:
+            client.global_compatibility()
+
     def check_compatible(self, topic: str, arrow_type: Any) -> list[str]:
         """The registry's reasons this topic's schema would be refused ([] when it is accepted or no registry)."""
         s = self._settings

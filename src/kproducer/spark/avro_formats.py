@@ -9,7 +9,7 @@ id; the tasks only encode. With a topic column and the record subject name
 strategy the same holds, since the subject is the record's name whatever the
 topic. With a topic column and a topic-based strategy, each task resolves the
 subjects of the topics it sees (once per topic and executor worker), and the
-driver checks that the schema fits the column.
+driver checks that the schema fits the column and that the registry answers.
 
 In a task, each Arrow batch's value (and key) column is encoded
 (:func:`kproducer.avro.table.encode_table`) before the batch is cut into bulk
@@ -60,6 +60,9 @@ def pin_formats(opts: SinkOptions, cols: SinkSchema, spark_schema: Any) -> SinkO
                 compile_plan(AvroSchema(given), arrow_type, side)  # refuses a schema that does not fit the column
             else:
                 derive_schema(arrow_type)  # refuses a column type Avro cannot hold
+            # The subjects come from the rows, so the tasks register them; a registry that is down
+            # or refuses these credentials still fails the write here, before any task starts.
+            fmt.check_registry()
             pinned[side] = fmt
             continue
         problems = fmt.check_compatible(topic, arrow_type)

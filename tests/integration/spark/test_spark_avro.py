@@ -209,6 +209,13 @@ def test_registry_down_or_schema_not_fitting_fails_at_planning(
         df.write.format("kproducer").options(**opts).mode("append").save()
     assert re.search(pattern, str(ei.value), re.S), str(ei.value)[:3000]
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+    # The same with a topic column (the subjects come from the rows): still refused at planning.
+    routed = df.selectExpr("'spark-avro-plan' as topic", "value")
+    del opts["topic"]
+    with pytest.raises(Exception) as ei:
+        routed.write.format("kproducer").options(**opts).mode("append").save()
+    assert re.search(pattern, str(ei.value), re.S), str(ei.value)[:3000]
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
 
 
 def test_topic_column_with_the_record_strategy_is_checked_and_registered_on_the_driver(

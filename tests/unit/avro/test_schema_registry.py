@@ -14,8 +14,9 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError as ConfluentRegistryError
 
+from kproducer.avro import AvroFormat
 from kproducer.avro.registry import SchemaRegistryClient as KClient
-from kproducer.avro.registry import SchemaRegistryError, subject_name
+from kproducer.avro.registry import SchemaRegistryError, subject_depends_on_topic, subject_name
 from kproducer.avro.schema import AvroSchema
 from tests.support.schema_registry import SchemaRegistry
 from tests.support.tls import make_certificates
@@ -85,6 +86,8 @@ def test_kproducers_client_against_the_test_registry(registry: SchemaRegistry) -
         client.latest("nobody-value")
     with pytest.raises(SchemaRegistryError, match="40403"):
         client.lookup("users-value", AvroSchema(V3_REMOVED))
+    assert client.global_compatibility() == "BACKWARD"
+    assert SchemaRegistryClient({"url": registry.url}).get_compatibility() == "BACKWARD"  # confluent-kafka agrees
 
 
 def test_basic_auth_and_tls(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -101,6 +104,13 @@ def test_basic_auth_and_tls(tmp_path) -> None:  # type: ignore[no-untyped-def]
             {"url": registry.url, "basic.auth.user.info": "alice:s3cret", "ssl.ca.location": str(certs.ca)}
         )
         assert confluent.get_latest_version("t-value").schema_id == 1
+        # The Spark sink's planning check: answers with good credentials, refuses with the registry's words.
+        AvroFormat(registry.url, basic_auth_user_info="alice:s3cret", ssl_ca_location=str(certs.ca)).check_registry()
+        with pytest.raises(SchemaRegistryError, match="HTTP 401"):
+            AvroFormat(registry.url, basic_auth_user_info="alice:no", ssl_ca_location=str(certs.ca)).check_registry()
+    AvroFormat("http://127.0.0.1:9", schema=V1, schema_id=7).check_registry()  # a pinned id asks no registry
+    with pytest.raises(SchemaRegistryError, match="no schema registry reachable at http://127.0.0.1:9"):
+        AvroFormat("http://127.0.0.1:9").check_registry()
 
 
 def test_subject_name_strategies() -> None:
@@ -115,3 +125,4 @@ def test_subject_name_strategies() -> None:
         subject_name("record", "users", AvroSchema("string"), False)
     with pytest.raises(ValueError, match="topic, record, topic_record"):
         subject_name("subject", "users", rec, False)
+    assert [subject_depends_on_topic(s) for s in ("topic", "RecordNameStrategy", "topic_record")] == [True, False, True]
