@@ -893,7 +893,7 @@ class Producer:
         n = len(values)
         cb = None
         if callback is not None or on_delivery is not None:
-            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
+            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values, headers)
         if self._needs_per_record():
             rows = list(zip(keys or [None] * n, values, strict=True))
             return self._send_each(topic, rows, partition, timestamp, headers, cb)
@@ -986,7 +986,7 @@ class Producer:
         if callback is not None or on_delivery is not None:
             cb = resolve_bulk_callback(
                 callback, on_delivery, topic or "", arrow_column_or_none(data, key_column),
-                arrow_column_or_none(data, value_column),
+                arrow_column_or_none(data, value_column), headers,
             )
         return self._send_arrow(
             data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb, formats

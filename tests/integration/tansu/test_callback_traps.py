@@ -51,6 +51,31 @@ def test_report_gives_the_bytes_sent_and_the_header_pairs(tansu: TansuBroker, to
     ]
 
 
+def test_bulk_reports_give_the_bytes_sent_and_the_header_pairs(tansu: TansuBroker, topic_name: str) -> None:
+    # send_batch and send_arrow report each row as send() does: its key and value as the bytes the record
+    # carries (bytearray, memoryview and Arrow string cells included) and the call's header pairs.
+    import pyarrow as pa
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    seen: list[tuple[Any, ...]] = []
+
+    def on_delivery(err: KafkaError | None, msg: DeliveryReport) -> None:
+        seen.append((err, msg.key().decode(), msg.value(), msg.headers()))
+
+    with _producer(tansu) as p:
+        p.send_batch(
+            topic_name, [b"v1", bytearray(b"v2"), memoryview(b"v3")], [b"k1", bytearray(b"k2"), memoryview(b"k3")],
+            headers={"h": "batch"}, on_delivery=on_delivery,
+        ).result(30)
+        p.send_arrow(
+            pa.table({"key": ["k4"], "value": ["v4"]}), topic_name, headers=[("h", b"arrow")], on_delivery=on_delivery
+        ).result(30)
+        p.flush()
+    expected = [(f"k{i}", f"v{i}".encode(), [("h", b"batch" if i < 4 else b"arrow")]) for i in range(1, 5)]
+    assert seen == [(None, *e) for e in expected]
+    assert [(r.key.decode(), r.value, r.headers) for r in read_topic(tansu.bootstrap, topic_name, 4)] == expected
+
+
 def test_report_gives_serialized_bytes_with_a_serializer_and_on_async_producer(tansu: TansuBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
     seen: list[tuple[Any, Any]] = []
