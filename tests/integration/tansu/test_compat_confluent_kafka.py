@@ -163,6 +163,30 @@ def test_buffer_error_when_the_local_queue_is_full(tansu: TansuBroker, topic_nam
     assert _written(tansu, topics[0], 6, 1) == _written(tansu, topics[1], 6, 1)
 
 
+def queue_full_kbytes_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """queue.buffering.max.kbytes bounds the bytes not yet reported: 3 values of 300 bytes fit in 1 KiB, a 4th not."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.kbytes": 1, "linger.ms": 2000})
+    out: dict[str, Any] = {}
+    for i in range(3):
+        p.produce(topic, bytes([48 + i]) * 300)
+    try:
+        p.produce(topic, b"x" * 300)
+        out["fourth"] = "accepted"
+    except BufferError:
+        out["fourth"] = "BufferError"
+    out["len_full"] = len(p)
+    out["flush"] = p.flush(30)
+    p.produce(topic, b"y" * 300)
+    out["flush_again"] = p.flush(30)
+    return out
+
+
+def test_buffer_error_when_the_local_queue_bytes_are_full(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, queue_full_kbytes_program)
+    assert theirs == ours == {"fourth": "BufferError", "len_full": 3, "flush": 0, "flush_again": 0}
+    assert _written(tansu, topics[0], 4, 1) == _written(tansu, topics[1], 4, 1)
+
+
 def purge_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
     codes: list[Any] = []
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 60000})

@@ -76,7 +76,7 @@ def test_settings_translate_librdkafka_names_and_keep_its_defaults() -> None:
         "partitioner.class": "fnv1a",
         "compression.type": "zstd",
         "compression.zstd.level": 7,
-        "buffer.memory": 64 * 1024,
+        "buffer.memory": 33554432,  # never below the Java default: whole batch buffers come from it
         "max.block.ms": 120000,
     }
     assert (s.max_messages, s.max_bytes, s.only_errors) == (10, 64 * 1024, True)

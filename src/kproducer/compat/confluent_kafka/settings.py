@@ -7,6 +7,7 @@ from typing import Any
 
 from kproducer.compat.confluent_kafka.errors import KafkaError, KafkaException
 from kproducer.compat.librdkafka_errors import CODES
+from kproducer.config.keys import CONFIG_KEYS
 
 __all__ = ["CONFIG_NAMES", "REFUSED", "Settings"]
 
@@ -118,6 +119,7 @@ _LIBRDKAFKA_DEFAULTS: dict[str, Any] = {
     "partitioner.class": "consistent_random",  # librdkafka's default partitioner
     "delivery.timeout.ms": 300000,  # message.timeout.ms
 }
+_BUFFER_MEMORY_DEFAULT = int(next(k.default for k in CONFIG_KEYS if k.name == "buffer.memory"))
 _DEFAULT_MAX_MESSAGES = 100000  # queue.buffering.max.messages
 _DEFAULT_MAX_KBYTES = 1048576  # queue.buffering.max.kbytes
 
@@ -195,8 +197,11 @@ class Settings:
             engine.setdefault("max.block.ms", message_timeout)
             if "request.timeout.ms" not in engine and message_timeout < linger + 30000:
                 engine["request.timeout.ms"] = max(1, message_timeout - linger)
-        # produce() never blocks: the queue limits above raise BufferError first.
-        engine.setdefault("buffer.memory", self.max_bytes)
+        # produce() never blocks: the queue limits above raise BufferError first. kproducer's pool holds
+        # whole batch buffers (batch.size each, one per partition being filled), not only the key and
+        # value bytes counted against queue.buffering.max.kbytes, so it never gets less than the Java
+        # producer's default: a small kbytes limit must not leave too little memory for one batch.
+        engine.setdefault("buffer.memory", max(self.max_bytes, _BUFFER_MEMORY_DEFAULT))
         self.engine = engine
 
 
