@@ -136,6 +136,48 @@ def test_callback_exception_is_raised_from_flush_and_nothing_is_lost(tansu: Tans
     assert _written(tansu, topics[0], 10, 1) == _written(tansu, topics[1], 10, 1)
 
 
+def raising_callback_poll_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """poll() serves the reports on the calling thread, and raises what a callback raised."""
+    import threading
+
+    caller = threading.get_ident()
+    served: list[str] = []
+    raised: list[str] = []
+    threads: set[bool] = set()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        threads.add(threading.get_ident() == caller)
+        key = msg.key().decode()
+        served.append(key)
+        if key == "k3":
+            raise ValueError("callback failed on k3")
+
+    p = ck.Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        p.produce(topic, b"v", f"k{i}", on_delivery=on_delivery)
+    for _ in range(600):
+        if len(served) == 10:
+            break
+        try:
+            p.poll(0.1)
+        except ValueError as e:
+            raised.append(str(e))
+    left = p.flush(30)
+    return {"served": sorted(served), "raised": raised, "on_caller": threads, "left": left, "len": len(p)}
+
+
+def test_poll_serves_reports_on_the_calling_thread_and_raises_callback_exceptions(
+    tansu: TansuBroker, topic_name: str
+) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, raising_callback_poll_program)
+    assert theirs == ours
+    assert ours == {
+        "served": sorted(f"k{i}" for i in range(10)), "raised": ["callback failed on k3"], "on_caller": {True},
+        "left": 0, "len": 0,
+    }
+    assert _written(tansu, topics[0], 10, 1) == _written(tansu, topics[1], 10, 1)
+
+
 # ----------------------------------------------------------------------------- local queue limits, purge, metadata
 
 
