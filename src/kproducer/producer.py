@@ -36,7 +36,7 @@ from functools import partial, update_wrapper
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
-from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
+from kproducer.callback_errors import CallbackErrors, attributed_to, run_as_callback_thread
 from kproducer.common import monotonic_ms, wall_clock_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
@@ -324,6 +324,7 @@ class Producer:
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             failure_log=self._failure_log,
             wall_clock_ms=self._wall_clock,
+            callback_errors=self._callback_errors,
         )
         router = self._router
         # KIP-526: a topic still holding records (in batches or parked) is never evicted.
@@ -908,7 +909,8 @@ class Producer:
         except ProducerClosedError:
             raise
         except KafkaError as e:
-            return fail_bulk(fut, e, cb)
+            with attributed_to(self._callback_errors):
+                return fail_bulk(fut, e, cb)
         if wake:
             self._wakeup()
         return fut
@@ -1068,7 +1070,8 @@ class Producer:
         except ProducerClosedError:
             raise
         except KafkaError as e:
-            return fail_bulk(fut, e, on_delivery)
+            with attributed_to(self._callback_errors):
+                return fail_bulk(fut, e, on_delivery)
         finally:
             if wake:
                 self._wakeup()
@@ -1260,7 +1263,8 @@ class Producer:
             self._raise_unusable()
         error = RecordPurgedError("purged from the producer's queue before it was sent")
         self._router.fail_all(error)
-        self._accumulator.abort_undrained_batches(error)
+        with attributed_to(self._callback_errors):  # the purged batches' callbacks run on this thread
+            self._accumulator.abort_undrained_batches(error)
         self._wakeup()
 
     def take_failed_count(self) -> int:

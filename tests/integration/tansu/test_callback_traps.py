@@ -133,6 +133,30 @@ def test_a_raising_callback_is_visible_without_logging_configured(tansu: TansuBr
     assert [r.key for r in records] == [f"k{i}".encode() for i in range(10)]
 
 
+def test_callbacks_raising_on_the_callers_thread_count_in_the_producers_metric(
+    tansu: TansuBroker, topic_name: str
+) -> None:
+    # A record that fails inside send() (here its serializer), a purge and a failed bulk call run their
+    # callbacks on the application's thread: what those raise counts in this producer's metric too.
+    create_topic(tansu.bootstrap, topic_name, 1)
+
+    def raising(md: Any, exc: Any) -> None:
+        raise ValueError("callback failed")
+
+    with _producer(tansu, **{"value.serializer": "json", "linger.ms": 60_000}) as p:
+        failed = p.send(topic_name, object(), b"k", callback=raising)  # json cannot write it
+        assert failed.done() and p.metrics()["callback-error-total"] == 1.0
+        queued = p.send(topic_name, {"n": 1}, b"k", callback=raising)
+        p.purge()
+        assert queued.done() and p.metrics()["callback-error-total"] == 2.0
+    with _producer(tansu) as p:
+        bad = p.send_batch("not a valid topic name!", [b"v1", b"v2"], callback=raising)
+        assert bad.done() and p.metrics()["callback-error-total"] == 2.0  # one per row
+        ok = p.send(topic_name, b"delivered", b"k", callback=raising)
+        p.flush()
+        assert ok.result(0).offset >= 0 and p.metrics()["callback-error-total"] == 3.0
+
+
 def _passthrough_env() -> dict[str, str]:
     import os
 
