@@ -528,15 +528,17 @@ def message_timeout_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[
     p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500})
     for i in range(3):
         p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: codes.append((err.code(), err.name(), msg.offset())))
+    left_at_once = p.flush(0)  # nothing can be delivered: flush() returns what is left
     left = p.flush(60)
     p.close()  # confluent-kafka would log connection failures to the dead address until exit
-    return {"codes": codes, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
+    return {"codes": codes, "left_at_once": left_at_once, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
 
 
 def test_message_timeout_reports_msg_timed_out(tansu: TansuBroker, topic_name: str) -> None:
     theirs, ours, _ = _twice(tansu, topic_name, 1, message_timeout_program)
     assert theirs == ours
     assert ours["codes"] == [(ours["expected"], "_MSG_TIMED_OUT", None)] * 3 and ours["left"] == 0
+    assert ours["left_at_once"] == 3
 
 
 def batch_and_context_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
