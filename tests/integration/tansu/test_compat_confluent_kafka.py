@@ -178,6 +178,26 @@ def test_poll_serves_reports_on_the_calling_thread_and_raises_callback_exception
     assert _written(tansu, topics[0], 10, 1) == _written(tansu, topics[1], 10, 1)
 
 
+def test_a_callback_raising_while_closing_still_closes_the_producer(tansu: TansuBroker, topic_name: str) -> None:
+    # Adapter only: confluent-kafka's own __exit__ turns the callback's exception into a SystemError.
+    from kproducer.compat.confluent_kafka import Producer
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    served: list[bytes] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        served.append(msg.value())
+        if msg.value() == b"v0":
+            raise ValueError("callback failed on v0")
+
+    with pytest.raises(ValueError, match="callback failed on v0"), Producer({"bootstrap.servers": tansu.bootstrap}) as p:
+        p.produce(topic_name, b"v0", on_delivery=on_delivery)
+        p.produce(topic_name, b"v1", on_delivery=on_delivery)
+    assert p.engine.closed and served == [b"v0"] and len(p) == 1
+    assert p.poll(0) == 1 and served == [b"v0", b"v1"] and len(p) == 0  # the other report is still served
+    assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 2)] == [b"v0", b"v1"]
+
+
 # ----------------------------------------------------------------------------- local queue limits, purge, metadata
 
 
