@@ -76,7 +76,7 @@ REFUSED: dict[str, str] = {
     "plugin.library.paths": "librdkafka plugins do not load into kproducer: use interceptor.classes",
     "interceptors": "librdkafka interceptors do not load into kproducer: use interceptor.classes",
     "enable.random.seed": "kproducer seeds Python's random generator as Python does",
-    "reconnect.backoff.jitter.ms": "kproducer's reconnect backoff is exponential with 20% jitter (KIP-144), from "
+    "reconnect.backoff.jitter.ms": "kproducer's reconnect backoff is exponential with jitter (KIP-144), from "
     "reconnect.backoff.ms up to reconnect.backoff.max.ms: set those",
     "topic.metadata.refresh.fast.interval.ms": _METADATA,
     "topic.metadata.refresh.sparse": _METADATA,
