@@ -24,7 +24,8 @@ import logging
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from kproducer.failure_log import logging_configured
 from kproducer.metrics.registry import PRODUCER_GROUP, MetricName
@@ -32,6 +33,7 @@ from kproducer.metrics.registry import PRODUCER_GROUP, MetricName
 __all__ = [
     "CALLBACK_ERROR_METRIC",
     "CallbackErrors",
+    "attributed_to",
     "callback_raised",
     "on_callback_thread",
     "run_as_callback_thread",
@@ -105,15 +107,34 @@ def _stderr(text: str) -> None:
         pass
 
 
-# Callbacks that run on a thread no producer registered (a record failed inside send(), on the
-# caller's thread) are reported here.
+# Callbacks that run on a thread no producer registered nor claimed with attributed_to() are
+# reported here (none of kproducer's own calls leaves one so).
 _unattributed = CallbackErrors("(caller thread)")
 
 
 def callback_raised(exc: BaseException, where: object) -> None:
-    """Report ``exc``, raised by a delivery callback, to the producer whose thread runs it."""
-    errors: CallbackErrors = getattr(_thread, "errors", None) or _unattributed
+    """Report ``exc``, raised by a delivery callback, to the producer whose thread runs it: its I/O
+    thread, or the application's thread inside a producer call that completes records there."""
+    errors: CallbackErrors = getattr(_thread, "errors", None) or getattr(_thread, "caller", None) or _unattributed
     errors.raised(exc, str(where))
+
+
+@contextmanager
+def attributed_to(errors: CallbackErrors) -> Iterator[None]:
+    """Callbacks run on this (the application's) thread meanwhile are ``errors``' producer's.
+
+    A record that fails inside ``send()`` (a serializer's error, a record too large...), a purge and
+    a failed bulk call complete records on the caller's thread; the exceptions their callbacks raise
+    count in that producer's metric like those raised on its I/O thread. Unlike the I/O thread's
+    mark, this does not make waits from the callback refuse: the caller's thread is not the one
+    that completes the other records.
+    """
+    previous = getattr(_thread, "caller", None)
+    _thread.caller = errors
+    try:
+        yield
+    finally:
+        _thread.caller = previous
 
 
 def on_callback_thread() -> bool:

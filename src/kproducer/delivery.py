@@ -215,31 +215,37 @@ class BulkDeliveryReports:
     """``on_delivery`` for a bulk call: gives each row its own :class:`DeliveryReport` when it completes.
 
     The batch asks ``for_row(row)`` with the caller's row number, so a report
-    carries that row's key and value; only a call with ``on_delivery`` pays this.
+    carries that row's key and value as the bytes sent (a ``bytearray``,
+    ``memoryview`` or Arrow ``string`` cell comes back as ``bytes``) and the
+    call's headers; only a call with ``on_delivery`` pays this.
     """
 
-    __slots__ = ("_fn", "_topic", "_keys", "_values", "_offset")
+    __slots__ = ("_fn", "_topic", "_keys", "_values", "_offset", "_headers")
 
     def __init__(
-        self, fn: Callable[[Any, DeliveryReport], object], topic: str, keys: Any, values: Any, offset: int = 0
+        self, fn: Callable[[Any, DeliveryReport], object], topic: str, keys: Any, values: Any, offset: int = 0,
+        headers: Any = None,
     ) -> None:
         self._fn = fn
         self._topic = topic
         self._keys = keys
         self._values = values
         self._offset = offset
+        self._headers = headers
 
     def for_row(self, row: int) -> DeliveryReport:
         row += self._offset
-        return DeliveryReport(self._fn, self._topic, _item(self._keys, row), _item(self._values, row))
+        return DeliveryReport(
+            self._fn, self._topic, _item(self._keys, row), _item(self._values, row), self._headers
+        )
 
     def at_offset(self, offset: int) -> BulkDeliveryReports:
         """The same reports for a chunk whose row 0 is the call's row ``offset``."""
-        return BulkDeliveryReports(self._fn, self._topic, self._keys, self._values, offset)
+        return BulkDeliveryReports(self._fn, self._topic, self._keys, self._values, offset, self._headers)
 
     def for_columns(self, topic: str, keys: Any, values: Any) -> BulkDeliveryReports:
         """Reports for another set of rows (one topic's rows of a table routed by a topic column)."""
-        return BulkDeliveryReports(self._fn, topic, keys, values)
+        return BulkDeliveryReports(self._fn, topic, keys, values, 0, self._headers)
 
     def __call__(self, metadata: RecordMetadata | None, exception: BaseException | None) -> None:
         # A whole call that failed before its rows were placed: no row number to look up.
@@ -247,11 +253,18 @@ class BulkDeliveryReports:
 
 
 def _item(column: Any, row: int) -> Any:
+    """A row's key or value as the bytes the record carries (what confluent-kafka's ``msg.key()`` gives)."""
     if column is None:
         return None
     item = column[row]
     as_py = getattr(item, "as_py", None)  # a pyarrow scalar
-    return as_py() if as_py is not None else item
+    if as_py is not None:
+        item = as_py()
+    if isinstance(item, str):  # an Arrow string column: its cells are sent as their UTF-8 bytes
+        return item.encode("utf-8")
+    if isinstance(item, bytearray | memoryview):
+        return bytes(item)
+    return item
 
 
 def _resolve(callback: Callback | None, on_delivery: Any, report: Callable[[], Callback]) -> Callback | None:
@@ -273,7 +286,15 @@ def resolve_callback(
 
 
 def resolve_bulk_callback(
-    callback: Callback | None, on_delivery: OnDelivery | None, topic: str, keys: Any, values: Sequence[Any] | Any
+    callback: Callback | None,
+    on_delivery: OnDelivery | None,
+    topic: str,
+    keys: Any,
+    values: Sequence[Any] | Any,
+    headers: Any = None,
 ) -> Callback | None:
-    """As :func:`resolve_callback`, for a bulk call: ``on_delivery`` gets one report per row."""
-    return _resolve(callback, on_delivery, lambda: BulkDeliveryReports(on_delivery, topic, keys, values))  # type: ignore[arg-type]
+    """As :func:`resolve_callback`, for a bulk call: ``on_delivery`` gets one report per row (``headers``:
+    the call's checked headers, on every row)."""
+    return _resolve(
+        callback, on_delivery, lambda: BulkDeliveryReports(on_delivery, topic, keys, values, 0, headers)  # type: ignore[arg-type]
+    )

@@ -36,7 +36,7 @@ from functools import partial, update_wrapper
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
-from kproducer.callback_errors import CallbackErrors, run_as_callback_thread
+from kproducer.callback_errors import CallbackErrors, attributed_to, run_as_callback_thread
 from kproducer.common import monotonic_ms, wall_clock_ms
 from kproducer.config import ProducerConfig
 from kproducer.delivery import (
@@ -324,6 +324,7 @@ class Producer:
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             failure_log=self._failure_log,
             wall_clock_ms=self._wall_clock,
+            callback_errors=self._callback_errors,
         )
         router = self._router
         # KIP-526: a topic still holding records (in batches or parked) is never evicted.
@@ -903,7 +904,7 @@ class Producer:
         n = len(values)
         cb = None
         if callback is not None or on_delivery is not None:
-            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values)
+            cb = resolve_bulk_callback(callback, on_delivery, topic, keys, values, headers)
         if self._needs_per_record():
             rows = list(zip(keys or [None] * n, values, strict=True))
             return self._send_each(topic, rows, partition, timestamp, headers, cb)
@@ -918,7 +919,8 @@ class Producer:
         except ProducerClosedError:
             raise
         except KafkaError as e:
-            return fail_bulk(fut, e, cb)
+            with attributed_to(self._callback_errors):
+                return fail_bulk(fut, e, cb)
         if wake:
             self._wakeup()
         return fut
@@ -996,7 +998,7 @@ class Producer:
         if callback is not None or on_delivery is not None:
             cb = resolve_bulk_callback(
                 callback, on_delivery, topic or "", arrow_column_or_none(data, key_column),
-                arrow_column_or_none(data, value_column),
+                arrow_column_or_none(data, value_column), headers,
             )
         return self._send_arrow(
             data, topic, value_column, key_column, topic_column, partition, timestamp, headers, cb, formats
@@ -1078,7 +1080,8 @@ class Producer:
         except ProducerClosedError:
             raise
         except KafkaError as e:
-            return fail_bulk(fut, e, on_delivery)
+            with attributed_to(self._callback_errors):
+                return fail_bulk(fut, e, on_delivery)
         finally:
             if wake:
                 self._wakeup()
@@ -1270,7 +1273,8 @@ class Producer:
             self._raise_unusable()
         error = RecordPurgedError("purged from the producer's queue before it was sent")
         self._router.fail_all(error)
-        self._accumulator.abort_undrained_batches(error)
+        with attributed_to(self._callback_errors):  # the purged batches' callbacks run on this thread
+            self._accumulator.abort_undrained_batches(error)
         self._wakeup()
 
     def take_failed_count(self) -> int:

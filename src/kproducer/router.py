@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kproducer.accumulator.futures import RecordFuture
-from kproducer.callback_errors import callback_raised
+from kproducer.callback_errors import CallbackErrors, attributed_to, callback_raised
 from kproducer.common import ExponentialBackoff, wall_clock_ms
 from kproducer.errors import (
     BufferExhaustedError,
@@ -138,8 +138,11 @@ class RecordRouter:
         retry_backoff_max_ms: int,
         failure_log: FailureLog | None = None,
         wall_clock_ms: Callable[[], int] = wall_clock_ms,
+        callback_errors: CallbackErrors | None = None,
     ) -> None:
         self._md = metadata
+        # The producer's count of callback exceptions, for the callbacks this step runs on the caller's thread.
+        self._callback_errors = callback_errors if callback_errors is not None else CallbackErrors("(router)")
         self._wall_clock = wall_clock_ms  # records' create time when the caller gives none
         self._failure_log = failure_log if failure_log is not None else FailureLog(log)
         self._acc = accumulator
@@ -367,7 +370,9 @@ class RecordRouter:
         self._sensors.record_errors(topic, 1)
         self._failure_log.failed(topic, partition if partition is not None else -1, 1, error, 0, self._clock())
         fut = RecordFuture.failed(TopicPartition(topic, partition if partition is not None else -1), error)
-        _call(on_delivery, error)
+        if on_delivery is not None:
+            with attributed_to(self._callback_errors):
+                _call(on_delivery, error)
         return fut
 
     def _park(
@@ -903,18 +908,22 @@ class RecordRouter:
             self._sensors.record_errors(topic, 1)
             self._failure_log.failed(topic, _partition_of(rec.partition), 1, error, 0, self._clock())
             resolve_parked(rec.future, error)
-            _call(rec.on_delivery, error)
+            if rec.on_delivery is not None:
+                with attributed_to(self._callback_errors):  # this may be the caller's thread (purge, close)
+                    _call(rec.on_delivery, error)
         else:
             bulk: ParkedBulk = entry  # type: ignore[assignment]
             missing = bulk.n - bulk.sink.appended_count
             bulk.future.fail_parked(bulk.n, missing, error)
             self._sensors.record_errors(topic, missing)
             self._failure_log.failed(topic, _partition_of(bulk.partition), missing, error, 0, self._clock())
-            for _ in range(missing):
-                _call(bulk.on_delivery, error)
+            if bulk.on_delivery is not None:
+                with attributed_to(self._callback_errors):
+                    for _ in range(missing):
+                        _call(bulk.on_delivery, error)
 
     def fail_all(self, error: KafkaError) -> None:
-        """Fail every parked record (the producer closed without waiting)."""
+        """Fail every parked record (the producer closed without waiting, or purge())."""
         with self._lock:
             entries = [(e, t) for t, q in self.parked.items() for e in q.fifo]
             self.parked.clear()

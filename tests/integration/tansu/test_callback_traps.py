@@ -51,6 +51,31 @@ def test_report_gives_the_bytes_sent_and_the_header_pairs(tansu: TansuBroker, to
     ]
 
 
+def test_bulk_reports_give_the_bytes_sent_and_the_header_pairs(tansu: TansuBroker, topic_name: str) -> None:
+    # send_batch and send_arrow report each row as send() does: its key and value as the bytes the record
+    # carries (bytearray, memoryview and Arrow string cells included) and the call's header pairs.
+    import pyarrow as pa
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    seen: list[tuple[Any, ...]] = []
+
+    def on_delivery(err: KafkaError | None, msg: DeliveryReport) -> None:
+        seen.append((err, msg.key().decode(), msg.value(), msg.headers()))
+
+    with _producer(tansu) as p:
+        p.send_batch(
+            topic_name, [b"v1", bytearray(b"v2"), memoryview(b"v3")], [b"k1", bytearray(b"k2"), memoryview(b"k3")],
+            headers={"h": "batch"}, on_delivery=on_delivery,
+        ).result(30)
+        p.send_arrow(
+            pa.table({"key": ["k4"], "value": ["v4"]}), topic_name, headers=[("h", b"arrow")], on_delivery=on_delivery
+        ).result(30)
+        p.flush()
+    expected = [(f"k{i}", f"v{i}".encode(), [("h", b"batch" if i < 4 else b"arrow")]) for i in range(1, 5)]
+    assert seen == [(None, *e) for e in expected]
+    assert [(r.key.decode(), r.value, r.headers) for r in read_topic(tansu.bootstrap, topic_name, 4)] == expected
+
+
 def test_report_gives_serialized_bytes_with_a_serializer_and_on_async_producer(tansu: TansuBroker, topic_name: str) -> None:
     create_topic(tansu.bootstrap, topic_name, 1)
     seen: list[tuple[Any, Any]] = []
@@ -106,6 +131,30 @@ def test_a_raising_callback_is_visible_without_logging_configured(tansu: TansuBr
     assert "2 delivery callback exceptions in total" in err
     records = read_topic(tansu.bootstrap, topic_name, 10)
     assert [r.key for r in records] == [f"k{i}".encode() for i in range(10)]
+
+
+def test_callbacks_raising_on_the_callers_thread_count_in_the_producers_metric(
+    tansu: TansuBroker, topic_name: str
+) -> None:
+    # A record that fails inside send() (here its serializer), a purge and a failed bulk call run their
+    # callbacks on the application's thread: what those raise counts in this producer's metric too.
+    create_topic(tansu.bootstrap, topic_name, 1)
+
+    def raising(md: Any, exc: Any) -> None:
+        raise ValueError("callback failed")
+
+    with _producer(tansu, **{"value.serializer": "json", "linger.ms": 60_000}) as p:
+        failed = p.send(topic_name, object(), b"k", callback=raising)  # json cannot write it
+        assert failed.done() and p.metrics()["callback-error-total"] == 1.0
+        queued = p.send(topic_name, {"n": 1}, b"k", callback=raising)
+        p.purge()
+        assert queued.done() and p.metrics()["callback-error-total"] == 2.0
+    with _producer(tansu) as p:
+        bad = p.send_batch("not a valid topic name!", [b"v1", b"v2"], callback=raising)
+        assert bad.done() and p.metrics()["callback-error-total"] == 2.0  # one per row
+        ok = p.send(topic_name, b"delivered", b"k", callback=raising)
+        p.flush()
+        assert ok.result(0).offset >= 0 and p.metrics()["callback-error-total"] == 3.0
 
 
 def _passthrough_env() -> dict[str, str]:

@@ -136,6 +136,68 @@ def test_callback_exception_is_raised_from_flush_and_nothing_is_lost(tansu: Tans
     assert _written(tansu, topics[0], 10, 1) == _written(tansu, topics[1], 10, 1)
 
 
+def raising_callback_poll_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """poll() serves the reports on the calling thread, and raises what a callback raised."""
+    import threading
+
+    caller = threading.get_ident()
+    served: list[str] = []
+    raised: list[str] = []
+    threads: set[bool] = set()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        threads.add(threading.get_ident() == caller)
+        key = msg.key().decode()
+        served.append(key)
+        if key == "k3":
+            raise ValueError("callback failed on k3")
+
+    p = ck.Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        p.produce(topic, b"v", f"k{i}", on_delivery=on_delivery)
+    for _ in range(600):
+        if len(served) == 10:
+            break
+        try:
+            p.poll(0.1)
+        except ValueError as e:
+            raised.append(str(e))
+    left = p.flush(30)
+    return {"served": sorted(served), "raised": raised, "on_caller": threads, "left": left, "len": len(p)}
+
+
+def test_poll_serves_reports_on_the_calling_thread_and_raises_callback_exceptions(
+    tansu: TansuBroker, topic_name: str
+) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, raising_callback_poll_program)
+    assert theirs == ours
+    assert ours == {
+        "served": sorted(f"k{i}" for i in range(10)), "raised": ["callback failed on k3"], "on_caller": {True},
+        "left": 0, "len": 0,
+    }
+    assert _written(tansu, topics[0], 10, 1) == _written(tansu, topics[1], 10, 1)
+
+
+def test_a_callback_raising_while_closing_still_closes_the_producer(tansu: TansuBroker, topic_name: str) -> None:
+    # Adapter only: confluent-kafka's own __exit__ turns the callback's exception into a SystemError.
+    from kproducer.compat.confluent_kafka import Producer
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    served: list[bytes] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        served.append(msg.value())
+        if msg.value() == b"v0":
+            raise ValueError("callback failed on v0")
+
+    with pytest.raises(ValueError, match="callback failed on v0"), Producer({"bootstrap.servers": tansu.bootstrap}) as p:
+        p.produce(topic_name, b"v0", on_delivery=on_delivery)
+        p.produce(topic_name, b"v1", on_delivery=on_delivery)
+    assert p.engine.closed and served == [b"v0"] and len(p) == 1
+    assert p.poll(0) == 1 and served == [b"v0", b"v1"] and len(p) == 0  # the other report is still served
+    assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 2)] == [b"v0", b"v1"]
+
+
 # ----------------------------------------------------------------------------- local queue limits, purge, metadata
 
 
@@ -161,6 +223,30 @@ def test_buffer_error_when_the_local_queue_is_full(tansu: TansuBroker, topic_nam
     theirs, ours, topics = _twice(tansu, topic_name, 1, queue_full_program)
     assert theirs == ours == {"sixth": "BufferError", "len_full": 5, "flush": 0, "len_after": 0, "flush_again": 0}
     assert _written(tansu, topics[0], 6, 1) == _written(tansu, topics[1], 6, 1)
+
+
+def queue_full_kbytes_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
+    """queue.buffering.max.kbytes bounds the bytes not yet reported: 3 values of 300 bytes fit in 1 KiB, a 4th not."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.kbytes": 1, "linger.ms": 2000})
+    out: dict[str, Any] = {}
+    for i in range(3):
+        p.produce(topic, bytes([48 + i]) * 300)
+    try:
+        p.produce(topic, b"x" * 300)
+        out["fourth"] = "accepted"
+    except BufferError:
+        out["fourth"] = "BufferError"
+    out["len_full"] = len(p)
+    out["flush"] = p.flush(30)
+    p.produce(topic, b"y" * 300)
+    out["flush_again"] = p.flush(30)
+    return out
+
+
+def test_buffer_error_when_the_local_queue_bytes_are_full(tansu: TansuBroker, topic_name: str) -> None:
+    theirs, ours, topics = _twice(tansu, topic_name, 1, queue_full_kbytes_program)
+    assert theirs == ours == {"fourth": "BufferError", "len_full": 3, "flush": 0, "flush_again": 0}
+    assert _written(tansu, topics[0], 4, 1) == _written(tansu, topics[1], 4, 1)
 
 
 def purge_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
@@ -462,15 +548,17 @@ def message_timeout_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[
     p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500})
     for i in range(3):
         p.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: codes.append((err.code(), err.name(), msg.offset())))
+    left_at_once = p.flush(0)  # nothing can be delivered: flush() returns what is left
     left = p.flush(60)
     p.close()  # confluent-kafka would log connection failures to the dead address until exit
-    return {"codes": codes, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
+    return {"codes": codes, "left_at_once": left_at_once, "left": left, "expected": ck.KafkaError._MSG_TIMED_OUT}
 
 
 def test_message_timeout_reports_msg_timed_out(tansu: TansuBroker, topic_name: str) -> None:
     theirs, ours, _ = _twice(tansu, topic_name, 1, message_timeout_program)
     assert theirs == ours
     assert ours["codes"] == [(ours["expected"], "_MSG_TIMED_OUT", None)] * 3 and ours["left"] == 0
+    assert ours["left_at_once"] == 3
 
 
 def batch_and_context_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:

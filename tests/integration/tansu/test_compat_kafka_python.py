@@ -124,3 +124,41 @@ def test_custom_partitioner_and_serializer_classes_as_kafka_python(tansu: TansuB
     assert ours_records == peer_records
     assert ours_obs[-1] == ("tombstone", 0, -1)
     assert {o[1] for o in ours_obs[:-1]} == {0, 1, 2}
+
+
+def test_get_inside_a_callback_raises_illegal_state_and_loses_nothing(tansu: TansuBroker) -> None:
+    # Callbacks run on the producer's I/O thread: get() of a record still pending there would wait for
+    # itself. It raises kafka-python's IllegalStateError naming the deadlock (not a timeout), at once.
+    topic = f"compat-kafka-get-in-callback-{next(_ids)}"
+    create_topic(tansu.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap)
+    seen: list[Any] = []
+    done = threading.Event()
+
+    def inner(_md: Any) -> None:
+        second = producer.send(topic, b"second", key=b"k")
+        try:
+            second.get(30)
+        except Exception as e:  # noqa: BLE001 - what it raises is the observation
+            seen.append((type(e).__name__, isinstance(e, compat_errors.IllegalStateError), "deadlock" in str(e)))
+        done.set()
+
+    producer.send(topic, b"first", key=b"k").add_callback(inner)
+    wait_until(done.is_set, "the callback ran")
+    assert seen == [("IllegalStateError", True, True)]
+    producer.flush()
+    producer.close()
+    assert [r.value for r in read_topic(tansu.bootstrap, topic, 2)] == [b"first", b"second"]
+
+
+def test_flush_does_not_time_out_because_of_records_sent_meanwhile(tansu: TansuBroker) -> None:
+    # A record sent while flush() waits (here by a callback, as another thread could) is not one flush()
+    # waited for: kafka-python's flush() returns, and raises KafkaTimeoutError only when its timeout ran out.
+    topic = f"compat-kafka-flush-meanwhile-{next(_ids)}"
+    create_topic(tansu.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=1000)
+    producer.send(topic, b"first", key=b"k").add_callback(lambda _md: producer.send(topic, b"second", key=b"k"))
+    producer.flush(60)
+    producer.flush(60)
+    producer.close()
+    assert [r.value for r in read_topic(tansu.bootstrap, topic, 2)] == [b"first", b"second"]

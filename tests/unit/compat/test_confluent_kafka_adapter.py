@@ -76,7 +76,7 @@ def test_settings_translate_librdkafka_names_and_keep_its_defaults() -> None:
         "partitioner.class": "fnv1a",
         "compression.type": "zstd",
         "compression.zstd.level": 7,
-        "buffer.memory": 64 * 1024,
+        "buffer.memory": 33554432,  # never below the Java default: whole batch buffers come from it
         "max.block.ms": 120000,
     }
     assert (s.max_messages, s.max_bytes, s.only_errors) == (10, 64 * 1024, True)
@@ -135,3 +135,31 @@ def test_settings_that_ask_for_what_kproducer_does_are_accepted() -> None:
         serializing=False,
     )  # fmt: skip
     assert not {"socket.keepalive.enable", "socket.nagle.disable", "api.version.request"} & set(s.engine)
+
+
+def test_librdkafka_spellings_of_kproducer_settings() -> None:
+    from kproducer.config.producer_config import ProducerConfig
+
+    # librdkafka's 'none' is Java's '' (no host name check); its OAUTHBEARER method is implied by the other keys.
+    s = _Settings(
+        {"bootstrap.servers": "h:1", "ssl.endpoint.identification.algorithm": "none", "sasl.oauthbearer.method": "oidc"},
+        serializing=False,
+    )
+    assert ProducerConfig(s.engine).ssl_endpoint_identification_algorithm == ""
+    assert "sasl.oauthbearer.method" not in s.engine
+    with pytest.raises(KafkaException, match="sasl.oauthbearer.method must be default or oidc, got 'kerberos'"):
+        _Settings({"bootstrap.servers": "h:1", "sasl.oauthbearer.method": "kerberos"}, serializing=False)
+
+
+def test_docs_list_every_refused_setting() -> None:
+    # docs/migrating.md's refusal table names each setting the adapter refuses (a `prefix.*` covers a family).
+    import re
+
+    from tests.support.paths import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "migrating.md").read_text()
+    table = page[page.index("| setting | why, and what to do instead |"): page.index("- **Defaults that are kproducer's")]
+    listed = set(re.findall(r"`([^`=]+)(?:=[^`]*)?`", table))
+    families = tuple(name[:-1] for name in listed if name.endswith(".*"))
+    missing = [name for name in REFUSED if name not in listed and not name.startswith(families)]
+    assert not missing, f"refused by the adapter but not in docs/migrating.md: {missing}"

@@ -338,11 +338,20 @@ class Producer:
         )
 
     def close(self, timeout: float | None = None) -> bool:
-        """Abort an open transaction, flush (serving reports) within ``timeout`` s, then stop the I/O thread."""
-        state = self._producer.transaction_state
-        if state is not None and state.name in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
-            self.abort_transaction(timeout)
-        left = self.flush(timeout)
+        """Abort an open transaction, flush (serving reports) within ``timeout`` s, then stop the I/O thread.
+
+        An exception raised by a delivery callback propagates, as from ``flush()``, once the
+        producer is closed all the same (its connections and I/O thread do not outlive a failed
+        ``with`` block); the reports not served yet stay for ``poll()``.
+        """
+        try:
+            state = self._producer.transaction_state
+            if state is not None and state.name in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
+                self.abort_transaction(timeout)
+            left = self.flush(timeout)
+        except BaseException:
+            self._producer.close(timeout)
+            raise
         self._producer.close(0 if left else timeout)
         self.poll(0)
         return True

@@ -7,6 +7,7 @@ from typing import Any
 
 from kproducer.compat.confluent_kafka.errors import KafkaError, KafkaException
 from kproducer.compat.librdkafka_errors import CODES
+from kproducer.config.keys import CONFIG_KEYS
 
 __all__ = ["CONFIG_NAMES", "REFUSED", "Settings"]
 
@@ -29,6 +30,16 @@ CONFIG_NAMES: dict[str, str] = {
 }
 
 _LOGGING = "kproducer logs through Python's logging under the 'kproducer' logger: configure that instead"
+_METADATA = (
+    "kproducer refreshes metadata as the Java producer does: at once for a topic it lacks or a partition "
+    "without a leader (backed off by retry.backoff.ms), else every metadata.max.age.ms, forgetting topics "
+    "unused for metadata.max.idle.ms"
+)
+_KERBEROS = "kproducer does not speak Kerberos (GSSAPI): use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+_SSL_CONTEXT = (
+    "TLS runs on Python's ssl module, not on librdkafka's OpenSSL build: configure an ssl.SSLContext and pass "
+    "it as ssl.context"
+)
 #: librdkafka settings with no meaning on kproducer: refused by name, with the reason and what to do instead.
 REFUSED: dict[str, str] = {
     "batch.num.messages": "kproducer bounds a batch by bytes (batch.size), as the Java producer does, not by a "
@@ -65,6 +76,37 @@ REFUSED: dict[str, str] = {
     "plugin.library.paths": "librdkafka plugins do not load into kproducer: use interceptor.classes",
     "interceptors": "librdkafka interceptors do not load into kproducer: use interceptor.classes",
     "enable.random.seed": "kproducer seeds Python's random generator as Python does",
+    "reconnect.backoff.jitter.ms": "kproducer's reconnect backoff is exponential with jitter (KIP-144), from "
+    "reconnect.backoff.ms up to reconnect.backoff.max.ms: set those",
+    "topic.metadata.refresh.fast.interval.ms": _METADATA,
+    "topic.metadata.refresh.sparse": _METADATA,
+    "topic.metadata.propagation.max.ms": "a record for a topic missing from the metadata waits for it up to "
+    "max.block.ms (message.timeout.ms unless set), as in the Java producer",
+    "queue.buffering.backpressure.threshold": "batches are sent when full or after linger.ms, as in the Java "
+    "producer; requests in flight are bounded by max.in.flight.requests.per.connection",
+    "message.copy.max.bytes": "kproducer copies every key and value into its batch buffer, as the Java producer does",
+    "receive.message.max.bytes": "responses are bounded by kproducer's own requests",
+    "client.rack": "only consumers use a rack (KIP-392 fetching from the closest replica); a producer writes to "
+    "each partition's leader",
+    "log_cb": _LOGGING,
+    "sasl.kerberos.service.name": _KERBEROS,
+    "sasl.kerberos.principal": _KERBEROS,
+    "sasl.kerberos.kinit.cmd": _KERBEROS,
+    "sasl.kerberos.keytab": _KERBEROS,
+    "sasl.kerberos.min.time.before.relogin": _KERBEROS,
+    "enable.sasl.oauthbearer.unsecure.jwt": "kproducer builds no unsecured JWTs: give tokens through oauth_cb, or "
+    "the OIDC client-credentials settings (sasl.oauthbearer.token.endpoint.url...)",
+    "sasl.oauthbearer.config": "kproducer builds no unsecured JWTs: give tokens through oauth_cb, or the OIDC "
+    "client-credentials settings (sasl.oauthbearer.token.endpoint.url...)",
+    "sasl.oauthbearer.extensions": "return the SASL extensions from oauth_cb: (token, expiry, principal, extensions)",
+    "ssl.crl.location": _SSL_CONTEXT + " (with its revocation lists loaded and VERIFY_CRL_CHECK_LEAF set)",
+    "ssl.ca.certificate.stores": _SSL_CONTEXT,
+    "ssl.curves.list": _SSL_CONTEXT,
+    "ssl.sigalgs.list": _SSL_CONTEXT,
+    "ssl.providers": _SSL_CONTEXT,
+    "ssl.engine.location": _SSL_CONTEXT,
+    "ssl.engine.id": _SSL_CONTEXT,
+    "ssl.certificate.verify_cb": _SSL_CONTEXT,
     "key.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
     "value.serializer": "Producer takes str or bytes: use SerializingProducer for serializer objects",
 }
@@ -77,6 +119,7 @@ _LIBRDKAFKA_DEFAULTS: dict[str, Any] = {
     "partitioner.class": "consistent_random",  # librdkafka's default partitioner
     "delivery.timeout.ms": 300000,  # message.timeout.ms
 }
+_BUFFER_MEMORY_DEFAULT = int(next(k.default for k in CONFIG_KEYS if k.name == "buffer.memory"))
 _DEFAULT_MAX_MESSAGES = 100000  # queue.buffering.max.messages
 _DEFAULT_MAX_KBYTES = 1048576  # queue.buffering.max.kbytes
 
@@ -115,6 +158,14 @@ class Settings:
         for name, fixed in _FIXED.items():
             if name in flat and _as_bool(flat[name], name) == fixed:
                 del flat[name]  # asks for what kproducer does anyway
+        # librdkafka spells "no host name check" 'none'; Java (and kproducer) spell it ''.
+        if str(flat.get("ssl.endpoint.identification.algorithm", "")).lower() == "none":
+            flat["ssl.endpoint.identification.algorithm"] = ""
+        # librdkafka's OAUTHBEARER switch: 'oidc' when the token endpoint settings are given, else
+        # 'default' (oauth_cb). kproducer chooses the same way from the settings themselves.
+        method = flat.pop("sasl.oauthbearer.method", None)
+        if method is not None and str(method).lower() not in ("default", "oidc"):
+            raise _config_error(f"sasl.oauthbearer.method must be default or oidc, got {method!r}")
         engine: dict[str, Any] = {}
         refused = [name for name in flat if name in REFUSED]
         if refused:
@@ -146,8 +197,11 @@ class Settings:
             engine.setdefault("max.block.ms", message_timeout)
             if "request.timeout.ms" not in engine and message_timeout < linger + 30000:
                 engine["request.timeout.ms"] = max(1, message_timeout - linger)
-        # produce() never blocks: the queue limits above raise BufferError first.
-        engine.setdefault("buffer.memory", self.max_bytes)
+        # produce() never blocks: the queue limits above raise BufferError first. kproducer's pool holds
+        # whole batch buffers (batch.size each, one per partition being filled), not only the key and
+        # value bytes counted against queue.buffering.max.kbytes, so it never gets less than the Java
+        # producer's default: a small kbytes limit must not leave too little memory for one batch.
+        engine.setdefault("buffer.memory", max(self.max_bytes, _BUFFER_MEMORY_DEFAULT))
         self.engine = engine
 
 

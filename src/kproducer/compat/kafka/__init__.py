@@ -32,6 +32,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from kproducer.compat.kafka import partitioner as _partitioner
 from kproducer.compat.kafka.structs import OffsetAndMetadata, RecordMetadata
 from kproducer.errors import BufferExhaustedError, RecordTooLargeError
 from kproducer.errors import KafkaError as _KproducerError
+from kproducer.errors import KafkaTimeoutError as KproducerTimeoutError
 from kproducer.producer import Producer
 from kproducer.structs import PartitionInfo, TopicPartition
 
@@ -125,9 +127,12 @@ class FutureRecordMetadata:
         """Wait up to ``timeout`` s (None: as long as it takes); the metadata, or raise the record's exception."""
         try:
             self._rf.exception(timeout)
-        except _KproducerError:
-            if not self._rf.done():
+        except _KproducerError as e:
+            if isinstance(e, KproducerTimeoutError) and not self._rf.done():
                 raise errors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.") from None
+            # Not a timeout: get() of a pending record from a callback on the I/O thread, which would
+            # wait for itself, raises IllegalStateError naming the deadlock (kproducer.callback_errors).
+            raise _translate(e) from None
         self._settle()
         if self._exception is not None:
             raise self._exception
@@ -365,11 +370,14 @@ class KafkaProducer:
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait for it; KafkaTimeoutError if ``timeout`` s ran out first."""
+        start = time.monotonic()
         try:
             left = self._producer.flush(timeout)
         except _KproducerError as e:
             raise _translate(e)
-        if left:
+        # Records sent by other threads (or callbacks) while it waited are counted in ``left`` too;
+        # as in kafka-python, only a wait that ran out of time is an error.
+        if left and timeout is not None and time.monotonic() - start >= timeout:
             raise errors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs: {left} records left")
 
     def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
