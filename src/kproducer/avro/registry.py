@@ -12,7 +12,10 @@ dependency on any of them. The calls and their JSON are the registry's REST API
 - ``GET /subjects/{subject}/versions/latest``: the latest version;
 - ``GET /schemas/ids/{id}``: a schema by id;
 - ``POST /compatibility/subjects/{subject}/versions/latest?verbose=true``: would
-  this schema be accepted, and if not, the registry's reasons.
+  this schema be accepted, and if not, the registry's reasons;
+- ``GET /config``: the default compatibility level, asked by the Spark driver when
+  the subjects come from the rows, to find out before any task starts that the
+  registry answers and accepts the credentials.
 
 Basic auth (``basic.auth.user.info`` ``user:password``, as the Java serializers'
 ``basic.auth.credentials.source=USER_INFO``) and TLS (a CA file, and a client
