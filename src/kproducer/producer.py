@@ -669,6 +669,12 @@ class Producer:
         """The transactional producer's state (None for a non-transactional producer)."""
         return self._txn.state if self._txn is not None else None
 
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error that made the idempotent or transactional producer fatal (fenced, say), None while it is
+        not: every later send() and transactional call raises it until close()."""
+        return self._tm.fatal_error if self._tm is not None else None
+
     def run_sender_once(self) -> None:
         """One loop of the Sender on the calling thread (Java's ``Sender.runOnce``).
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.readback import create_topic, read_topic
+from tests.support.readback import create_topic
 from tests.support.tansu import TansuBroker
 
 MODULES = ("confluent_kafka", "kproducer.compat.confluent_kafka")
@@ -64,7 +64,7 @@ def test_error_cb_hears_an_unreachable_broker_and_all_brokers_down() -> None:
 
 
 def one_down_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, Any]:
-    """One bootstrap server up, one down: the dead one is reported, not every broker; records are delivered."""
+    """One bootstrap server up, one down: records are delivered, every broker is never reported down."""
     codes: set[str] = set()
     delivered: list[int] = []
 
@@ -75,14 +75,16 @@ def one_down_program(ck: ModuleType, bootstrap: str, topic: str) -> dict[str, An
     for i in range(5):
         p.produce(topic, f"v{i}".encode(), on_delivery=on_delivery)
     left = p.flush(_DEADLINE_S)
-    deadline = time.monotonic() + _DEADLINE_S
-    while "_TRANSPORT" not in codes and time.monotonic() < deadline:
+    # Neither client needs every bootstrap server (librdkafka connects sparsely; kproducer, as the
+    # Java producer, only until one answers): the dead one is reported if it happened to be tried.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
         p.poll(0.1)
     p.close()
     return {"codes": codes, "delivered": sorted(delivered), "left": left}
 
 
-def test_error_cb_reports_the_dead_bootstrap_server_while_records_flow(tansu: TansuBroker, topic_name: str) -> None:
+def test_error_cb_reports_no_all_brokers_down_while_one_broker_is_up(tansu: TansuBroker, topic_name: str) -> None:
     results = []
     for module in MODULES:
         topic = f"{topic_name}-{'ck' if module == 'confluent_kafka' else 'kp'}"
@@ -91,8 +93,8 @@ def test_error_cb_reports_the_dead_bootstrap_server_while_records_flow(tansu: Ta
         bootstrap = f"127.0.0.1:{_closed_port()},{tansu.bootstrap}"
         results.append(one_down_program(importlib.import_module(module), bootstrap, topic))
     theirs, ours = results
-    assert "_TRANSPORT" in theirs["codes"] and "_TRANSPORT" in ours["codes"]
-    assert "_ALL_BROKERS_DOWN" not in ours["codes"]
+    # Never "all brokers down" while one is up; the dead one, if tried, is a _TRANSPORT error.
+    assert theirs["codes"] <= {"_TRANSPORT"} and ours["codes"] <= {"_TRANSPORT"}
     assert theirs["delivered"] == ours["delivered"] == [0, 1, 2, 3, 4]
     assert theirs["left"] == ours["left"] == 0
 
@@ -137,6 +139,44 @@ def test_error_cb_is_served_by_flush_too() -> None:
     p.close(0)
 
 
+def test_a_fatal_error_is_raised_once_from_poll(tansu: TansuBroker, topic_name: str) -> None:
+    # Adapter only: confluent-kafka raises KafkaException (the underlying error, fatal() true) from
+    # poll() for librdkafka's _FATAL event instead of calling error_cb; on Tansu its fenced producer
+    # is not made fatal (it reports PRODUCER_FENCED as not fatal), so there is nothing to compare.
+    from kproducer.compat.confluent_kafka import KafkaError, KafkaException, Producer
+
+    create_topic(tansu.bootstrap, topic_name, 1)
+    errors: list[Any] = []
+    conf = {"bootstrap.servers": tansu.bootstrap, "transactional.id": f"tx-{topic_name}", "error_cb": errors.append}
+    fenced = Producer(conf)
+    fenced.init_transactions(_DEADLINE_S)
+    fenced.begin_transaction()
+    fenced.produce(topic_name, b"a")
+    assert fenced.flush(_DEADLINE_S) == 0
+    newer = Producer(conf)
+    newer.init_transactions(_DEADLINE_S)
+    reports: list[Any] = []
+    fenced.produce(topic_name, b"b", on_delivery=lambda err, msg: reports.append(err))
+    raised: list[KafkaException] = []
+    deadline = time.monotonic() + _DEADLINE_S
+    while not raised and time.monotonic() < deadline:
+        try:
+            fenced.poll(0.1)
+        except KafkaException as e:
+            raised.append(e)
+    assert len(raised) == 1
+    err = raised[0].args[0]
+    assert err.fatal() and err.code() == KafkaError.PRODUCER_FENCED
+    assert [e.code() for e in reports] == [KafkaError.PRODUCER_FENCED]
+    assert fenced.poll(0) == 0  # raised once; error_cb is not called for it
+    assert errors == []
+    with pytest.raises(KafkaException) as later:
+        fenced.produce(topic_name, b"c")
+    assert later.value.args[0].fatal()
+    fenced.close(0)
+    newer.close()
+
+
 # ----------------------------------------------------------------------------- logger
 
 
@@ -149,19 +189,15 @@ class _Records(logging.Handler):
         self.records.append(record)
 
 
-def test_logger_receives_kproducers_log_lines_while_the_producer_is_open(tansu: TansuBroker, topic_name: str) -> None:
+def test_logger_receives_kproducers_log_lines_while_the_producer_is_open(topic_name: str) -> None:
     from kproducer.compat.confluent_kafka import Producer
 
-    create_topic(tansu.bootstrap, topic_name, 1)
     app = logging.getLogger(f"app.{topic_name}")
     app.setLevel(logging.DEBUG)
     app.propagate = False
     handler = _Records()
     app.addHandler(handler)
-    bootstrap = f"127.0.0.1:{_closed_port()},{tansu.bootstrap}"
-    p = Producer({"bootstrap.servers": bootstrap, "logger": app})
-    p.produce(topic_name, b"v0")
-    assert p.flush(_DEADLINE_S) == 0
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{_closed_port()}", "logger": app})
     deadline = time.monotonic() + _DEADLINE_S
     while not any("is unreachable" in r.getMessage() for r in handler.records) and time.monotonic() < deadline:
         p.poll(0.1)
@@ -174,7 +210,7 @@ def test_logger_receives_kproducers_log_lines_while_the_producer_is_open(tansu: 
     forwarded = len(handler.records)
     logging.getLogger("kproducer.network.client").warning("after close")
     assert len(handler.records) == forwarded  # no longer forwarded
-    assert [r.value for r in read_topic(tansu.bootstrap, topic_name, 1)] == [b"v0"]
+    assert all(isinstance(h, logging.NullHandler) for h in logging.getLogger("kproducer").handlers)
 
 
 def test_a_logger_adapter_adds_its_context(tansu: TansuBroker) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -64,7 +65,11 @@ class Producer:
         settings = Settings(merged, self._serializing)
         self._settings = settings
         self._reports = Reports()
-        self._log_forwarding = LogForwarding(settings.logger) if settings.logger is not None else None
+        self._fatal_raised = False
+        # Stopped by close(), or when the producer is garbage collected unclosed (as many programs leave it).
+        self._log_forwarding = (
+            weakref.finalize(self, LogForwarding(settings.logger).stop) if settings.logger is not None else None
+        )
         listener = self._client_error if settings.error_cb is not None else None
         try:
             self._producer = _EngineProducer(settings.engine, client_error_listener=listener)
@@ -80,10 +85,8 @@ class Producer:
         self._reports.put_error(client_error(event))
 
     def _stop_log_forwarding(self) -> None:
-        forwarding = self._log_forwarding
-        if forwarding is not None:
-            self._log_forwarding = None
-            forwarding.stop()
+        if self._log_forwarding is not None:
+            self._log_forwarding()  # a finalizer runs once
 
     # ------------------------------------------------------------------ produce
     def produce(
@@ -181,9 +184,24 @@ class Producer:
             if delivery is None:
                 if reports.has_errors():
                     continue  # woken by a client error
+                self._raise_fatal_once()
                 return served
             served += 1
             self._serve(delivery)
+
+    def _raise_fatal_once(self) -> None:
+        """Raise the producer's fatal error from poll()/flush(), once, as confluent-kafka does: it raises
+        KafkaException for librdkafka's _FATAL event, with the underlying error (``fatal()`` true)
+        instead of calling error_cb. Later calls raise it from produce() and the transactional calls."""
+        if self._fatal_raised:
+            return
+        fatal = self._producer.fatal_error
+        if fatal is None:
+            return
+        self._fatal_raised = True
+        raised = KafkaException(KafkaError(fatal.code(), fatal.str(), fatal=True))
+        raised.args[0].exception = fatal
+        raise raised from fatal
 
     def _serve_errors(self) -> int:
         """Call error_cb with each client-wide error queued by the I/O thread, as librdkafka's poll does."""
@@ -213,6 +231,7 @@ class Producer:
         reports = self._reports
         self._serve_errors()
         if not reports.count():
+            self._raise_fatal_once()
             return 0
         # kproducer's flush() (linger cut short, wait for completion) runs beside the serving loop below;
         # when it returns, every report of what it waited for is queued.
@@ -236,6 +255,7 @@ class Producer:
                 delivery = reports.take(0.01 if remaining is None else min(remaining, 0.01))
             if delivery is not None:
                 self._serve(delivery)
+        self._raise_fatal_once()
         return reports.count()
 
     def _engine_flush(self, timeout: float | None, flushed: threading.Event) -> None:
