@@ -196,3 +196,21 @@ def test_client_error_events_become_librdkafka_errors() -> None:
     assert code(ClientErrorKind.ALL_BROKERS_DOWN) == KafkaError._ALL_BROKERS_DOWN
     assert code(ClientErrorKind.AUTHENTICATION, SaslAuthenticationFailedError("no")) == KafkaError._AUTHENTICATION
     assert code(ClientErrorKind.AUTHENTICATION, SslAuthenticationError("no")) == KafkaError._SSL
+
+
+def test_a_client_error_ends_a_wait_for_delivery_reports() -> None:
+    import threading
+
+    from kproducer.compat.confluent_kafka.reports import Reports
+
+    reports = Reports()
+    reports.add(1)  # one record outstanding: take() would wait for its report
+    results: list[object] = []
+    taker = threading.Thread(target=lambda: results.append(reports.take(None)))
+    taker.start()
+    error = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+    reports.put_error(error)
+    taker.join(60)
+    assert not taker.is_alive() and results == [None]
+    assert reports.has_errors() and reports.take_error() is error and reports.take_error() is None
+    assert reports.count() == 1  # a client error is no record: len() does not count it
