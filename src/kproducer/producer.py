@@ -65,6 +65,7 @@ from kproducer.metrics import (
     register_producer_metrics,
     register_transaction_metrics,
 )
+from kproducer.network.client_error_event import ClientErrorListener
 from kproducer.partitioner import resolve_partitioner
 from kproducer.producer_interceptors import ProducerInterceptors
 from kproducer.record.builder import MAX_TIMESTAMP
@@ -175,8 +176,11 @@ class Producer:
         _client: KafkaClient | None = None,
         _metadata: Metadata | None = None,
         _start_io_thread: bool = True,
+        client_error_listener: ClientErrorListener | None = None,
         **kwargs: Any,
     ) -> None:
+        # ``client_error_listener`` is added (see :meth:`add_client_error_listener`) before the I/O
+        # thread starts, so that it hears of the first connection attempt's failure too.
         # ``_clock``, ``_client`` and ``_metadata`` are seams for tests (the Time, KafkaClient and
         # ProducerMetadata that Java's KafkaProducer test constructor takes): a controllable clock
         # and a scripted client that answers metadata requests into the same Metadata drive the
@@ -357,6 +361,8 @@ class Producer:
             # scripted client keeps the Python path, which compresses at a deterministic moment.
             self._accumulator.start_compression_worker(self._client.wakeup_fd())
         self._metrics.add_provider(NodeBufferMetrics(self._sender.buffer_bytes_by_node))
+        if client_error_listener is not None:
+            self.add_client_error_listener(client_error_listener)
         self._io_thread = threading.Thread(
             target=run_as_callback_thread(self._sender.run, self._callback_errors),
             name=f"kafka-producer-network-thread | {self.client_id}",
@@ -662,6 +668,12 @@ class Producer:
     def transaction_state(self) -> TransactionState | None:
         """The transactional producer's state (None for a non-transactional producer)."""
         return self._txn.state if self._txn is not None else None
+
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error that made the idempotent or transactional producer fatal (fenced, say), None while it is
+        not: every later send() and transactional call raises it until close()."""
+        return self._tm.fatal_error if self._tm is not None else None
 
     def run_sender_once(self) -> None:
         """One loop of the Sender on the calling thread (Java's ``Sender.runOnce``).
@@ -1286,6 +1298,34 @@ class Producer:
         ``delivery.timeout.ms``, a forced close).
         """
         return self._failure_log.take_failed_count()
+
+    def add_client_error_listener(self, listener: ClientErrorListener) -> None:
+        """Call ``listener(event)`` for client-wide errors, not tied to one record (librdkafka's ``error_cb``).
+
+        ``event`` is a :class:`kproducer.network.client_error_event.ClientErrorEvent`: a broker
+        became unreachable (``TRANSPORT``), its name does not resolve (``RESOLVE``), it refused the
+        client's TLS or SASL (``AUTHENTICATION``), or no broker is connected or connecting any more
+        (``ALL_BROKERS_DOWN``). A broker is reported when it goes down, not again for each failed
+        reconnect, the same moments as the WARNING lines on the ``kproducer.network.client``
+        logger; ALL_BROKERS_DOWN once, until a connection is ready again. The listener runs on the
+        I/O thread: it must be quick and must not block (hand the event to your own thread); an
+        exception it raises is logged and ignored. Pass ``client_error_listener=`` to the
+        constructor to hear of the very first connection attempt. A producer built on a test's
+        scripted client has no connections to report on: the listener is never called.
+        """
+        if not callable(listener):
+            raise TypeError(f"a client error listener must be callable, got {type(listener).__name__}")
+        from kproducer.network.client import NetworkClient
+
+        if isinstance(self._client, NetworkClient):
+            self._client.add_client_error_listener(listener)
+
+    def remove_client_error_listener(self, listener: ClientErrorListener) -> None:
+        """Stop calling ``listener`` (added by :meth:`add_client_error_listener`)."""
+        from kproducer.network.client import NetworkClient
+
+        if isinstance(self._client, NetworkClient):
+            self._client.remove_client_error_listener(listener)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush within ``timeout`` seconds (None: wait as long as it takes), then fail what is left.

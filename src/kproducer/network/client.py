@@ -31,6 +31,7 @@ from kproducer.errors import (
 )
 from kproducer.metadata import Metadata
 from kproducer.network import blocking, protocol
+from kproducer.network.client_error_event import ClientErrorListener
 from kproducer.network.client_request import (
     ClientRequest,
     ClientResponse,
@@ -282,7 +283,7 @@ class NetworkClient:
         chosen = st.next_address(lambda: resolve_node(node.host, node.port, node.address))
         if chosen is None:
             st.current_address = ""  # the failure belongs to the name, not the address tried before
-            self._connect_failed(st, now, f"cannot resolve {node.address}")
+            self._disconnected(st, now, f"cannot resolve {node.address}", unresolved=True)
             return
         family, addr = chosen
         st.current_address = f"{addr[0]}:{addr[1]}"
@@ -322,6 +323,15 @@ class NetworkClient:
         st.authentication_error = error
         self._disconnected(st, now, error.message, error=error)
 
+    def add_client_error_listener(self, listener: ClientErrorListener) -> None:
+        """Call ``listener(ClientErrorEvent)`` when a broker becomes unreachable or refuses the client,
+        and when no broker is left connected or connecting (see ClusterConnectionStates); it runs
+        inside ``poll`` on the owning thread."""
+        self._states.client_error_listeners.add(listener)
+
+    def remove_client_error_listener(self, listener: ClientErrorListener) -> None:
+        self._states.client_error_listeners.remove(listener)
+
     def stalled_connections(self, now: int, after_ms: int) -> dict[int, int]:
         """Nodes whose connection has not been ready for ``after_ms`` ms, with since when (see ConnectionStates)."""
         return self._states.stalled_connections(now, after_ms)
@@ -339,12 +349,13 @@ class NetworkClient:
         *,
         timed_out: bool = False,
         error: Exception | None = None,
+        unresolved: bool = False,
     ) -> None:
         """Close a node's connection, fail its in-flight requests and schedule the reconnect backoff."""
         self._selector.close(st.node_id)
         if st.conn is not None:
             st.conn.close()
-        self._states.disconnected(st, now, reason, error, self.metadata.record_connection_failure)
+        self._states.disconnected(st, now, reason, error, self.metadata.record_connection_failure, unresolved)
         for req in self._in_flight.clear(st.node_id):
             err: Exception
             if error is not None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from kproducer.common import ExponentialBackoff
 from kproducer.errors import AuthenticationError, IllegalStateError
 from kproducer.network.api_keys import ApiKey
+from kproducer.network.client_error_event import ClientErrorEvent, ClientErrorKind, ClientErrorListeners
 
 if TYPE_CHECKING:
     from kproducer.network.connection import KafkaConnection
@@ -126,9 +127,16 @@ class NodeState:
 class ClusterConnectionStates:
     """Every node's NodeState with its reconnect backoff and connection setup timeout (both
     exponential, as Java's), and a version bumped on each state change (a cache key for answers
-    computed from all connections, such as the usable record format)."""
+    computed from all connections, such as the usable record format).
 
-    __slots__ = ("nodes", "version", "_reconnect", "_setup_timeout", "_magic_cache")
+    ``client_error_listeners`` hear of each broker that becomes unreachable (when its WARNING is
+    logged) and, once, of the moment no broker is connected or connecting any more; they are
+    called on the thread that drives the client (the producer's I/O thread).
+    """
+
+    __slots__ = (
+        "nodes", "version", "client_error_listeners", "_reconnect", "_setup_timeout", "_magic_cache", "_all_down",
+    )  # fmt: skip
 
     def __init__(self, reconnect: ExponentialBackoff, setup_timeout: ExponentialBackoff) -> None:
         self.nodes: dict[int, NodeState] = {}
@@ -137,6 +145,10 @@ class ClusterConnectionStates:
         self._setup_timeout = setup_timeout
         # (version, magic): max_usable_produce_magic() as of that version of the states.
         self._magic_cache = (-1, 2)
+        self.client_error_listeners = ClientErrorListeners()
+        # ALL_BROKERS_DOWN was reported and no connection became ready since (librdkafka reports it
+        # once when the last broker goes down, not on every failed attempt after).
+        self._all_down = False
 
     def move(self, st: NodeState, target: ConnectionState) -> None:
         """Move a node's connection to ``target`` (checked by :func:`transition`)."""
@@ -151,6 +163,7 @@ class ClusterConnectionStates:
     def ready(self, st: NodeState, now: int) -> None:
         """Connected and authenticated: the failed attempts (and the backoff they grew) are forgotten."""
         self.move(st, ConnectionState.READY)
+        self._all_down = False
         st.authentication_error = None
         st.refusal_warned = False
         if st.unreachable_since_ms >= 0:
@@ -170,10 +183,12 @@ class ClusterConnectionStates:
         reason: str,
         error: Exception | None,
         record_failure: Callable[[str, str], None],
+        unresolved: bool = False,
     ) -> None:
         """The connection is closed: schedule the reconnect backoff; a failed attempt goes to
         ``record_failure(address, reason)``. The first failure of an outage is logged at WARNING,
-        and so is the first refusal (TLS or SASL) that follows plain failures in it; the rest at DEBUG."""
+        and so is the first refusal (TLS or SASL) that follows plain failures in it; the rest at DEBUG.
+        Each WARNING is also a client error event (``unresolved``: the host name did not resolve)."""
         was_ready = st.state is ConnectionState.READY
         if st.state in (ConnectionState.CHECKING_API_VERSIONS, ConnectionState.AUTHENTICATING, ConnectionState.READY):
             # It had connected: resolve the name again next time, its addresses may have changed (as Java).
@@ -203,8 +218,41 @@ class ClusterConnectionStates:
                 reason,
                 self._reconnect.maximum,
             )
+            if self.client_error_listeners:
+                self._report(st, reason, error, refused, unresolved)
         else:
             logger.debug("%s still unreachable: %s", describe_node(st), reason)
+
+    def _report(self, st: NodeState, reason: str, error: Exception | None, refused: bool, unresolved: bool) -> None:
+        """Tell the listeners that ``st`` became unreachable, and, the first time nothing is left, that
+        every broker is down."""
+        if refused:
+            kind = ClientErrorKind.AUTHENTICATION
+        elif unresolved:
+            kind = ClientErrorKind.RESOLVE
+        else:
+            kind = ClientErrorKind.TRANSPORT
+        address = st.current_address or f"{st.host}:{st.port}"
+        self.client_error_listeners.notify(
+            ClientErrorEvent(kind, st.node_id, address, f"{describe_node(st)}: {reason}", error)
+        )
+        # Every broker is down when none is connected or connecting and none is left untried (a second
+        # bootstrap server not tried yet may well be up): librdkafka's "N/N brokers are down".
+        if self._all_down or any(
+            n.state is ConnectionState.READY or n.state in SETTING_UP or n.last_attempt_ms < 0
+            for n in self.nodes.values()
+        ):
+            return
+        self._all_down = True
+        down = sum(1 for n in self.nodes.values() if n.unreachable_since_ms >= 0)
+        self.client_error_listeners.notify(
+            ClientErrorEvent(
+                ClientErrorKind.ALL_BROKERS_DOWN,
+                None,
+                "",
+                f"{down}/{len(self.nodes)} brokers are unreachable and none is connected or connecting",
+            )
+        )
 
     def max_usable_produce_magic(self) -> int:
         """The record format every connected broker accepts: v2 unless one only speaks Produce v0–v2.

@@ -163,3 +163,54 @@ def test_docs_list_every_refused_setting() -> None:
     families = tuple(name[:-1] for name in listed if name.endswith(".*"))
     missing = [name for name in REFUSED if name not in listed and not name.startswith(families)]
     assert not missing, f"refused by the adapter but not in docs/migrating.md: {missing}"
+
+
+def test_error_cb_and_logger_are_accepted_and_checked() -> None:
+    import logging
+
+    settings = _Settings({"bootstrap.servers": "h:1", "error_cb": print, "logger": logging.getLogger("app")}, False)
+    assert settings.error_cb is print and settings.logger is logging.getLogger("app")
+    assert "error_cb" not in settings.engine and "logger" not in settings.engine
+    adapter = logging.LoggerAdapter(logging.getLogger("app"), {"k": "v"})
+    assert _Settings({"bootstrap.servers": "h:1", "logger": adapter}, False).logger is adapter
+    with pytest.raises(KafkaException, match="error_cb must be callable"):
+        _Settings({"bootstrap.servers": "h:1", "error_cb": "print"}, serializing=False)
+    with pytest.raises(KafkaException, match="logger must be a logging.Logger or logging.LoggerAdapter, got str"):
+        _Settings({"bootstrap.servers": "h:1", "logger": "app"}, serializing=False)
+    with pytest.raises(KafkaException, match="logger must not be one of kproducer's own loggers"):
+        _Settings({"bootstrap.servers": "h:1", "logger": logging.getLogger("kproducer.producer")}, serializing=False)
+
+
+def test_client_error_events_become_librdkafka_errors() -> None:
+    from kproducer.compat.confluent_kafka.client_errors import client_error
+    from kproducer.errors import SaslAuthenticationFailedError, SslAuthenticationError
+    from kproducer.network.client_error_event import ClientErrorEvent, ClientErrorKind
+
+    def code(kind: ClientErrorKind, cause: BaseException | None = None) -> int:
+        err = client_error(ClientErrorEvent(kind, 1, "h:1", "broker 1 (h:1): why", cause))
+        assert not err.fatal() and err.str() == "broker 1 (h:1): why" and err.exception is cause
+        return err.code()
+
+    assert code(ClientErrorKind.TRANSPORT) == KafkaError._TRANSPORT
+    assert code(ClientErrorKind.RESOLVE) == KafkaError._RESOLVE
+    assert code(ClientErrorKind.ALL_BROKERS_DOWN) == KafkaError._ALL_BROKERS_DOWN
+    assert code(ClientErrorKind.AUTHENTICATION, SaslAuthenticationFailedError("no")) == KafkaError._AUTHENTICATION
+    assert code(ClientErrorKind.AUTHENTICATION, SslAuthenticationError("no")) == KafkaError._SSL
+
+
+def test_a_client_error_ends_a_wait_for_delivery_reports() -> None:
+    import threading
+
+    from kproducer.compat.confluent_kafka.reports import Reports
+
+    reports = Reports()
+    reports.add(1)  # one record outstanding: take() would wait for its report
+    results: list[object] = []
+    taker = threading.Thread(target=lambda: results.append(reports.take(None)))
+    taker.start()
+    error = KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")
+    reports.put_error(error)
+    taker.join(60)
+    assert not taker.is_alive() and results == [None]
+    assert reports.has_errors() and reports.take_error() is error and reports.take_error() is None
+    assert reports.count() == 1  # a client error is no record: len() does not count it

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kproducer.compat.confluent_kafka.client_errors import LogForwarding, client_error
 from kproducer.compat.confluent_kafka.errors import (
     KafkaError,
     KafkaException,
@@ -27,6 +29,7 @@ from kproducer.compat.librdkafka_errors import CODES
 from kproducer.errors import KafkaError as _EngineError
 from kproducer.errors import RecordTooLargeError
 from kproducer.errors import SerializationError as _EngineSerializationError
+from kproducer.network.client_error_event import ClientErrorEvent
 from kproducer.producer import Producer as _EngineProducer
 from kproducer.serialization import resolve_serializer
 from kproducer.validation import check_headers
@@ -62,10 +65,28 @@ class Producer:
         settings = Settings(merged, self._serializing)
         self._settings = settings
         self._reports = Reports()
+        self._fatal_raised = False
+        # Stopped by close(), or when the producer is garbage collected unclosed (as many programs leave it).
+        self._log_forwarding = (
+            weakref.finalize(self, LogForwarding(settings.logger).stop) if settings.logger is not None else None
+        )
+        listener = self._client_error if settings.error_cb is not None else None
         try:
-            self._producer = _EngineProducer(settings.engine)
+            self._producer = _EngineProducer(settings.engine, client_error_listener=listener)
         except _EngineError as e:
+            self._stop_log_forwarding()
             raise _raise_as_confluent(e) from e
+        except BaseException:
+            self._stop_log_forwarding()
+            raise
+
+    def _client_error(self, event: ClientErrorEvent) -> None:
+        """On the I/O thread: queue the event as librdkafka's error for the next poll()/flush()."""
+        self._reports.put_error(client_error(event))
+
+    def _stop_log_forwarding(self) -> None:
+        if self._log_forwarding is not None:
+            self._log_forwarding()  # a finalizer runs once
 
     # ------------------------------------------------------------------ produce
     def produce(
@@ -151,14 +172,48 @@ class Producer:
 
     # ------------------------------------------------------------------ delivery reports
     def poll(self, timeout: float | None = None) -> int:
-        """Serve the queued delivery reports (waiting up to ``timeout`` s for the first); returns how many."""
+        """Serve the queued client errors (error_cb) and delivery reports, waiting up to ``timeout`` s for
+        the first; returns how many were served. An exception raised by a callback propagates from here."""
+        reports = self._reports
         served = 0
-        self._reports.release_completed()
-        first = self._reports.take(_timeout(timeout))
-        while first is not None:
+        reports.release_completed()
+        wait = _timeout(timeout)
+        while True:
+            served += self._serve_errors()
+            delivery = reports.take(0 if served else wait)
+            if delivery is None:
+                if reports.has_errors():
+                    continue  # woken by a client error
+                self._raise_fatal_once()
+                return served
             served += 1
-            self._serve(first)
-            first = self._reports.take(0)
+            self._serve(delivery)
+
+    def _raise_fatal_once(self) -> None:
+        """Raise the producer's fatal error from poll()/flush(), once, as confluent-kafka does: it raises
+        KafkaException for librdkafka's _FATAL event, with the underlying error (``fatal()`` true)
+        instead of calling error_cb. Later calls raise it from produce() and the transactional calls."""
+        if self._fatal_raised:
+            return
+        fatal = self._producer.fatal_error
+        if fatal is None:
+            return
+        self._fatal_raised = True
+        raised = KafkaException(KafkaError(fatal.code(), fatal.str(), fatal=True))
+        raised.args[0].exception = fatal
+        raise raised from fatal
+
+    def _serve_errors(self) -> int:
+        """Call error_cb with each client-wide error queued by the I/O thread, as librdkafka's poll does."""
+        served = 0
+        error_cb = self._settings.error_cb
+        take = self._reports.take_error
+        error = take()
+        while error is not None:
+            served += 1
+            if error_cb is not None:
+                error_cb(error)
+            error = take()
         return served
 
     def _serve(self, delivery: Delivery) -> None:
@@ -174,7 +229,9 @@ class Producer:
         """Send everything now and serve every report; returns the number still outstanding (0 unless timed out)."""
         wait = _timeout(timeout)
         reports = self._reports
+        self._serve_errors()
         if not reports.count():
+            self._raise_fatal_once()
             return 0
         # kproducer's flush() (linger cut short, wait for completion) runs beside the serving loop below;
         # when it returns, every report of what it waited for is queued.
@@ -184,6 +241,7 @@ class Producer:
         ).start()
         deadline = None if wait is None else time.monotonic() + wait
         while True:
+            self._serve_errors()
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not flushed.is_set():
                 delivery = reports.take(remaining, stop=flushed)
@@ -197,6 +255,7 @@ class Producer:
                 delivery = reports.take(0.01 if remaining is None else min(remaining, 0.01))
             if delivery is not None:
                 self._serve(delivery)
+        self._raise_fatal_once()
         return reports.count()
 
     def _engine_flush(self, timeout: float | None, flushed: threading.Event) -> None:
@@ -345,15 +404,18 @@ class Producer:
         ``with`` block); the reports not served yet stay for ``poll()``.
         """
         try:
-            state = self._producer.transaction_state
-            if state is not None and state.name in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
-                self.abort_transaction(timeout)
-            left = self.flush(timeout)
-        except BaseException:
-            self._producer.close(timeout)
-            raise
-        self._producer.close(0 if left else timeout)
-        self.poll(0)
+            try:
+                state = self._producer.transaction_state
+                if state is not None and state.name in ("IN_TRANSACTION", "ABORTABLE_ERROR"):
+                    self.abort_transaction(timeout)
+                left = self.flush(timeout)
+            except BaseException:
+                self._producer.close(timeout)
+                raise
+            self._producer.close(0 if left else timeout)
+            self.poll(0)
+        finally:
+            self._stop_log_forwarding()  # the producer's last lines (closing it) were forwarded too
         return True
 
     def __enter__(self) -> Producer:

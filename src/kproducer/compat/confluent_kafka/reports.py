@@ -84,6 +84,8 @@ class Reports:
 
     def __init__(self) -> None:
         self._queue: collections.deque[Delivery] = collections.deque()
+        # Client-wide errors for error_cb, served before the delivery reports; not counted by len().
+        self._errors: collections.deque[KafkaError] = collections.deque()
         self._cond = threading.Condition()
         self._waiters = 0
         self.outstanding = 0
@@ -161,12 +163,29 @@ class Reports:
             if self._waiters:
                 self._cond.notify_all()
 
+    def put_error(self, error: KafkaError) -> None:
+        """A client-wide error for error_cb (queued by the I/O thread): it ends a waiting take() too."""
+        with self._cond:
+            self._errors.append(error)
+            if self._waiters:
+                self._cond.notify_all()
+
+    def has_errors(self) -> bool:
+        return bool(self._errors)
+
+    def take_error(self) -> KafkaError | None:
+        """The oldest client-wide error not served yet, or None."""
+        with self._cond:
+            return self._errors.popleft() if self._errors else None
+
     def take(self, timeout: float | None, stop: threading.Event | None = None) -> Delivery | None:
-        """The next report, counted as served; None when none came within ``timeout`` s (None: no limit)
-        or ``stop`` was set."""
+        """The next report, counted as served; None when none came within ``timeout`` s (None: no limit),
+        ``stop`` was set, or a client-wide error is waiting (see :meth:`take_error`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
+                if self._errors:
+                    return None
                 while self._queue:
                     delivery = self._queue.popleft()
                     if delivery.dropped:

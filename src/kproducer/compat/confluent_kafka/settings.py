@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,11 +50,8 @@ REFUSED: dict[str, str] = {
     "statistics.interval.ms": "there are no librdkafka JSON statistics: read Producer.metrics() (the Java "
     "producer's metric names) or set metric.reporters",
     "stats_cb": "there are no librdkafka JSON statistics: read Producer.metrics() or set metric.reporters",
-    "error_cb": "there are no client-wide error events: connection problems are logged on the 'kproducer' logger, "
-    "and each record's failure reaches its delivery report",
     "throttle_cb": "broker throttling shows in the metrics (produce-throttle-time-avg/max)",
     "debug": _LOGGING + " (logging.getLogger('kproducer').setLevel(logging.DEBUG))",
-    "logger": _LOGGING,
     "log_level": _LOGGING,
     "log.queue": _LOGGING,
     "log.thread.name": _LOGGING,
@@ -140,6 +138,10 @@ class Settings:
 
         self.on_delivery: Callable[..., Any] | None = flat.pop("on_delivery", None) or flat.pop("dr_cb", None)
         flat.pop("dr_cb", None)
+        self.error_cb: Callable[[KafkaError], Any] | None = flat.pop("error_cb", None)
+        if self.error_cb is not None and not callable(self.error_cb):
+            raise _config_error(f"error_cb must be callable (it is called with a KafkaError), got {self.error_cb!r}")
+        self.logger = _as_logger(flat.pop("logger", None))
         self.only_errors = _as_bool(flat.pop("delivery.report.only.error", False), "delivery.report.only.error")
         self.max_messages = int(flat.pop("queue.buffering.max.messages", _DEFAULT_MAX_MESSAGES))
         self.max_bytes = int(flat.pop("queue.buffering.max.kbytes", _DEFAULT_MAX_KBYTES)) * 1024
@@ -203,6 +205,20 @@ class Settings:
         # producer's default: a small kbytes limit must not leave too little memory for one batch.
         engine.setdefault("buffer.memory", max(self.max_bytes, _BUFFER_MEMORY_DEFAULT))
         self.engine = engine
+
+
+def _as_logger(value: Any) -> logging.Logger | logging.LoggerAdapter[Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, logging.Logger | logging.LoggerAdapter):
+        raise _config_error(f"logger must be a logging.Logger or logging.LoggerAdapter, got {type(value).__name__}")
+    underlying = value.logger if isinstance(value, logging.LoggerAdapter) else value
+    if underlying.name.startswith("kproducer."):
+        raise _config_error(
+            f"logger must not be one of kproducer's own loggers ({underlying.name}): kproducer's records "
+            "would go round in circles; give the application's logger"
+        )
+    return value
 
 
 def _as_bool(value: Any, name: str) -> bool:
