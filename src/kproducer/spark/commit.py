@@ -245,11 +245,21 @@ class WriteSummary:
         # Executors keep a producer per configuration between tasks (kproducer.spark.cache), so
         # the line says how many tasks had to start one rather than a bare "producers created".
         return (
-            f"kproducer sink {state} {where}{self.records:,} records, {self.bytes:,} bytes from {self.tasks:,} tasks "
+            f"kproducer sink {state} {where}{self.records:,} records, {self.bytes:,} bytes from "
+            f"{self.tasks:,} task{'' if self.tasks == 1 else 's'} "
             f"in {self.elapsed:.2f}s ({self.records_per_second:,.0f} records/s); "
-            f"{self.producers_created:,} of the {self.tasks:,} tasks started a producer, the others reused one; "
-            f"records per topic: {topics or '-'}"
+            f"{self._producers_phrase()}; records per topic: {topics or '-'}"
         )
+
+    def _producers_phrase(self) -> str:
+        created, tasks = self.producers_created, self.tasks
+        if tasks == 1:
+            return "the task started a producer" if created else "the task reused a producer"
+        if created == 0:
+            return f"all {tasks:,} tasks reused a producer"
+        if created >= tasks:
+            return f"each of the {tasks:,} tasks started a producer"
+        return f"{created:,} of the {tasks:,} tasks started a producer, the others reused one"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -414,7 +414,11 @@ def test_tracker_and_aggregate() -> None:
     assert "1 of the 2 tasks started a producer, the others reused one" in s.line()
     assert "records per topic: a=4, b=1" in s.line()
     big = WriteSummary(tasks=1, records=1_234_567, bytes=12_345_670, started=0.0, finished=1.0)
-    assert "1,234,567 records, 12,345,670 bytes from 1 tasks" in big.line()
+    assert "1,234,567 records, 12,345,670 bytes from 1 task in" in big.line()
+    assert "the task reused a producer" in big.line()
+    assert "the task started a producer" in WriteSummary(tasks=1, producers_created=1).line()
+    assert "all 3 tasks reused a producer" in WriteSummary(tasks=3).line()
+    assert "each of the 3 tasks started a producer" in WriteSummary(tasks=3, producers_created=3).line()
     assert WriteSummary.from_json(s.to_json()) == s
 
 
