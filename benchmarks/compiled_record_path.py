@@ -315,6 +315,23 @@ _MYPYC_EDITS = [
 
 _MYPYC_EDIT_FOR = {"metrics/reporters": "metrics/registry"}
 
+#: ``--c-helpers``: the send lane off (the Python send() runs) while the other C extensions
+#: (record encoding, CRC32C, sockets) stay on, in the compiled tree and in an interpreted copy.
+_NO_LANE = (
+    "        from kproducer.record import native\n\n        # librdkafka's hashing policies",
+    "        return None  # compiled_record_path.py --c-helpers\n"
+    "        from kproducer.record import native\n\n        # librdkafka's hashing policies",
+)
+
+
+def _lane_off(tree: Path) -> None:
+    path = tree / "src" / "kproducer" / "producer.py"
+    text = path.read_text()
+    if text.count(_NO_LANE[0]) != 1:
+        raise SystemExit("--c-helpers: Producer._make_send_lane is not as expected")
+    path.write_text(text.replace(*_NO_LANE))
+
+
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -428,12 +445,21 @@ def _batch_cost(tree: Path, rounds: int, extra: list[str], env: dict[str, str]) 
     return float(m.group(1)), float(m.group(2))
 
 
-def _build(tree: Path, compiler: str, modules: list[str], env: dict[str, str]) -> list[str]:
-    """Copy this checkout to ``tree`` and compile ``modules`` there; returns the patch steps taken."""
+def _copy(tree: Path, lane_off: bool) -> None:
+    """This checkout's sources, tests and benchmarks copied to ``tree``."""
     for part in ("src", "benchmarks", "tests"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copy(ROOT / "setup.py", tree / "setup.py")
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    if lane_off:
+        _lane_off(tree)
+
+
+def _build(
+    tree: Path, compiler: str, modules: list[str], env: dict[str, str], lane_off: bool = False
+) -> list[str]:
+    """Copy this checkout to ``tree`` and compile ``modules`` there; returns the patch steps taken."""
+    _copy(tree, lane_off)
     if compiler == "cython":
         import Cython
 
@@ -468,6 +494,11 @@ def main() -> int:
     ap.add_argument(
         "--keep", type=Path, default=None, metavar="DIR", help="build the compiled tree in DIR, keep it"
     )
+    ap.add_argument(
+        "--c-helpers",
+        action="store_true",
+        help="mypyc: the send lane off but the other C extensions on, in the compiled tree and an interpreted copy",
+    )
     args = ap.parse_args()
     modules = args.modules.split(",")
     try:
@@ -479,34 +510,51 @@ def main() -> int:
         raise SystemExit(f"{args.compiler} is needed: .venv/bin/pip install "
                          f"{'cython' if args.compiler == 'cython' else 'mypy'}") from None  # fmt: skip
     # mypyc's native classes have no slots at the offsets the C send lane writes: no C extension
-    # in either tree, so that the two differ only in the compiled modules.
-    pure = args.compiler == "mypyc"
+    # in either tree (or, with --c-helpers, no lane in either), so that the two differ only in
+    # the compiled modules.
+    lane_off = args.compiler == "mypyc"
+    pure = lane_off and not args.c_helpers
     run_env = {**os.environ, **({"KPRODUCER_PURE_PYTHON": "1"} if pure else {})}
     extra = [] if args.records_per_batch is None else ["--records-per-batch", str(args.records_per_batch)]
     compiled_name = f"compiled ({args.compiler})"
     results: dict[str, list[tuple[float, float]]] = {"interpreted": [], compiled_name: []}
-    if pure:
+    if lane_off:
         # Where the product stands today: the interpreted tree with its C extensions and send lane.
         results["interpreted, C speedups and send lane on"] = []
     with tempfile.TemporaryDirectory(prefix="kproducer-compiled-") as tmp:
         tree = Path(tmp) if args.keep is None else args.keep
         tree.mkdir(parents=True, exist_ok=True)
-        patched = _build(tree, args.compiler, modules, {**os.environ, "PYTHONPATH": str(tree / "src")})
+        patched = _build(
+            tree, args.compiler, modules, {**os.environ, "PYTHONPATH": str(tree / "src")}, args.c_helpers
+        )
         for step in patched:
             print(f"  patched in the copy: {step}")
-        # The interpreted tree is this checkout itself (its own C extensions, built by make).
+        # The interpreted tree is this checkout itself (its own C extensions, built by make), or
+        # with --c-helpers an interpreted copy with the same lane edit.
+        interpreted = ROOT
+        if args.c_helpers:
+            interpreted = Path(tmp) / "interpreted"
+            _copy(interpreted, lane_off=True)
+            subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=interpreted,
+                           env={**os.environ, "PYTHONPATH": str(interpreted / "src")}, check=True,
+                           capture_output=True)  # fmt: skip
         for _ in range(args.runs):
-            results["interpreted"].append(_batch_cost(ROOT, args.rounds, extra, run_env))
+            results["interpreted"].append(_batch_cost(interpreted, args.rounds, extra, run_env))
             results[compiled_name].append(_batch_cost(tree, args.rounds, extra, run_env))
-            if pure:
+            if lane_off:
                 results["interpreted, C speedups and send lane on"].append(
                     _batch_cost(ROOT, args.rounds, extra, dict(os.environ))
                 )
     if not args.runs:
         return 0
+    if pure:
+        mode = "KPRODUCER_PURE_PYTHON=1 in both trees (no C send lane) unless said"
+    elif lane_off:
+        mode = "send lane off, the other C extensions on, in both trees unless said"
+    else:
+        mode = "C speedups on in both"
     print(f"benchmarks/batch_cost.py --rounds {args.rounds} {' '.join(extra)}, {args.runs} runs of each, "
-          f"interleaved; CPU µs per batch; "
-          f"{'KPRODUCER_PURE_PYTHON=1 in both trees (no C send lane) unless said' if pure else 'C speedups on in both'}")  # fmt: skip
+          f"interleaved; CPU µs per batch; {mode}")  # fmt: skip
     print(f"compiled modules: {', '.join(modules)}")
     print("| tree | caller (median) | Sender (median) | total (median) |")
     print("|---|---:|---:|---:|")
@@ -519,9 +567,9 @@ def main() -> int:
         c + s for c, s in results["interpreted"]
     )
     print(f"compiled / interpreted, median total: {ratio:.2f}")
-    if pure:
+    if lane_off:
         lane = statistics.median(c + s for c, s in results["interpreted, C speedups and send lane on"])
-        print(f"compiled (pure) / interpreted with C speedups and lane, median total: "
+        print(f"compiled / interpreted with C speedups and lane, median total: "
               f"{statistics.median(c + s for c, s in results[compiled_name]) / lane:.2f}")  # fmt: skip
     return 0
 
