@@ -253,6 +253,8 @@ class WriteSummary:
 
     def _producers_phrase(self) -> str:
         created, tasks = self.producers_created, self.tasks
+        if tasks == 0:
+            return "no task reported"
         if tasks == 1:
             return "the task started a producer" if created else "the task reused a producer"
         if created == 0:

@@ -418,6 +418,8 @@ def test_tracker_and_aggregate() -> None:
     assert "the task reused a producer" in big.line()
     assert "the task started a producer" in WriteSummary(tasks=1, producers_created=1).line()
     assert "all 3 tasks reused a producer" in WriteSummary(tasks=3).line()
+    assert "0 records, 0 bytes from 0 tasks" in WriteSummary().line()
+    assert "no task reported" in WriteSummary().line()
     assert "each of the 3 tasks started a producer" in WriteSummary(tasks=3, producers_created=3).line()
     assert WriteSummary.from_json(s.to_json()) == s
 
