@@ -445,21 +445,23 @@ def _batch_cost(tree: Path, rounds: int, extra: list[str], env: dict[str, str]) 
     return float(m.group(1)), float(m.group(2))
 
 
-def _copy(tree: Path, lane_off: bool) -> None:
-    """This checkout's sources, tests and benchmarks copied to ``tree``."""
+def _copy(tree: Path, lane_off: bool, env: dict[str, str]) -> None:
+    """This checkout's sources, tests and benchmarks copied to ``tree``, its C extensions built there."""
     for part in ("src", "benchmarks", "tests"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copy(ROOT / "setup.py", tree / "setup.py")
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
     if lane_off:
         _lane_off(tree)
+    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=tree, env=env, check=True,
+                   capture_output=True)  # fmt: skip
 
 
 def _build(
     tree: Path, compiler: str, modules: list[str], env: dict[str, str], lane_off: bool = False
 ) -> list[str]:
     """Copy this checkout to ``tree`` and compile ``modules`` there; returns the patch steps taken."""
-    _copy(tree, lane_off)
+    _copy(tree, lane_off, env)
     if compiler == "cython":
         import Cython
 
@@ -468,9 +470,7 @@ def _build(
         from mypy.version import __version__ as mypy_version
 
         version, script, patched = f"mypyc (mypy {mypy_version})", _MYPYC_BUILD, _mypyc_patch(tree, modules)
-    print(f"building the C extensions and compiling {len(modules)} modules with {version} ...", flush=True)
-    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=tree, env=env, check=True,
-                   capture_output=True)  # fmt: skip
+    print(f"compiling {len(modules)} modules with {version} ...", flush=True)
     (tree / "compile_record_path.py").write_text(script)
     built = subprocess.run(
         [sys.executable, "compile_record_path.py", "build_ext", "--inplace", "-q", ",".join(modules)],
@@ -500,6 +500,8 @@ def main() -> int:
         help="mypyc: the send lane off but the other C extensions on, in the compiled tree and an interpreted copy",
     )
     args = ap.parse_args()
+    if args.c_helpers and args.compiler != "mypyc":
+        ap.error("--c-helpers is for --compiler mypyc (the Cython build keeps the lane in both trees)")
     modules = args.modules.split(",")
     try:
         if args.compiler == "cython":
@@ -534,10 +536,7 @@ def main() -> int:
         interpreted = ROOT
         if args.c_helpers:
             interpreted = Path(tmp) / "interpreted"
-            _copy(interpreted, lane_off=True)
-            subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=interpreted,
-                           env={**os.environ, "PYTHONPATH": str(interpreted / "src")}, check=True,
-                           capture_output=True)  # fmt: skip
+            _copy(interpreted, True, {**os.environ, "PYTHONPATH": str(interpreted / "src")})
         for _ in range(args.runs):
             results["interpreted"].append(_batch_cost(interpreted, args.rounds, extra, run_env))
             results[compiled_name].append(_batch_cost(tree, args.rounds, extra, run_env))
@@ -563,14 +562,11 @@ def main() -> int:
         for figures in ([c for c, _s in runs], [s for _c, s in runs], [c + s for c, s in runs]):
             cells.append(f"{min(figures):.1f}–{max(figures):.1f} ({statistics.median(figures):.1f})")
         print(f"| {name} | {' | '.join(cells)} |")
-    ratio = statistics.median(c + s for c, s in results[compiled_name]) / statistics.median(
-        c + s for c, s in results["interpreted"]
-    )
-    print(f"compiled / interpreted, median total: {ratio:.2f}")
+    totals = {name: statistics.median(c + s for c, s in runs) for name, runs in results.items()}
+    print(f"compiled / interpreted, median total: {totals[compiled_name] / totals['interpreted']:.2f}")
     if lane_off:
-        lane = statistics.median(c + s for c, s in results["interpreted, C speedups and send lane on"])
-        print(f"compiled / interpreted with C speedups and lane, median total: "
-              f"{statistics.median(c + s for c, s in results[compiled_name]) / lane:.2f}")  # fmt: skip
+        lane = totals["interpreted, C speedups and send lane on"]
+        print(f"compiled / interpreted with C speedups and lane, median total: {totals[compiled_name] / lane:.2f}")
     return 0
 
 
