@@ -622,6 +622,137 @@ static PyObject *py_sizes_seq(PyObject *self, PyObject *args) { return column_si
 static PyObject *py_sizes_arrow(PyObject *self, PyObject *args) { return column_sizes(args, 1); }
 
 
+/* ------------------------------------------------------------------ FutureRecordMetadata
+ *
+ * The fields of one record's future, as Java's FutureRecordMetadata holds them: the result of the
+ * batch the record was appended to, its offset in that batch, its create time, its serialized key
+ * and value sizes, and the future it moved to when its batch was split. The Python class
+ * kproducer.accumulator.futures.RecordFuture adds the concurrent.futures.Future interface on top
+ * and builds on whichever of this type and its Python twin
+ * (kproducer.accumulator.futures.PyFutureRecordMetadata) runs; tests/unit/accumulator/
+ * test_future_record_metadata.py drives both through the same operations.
+ *
+ * The send lane and settle_group reach these fields only through the functions below, which
+ * belong to this type. The ints are C integers: a record's future costs no int objects.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *batch_result;  /* ProduceRequestResult (or a parked record's stand-in) */
+    PyObject *next;          /* the future this record moved to (a split), or None */
+    long long relative_offset;
+    long long create_timestamp;
+    long long serialized_key_size;
+    long long serialized_value_size;
+} FutureRecordMetadataObject;
+
+static PyTypeObject FutureRecordMetadataType;
+
+static int frm_traverse(FutureRecordMetadataObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->batch_result);
+    Py_VISIT(self->next);
+    return 0;
+}
+
+static int frm_clear(FutureRecordMetadataObject *self) {
+    Py_CLEAR(self->batch_result);
+    Py_CLEAR(self->next);
+    return 0;
+}
+
+static void frm_dealloc(FutureRecordMetadataObject *self) {
+    PyObject_GC_UnTrack(self);
+    frm_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Sets every field (the type's constructor, shared by __init__ and the send lane). */
+static void frm_set(FutureRecordMetadataObject *self, PyObject *result, long long relative_offset,
+                    long long create_timestamp, long long key_size, long long value_size) {
+    Py_INCREF(result);
+    Py_XSETREF(self->batch_result, result);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->next, Py_None);
+    self->relative_offset = relative_offset;
+    self->create_timestamp = create_timestamp;
+    self->serialized_key_size = key_size;
+    self->serialized_value_size = value_size;
+}
+
+static int frm_init(FutureRecordMetadataObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {
+        "result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", NULL,
+    };
+    PyObject *result;
+    long long rel, ts, ks, vs;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OLLLL:FutureRecordMetadata", kwlist, &result, &rel, &ts, &ks, &vs))
+        return -1;
+    frm_set(self, result, rel, ts, ks, vs);
+    return 0;
+}
+
+/* A new future of `type` (this type or a subclass) whose fields are set later by frm_set: made
+   before the send lane takes a partition's lock, so that an allocation (which may start a
+   collection and run Python code) never happens under it. It is kept out of the cyclic GC: it
+   refers to its batch's result and, after a split, to another future, neither of which refers
+   back to it, and millions are alive at once under load. */
+static PyObject *frm_alloc_untracked(PyTypeObject *type) {
+    PyObject *f = type->tp_alloc(type, 0);
+    if (f != NULL && PyObject_GC_IsTracked(f)) PyObject_GC_UnTrack(f);
+    return f;
+}
+
+/* The fields settle_group needs; -1 (TypeError) when `o` is not of this type. *next is borrowed. */
+static int frm_fields(PyObject *o, PyObject **next, long long *relative_offset, long long *create_timestamp,
+                      long long *key_size, long long *value_size) {
+    if (!PyObject_TypeCheck(o, &FutureRecordMetadataType)) {
+        PyErr_Format(PyExc_TypeError, "expected a RecordFuture built on kproducer._speedups.FutureRecordMetadata, got %.80s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    FutureRecordMetadataObject *f = (FutureRecordMetadataObject *)o;
+    if (f->batch_result == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a RecordFuture of the group is not initialised");
+        return -1;
+    }
+    *next = f->next;
+    *relative_offset = f->relative_offset;
+    *create_timestamp = f->create_timestamp;
+    *key_size = f->serialized_key_size;
+    *value_size = f->serialized_value_size;
+    return 0;
+}
+
+static PyMemberDef frm_members[] = {
+    {"_batch_result", T_OBJECT_EX, offsetof(FutureRecordMetadataObject, batch_result), 0,
+     "the result of the batch the record was appended to"},
+    {"_next", T_OBJECT_EX, offsetof(FutureRecordMetadataObject, next), 0,
+     "the future of this record in the batch it moved to, or None"},
+    {"relative_offset", T_LONGLONG, offsetof(FutureRecordMetadataObject, relative_offset), 0,
+     "the record's offset within its batch"},
+    {"create_timestamp", T_LONGLONG, offsetof(FutureRecordMetadataObject, create_timestamp), 0,
+     "the record's create time (ms), or -1"},
+    {"serialized_key_size", T_LONGLONG, offsetof(FutureRecordMetadataObject, serialized_key_size), 0,
+     "the serialized key's size in bytes, or -1 for no key"},
+    {"serialized_value_size", T_LONGLONG, offsetof(FutureRecordMetadataObject, serialized_value_size), 0,
+     "the serialized value's size in bytes, or -1 for no value"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject FutureRecordMetadataType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.FutureRecordMetadata",
+    .tp_basicsize = sizeof(FutureRecordMetadataObject),
+    .tp_dealloc = (destructor)frm_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FutureRecordMetadata(result, relative_offset, create_timestamp, serialized_key_size, "
+              "serialized_value_size): the fields of one record's future (Java's FutureRecordMetadata).",
+    .tp_traverse = (traverseproc)frm_traverse,
+    .tp_clear = (inquiry)frm_clear,
+    .tp_members = frm_members,
+    .tp_init = (initproc)frm_init,
+    .tp_new = PyType_GenericNew,
+};
+
+
 /* ------------------------------------------------------------------ the send() fast lane
  *
  * Producer.send() for the common call shape -- send(topic, value, key, callback=... or on_delivery=...)
@@ -652,10 +783,6 @@ static const char *builder_slots[B_NSLOTS] = {
 enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_READY_SIZE, PB_NSLOTS };
 static const char *batch_slots[PB_NSLOTS] = {
     "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned", "ready_size",
-};
-enum { RF_RESULT, RF_REL, RF_TS, RF_KSIZE, RF_VSIZE, RF_NEXT, RF_NSLOTS };
-static const char *future_slots[RF_NSLOTS] = {
-    "_batch_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
 };
 enum { DQ_LOCK, DQ_BATCHES, DQ_NSLOTS };
 static const char *deque_slots[DQ_NSLOTS] = {"lock", "batches"};
@@ -711,7 +838,7 @@ typedef struct {
     PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
-    Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], rf_off[RF_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
+    Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
@@ -1178,23 +1305,23 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
-    PyObject *n_ts = NULL, *n_ks = NULL, *n_vs = NULL, *n_bytes = NULL;
+    PyObject *n_bytes = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
     Py_ssize_t nb = 0;  /* the deque's batches */
     Py_ssize_t appended = 0;
 
     /* GC-tracked allocations first: a collection may run Python code (finalizers). */
-    future = self->future_type->tp_alloc(self->future_type, 0);
+    future = frm_alloc_untracked(self->future_type);
     if (future == NULL) return -1;
     /* Only a callback needs the batch to hold the future (as the Python path does). */
     if (callback != Py_None) {
         thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
         if (thunk == NULL) { Py_DECREF(future); return -1; }
     }
-    /* Neither can be part of a lasting reference cycle (a future points at its batch's result and
-       ints; a thunk at a callback and a future), and millions are alive at once under load: keeping
-       them out of the cyclic GC's generations saves it from scanning them over and over. */
-    if (PyObject_GC_IsTracked(future)) PyObject_GC_UnTrack(future);
+    /* A thunk cannot be part of a lasting reference cycle (it points at a callback and a future,
+       neither of which points back), and millions are alive at once under load: keeping it out of
+       the cyclic GC's generations saves it from scanning them over and over (so does the future's
+       own constructor, for the same reason). */
     if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
 
     if (lock_acquire(lock) < 0) { rc = -1; goto out; }
@@ -1250,16 +1377,10 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         b.headers_len = 1;
         /* The ints (not GC-tracked) before the first write too, so that a failure changes nothing. */
         n_num = PyLong_FromLongLong(num + 1);
-        n_ts = PyLong_FromLongLong(timestamp);
         n_now = PyLong_FromLongLong(now);
-        n_ks = PyLong_FromSsize_t(klen);
-        n_vs = PyLong_FromSsize_t(vlen);
         n_count = PyLong_FromLongLong(count + 1);
-        if (!n_num || !n_ts || !n_now || !n_ks || !n_vs || !n_count) { rc = -1; goto out; }
-        if (timestamp > max_ts) {
-            Py_INCREF(n_ts);
-            n_max = n_ts;
-        }
+        if (!n_num || !n_now || !n_count) { rc = -1; goto out; }
+        if (timestamp > max_ts && (n_max = PyLong_FromLongLong(timestamp)) == NULL) { rc = -1; goto out; }
         Py_ssize_t before = b.ratio > 0
             ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
             : b.pos;
@@ -1285,15 +1406,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
         if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }
         slot_set(batch, self->pb_off[PB_LAST_APPEND], n_now); n_now = NULL;
-        Py_INCREF(result);
-        SLOT(future, self->rf_off[RF_RESULT]) = result;
-        SLOT(future, self->rf_off[RF_REL]) = PyLong_FromLongLong(count);  /* count <= num: small or cached */
-        if (SLOT(future, self->rf_off[RF_REL]) == NULL) { rc = -1; goto out; }
-        SLOT(future, self->rf_off[RF_TS]) = n_ts; n_ts = NULL;
-        SLOT(future, self->rf_off[RF_KSIZE]) = n_ks; n_ks = NULL;
-        SLOT(future, self->rf_off[RF_VSIZE]) = n_vs; n_vs = NULL;
-        Py_INCREF(Py_None);
-        SLOT(future, self->rf_off[RF_NEXT]) = Py_None;
+        frm_set((FutureRecordMetadataObject *)future, result, count, timestamp, klen, vlen);
         slot_set(batch, self->pb_off[PB_RECORD_COUNT], n_count); n_count = NULL;
         if (thunk != NULL) {
             Py_INCREF(callback);
@@ -1364,7 +1477,7 @@ out:
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
     Py_XDECREF(n_pos); Py_XDECREF(n_num); Py_XDECREF(n_max); Py_XDECREF(n_count); Py_XDECREF(n_now);
-    Py_XDECREF(n_ts); Py_XDECREF(n_ks); Py_XDECREF(n_vs); Py_XDECREF(n_bytes);
+    Py_XDECREF(n_bytes);
     if (rc != 0) {
         Py_DECREF(future);
         return rc;
@@ -1528,15 +1641,15 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->enabled = 1;
     if (self->topics == NULL || slot_offsets(bu, builder_slots, B_NSLOTS, self->b_off) < 0 ||
         slot_offsets(bt, batch_slots, PB_NSLOTS, self->pb_off) < 0 ||
-        slot_offsets(ft, future_slots, RF_NSLOTS, self->rf_off) < 0 ||
         slot_offsets(dt, deque_slots, DQ_NSLOTS, self->dq_off) < 0 ||
         slot_offsets(st, sticky_slots, SP_NSLOTS, self->sp_off) < 0 ||
         slot_offsets(pt, partitioner_slots, BP_NSLOTS, self->bp_off) < 0) {
         Py_DECREF(self);
         return NULL;
     }
-    if (ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_TypeError, "future_type and batch_type must not be variable-size types");
+    if (!PyType_IsSubtype(ft, &FutureRecordMetadataType) || ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "future_type must be a fixed-size subclass of FutureRecordMetadata and "
+                                         "batch_type a fixed-size type");
         Py_DECREF(self);
         return NULL;
     }
@@ -1696,8 +1809,8 @@ static int has_instance_dict(PyObject *obj) {
     return *(PyObject **)((char *)obj + tp->tp_dictoffset) != NULL;
 }
 
-static PyTypeObject *settle_rf_type, *settle_md_type;
-static Py_ssize_t settle_rf_off[RF_NSLOTS], settle_md_off[6];
+static PyTypeObject *settle_md_type;
+static Py_ssize_t settle_md_off[6];
 static const char *metadata_slots[6] = {
     "topic", "partition", "offset", "timestamp", "serialized_key_size", "serialized_value_size",
 };
@@ -1724,50 +1837,27 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
     for (Py_ssize_t i = 0; i + 1 < n; i += 2) {
         PyObject *fut = PyList_GET_ITEM(group, i);
         PyObject *rf = PyList_GET_ITEM(group, i + 1);
-        if (Py_TYPE(rf) != settle_rf_type) {
-            if (slot_offsets(Py_TYPE(rf), future_slots, RF_NSLOTS, settle_rf_off) < 0) goto fail;
-            Py_INCREF(Py_TYPE(rf));
-            Py_XSETREF(settle_rf_type, Py_TYPE(rf));
-        }
+        PyObject *next;
+        long long r_off, create_ts, key_size, value_size;
+        if (frm_fields(rf, &next, &r_off, &create_ts, &key_size, &value_size) < 0) goto fail;
         PyObject *r = PyObject_CallMethodNoArgs(fut, s_done);
         if (r == NULL) goto fail;
         int done = PyObject_IsTrue(r);
         Py_DECREF(r);
         if (done < 0) goto fail;
         if (done) continue;  /* cancelled: the record was delivered, nobody waits for it */
-        PyObject *next = SLOT(rf, settle_rf_off[RF_NEXT]);
         if (next != NULL && next != Py_None) {
             PyObject *idx = PyLong_FromSsize_t(i);
             if (idx == NULL || PyList_Append(moved, idx) < 0) { Py_XDECREF(idx); goto fail; }
             Py_DECREF(idx);
             continue;
         }
-        PyObject *rel = SLOT(rf, settle_rf_off[RF_REL]);
-        PyObject *ts = SLOT(rf, settle_rf_off[RF_TS]);
-        PyObject *ks = SLOT(rf, settle_rf_off[RF_KSIZE]);
-        PyObject *vs = SLOT(rf, settle_rf_off[RF_VSIZE]);
-        if (rel == NULL || ts == NULL || ks == NULL || vs == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "a RecordFuture of the group is not initialised");
-            goto fail;
-        }
-        PyObject *offset, *timestamp;
-        if (base == -1) {
-            offset = PyLong_FromLong(-1);
-        } else {
-            long long r_off = PyLong_AsLongLong(rel);
-            if (r_off == -1 && PyErr_Occurred()) goto fail;
-            offset = PyLong_FromLongLong(base + r_off);
-        }
-        if (offset == NULL) goto fail;
-        if (append_time == -1) {
-            Py_INCREF(ts);
-            timestamp = ts;
-        } else {
-            timestamp = PyLong_FromLongLong(append_time);
-            if (timestamp == NULL) { Py_DECREF(offset); goto fail; }
-        }
-        PyObject *md = md_type->tp_alloc(md_type, 0);
-        if (md == NULL) { Py_DECREF(offset); Py_DECREF(timestamp); goto fail; }
+        PyObject *offset = PyLong_FromLongLong(base == -1 ? -1 : base + r_off);
+        PyObject *timestamp = PyLong_FromLongLong(append_time == -1 ? create_ts : append_time);
+        PyObject *ks = PyLong_FromLongLong(key_size);
+        PyObject *vs = PyLong_FromLongLong(value_size);
+        PyObject *md = offset && timestamp && ks && vs ? md_type->tp_alloc(md_type, 0) : NULL;
+        if (md == NULL) { Py_XDECREF(offset); Py_XDECREF(timestamp); Py_XDECREF(ks); Py_XDECREF(vs); goto fail; }
         /* A str and five ints: never part of a cycle. Kept out of the cyclic GC, which would otherwise
            scan every acknowledged record's metadata (held by its future) in each full collection. */
         if (PyObject_GC_IsTracked(md)) PyObject_GC_UnTrack(md);
@@ -1775,8 +1865,8 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
         Py_INCREF(partition); SLOT(md, settle_md_off[1]) = partition;
         SLOT(md, settle_md_off[2]) = offset;
         SLOT(md, settle_md_off[3]) = timestamp;
-        Py_INCREF(ks); SLOT(md, settle_md_off[4]) = ks;
-        Py_INCREF(vs); SLOT(md, settle_md_off[5]) = vs;
+        SLOT(md, settle_md_off[4]) = ks;
+        SLOT(md, settle_md_off[5]) = vs;
         r = PyObject_CallMethodOneArg(fut, s_set_result, md);
         Py_DECREF(md);
         if (r == NULL) goto fail;
@@ -1834,7 +1924,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0) return NULL;
+    if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0 ||
+        PyType_Ready(&FutureRecordMetadataType) < 0)
+        return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
     s_muted = PyUnicode_InternFromString("_muted");
@@ -1852,10 +1944,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
        settle_group's argument) naming the class: tests check every class still has each of them, so
        that a renamed slot fails a test instead of silently sending every record down the Python path. */
     PyObject *slots = Py_BuildValue(
-        "{sNsNsNsNsNsNsN}",
+        "{sNsNsNsNsNsN}",
         "builder_type", names_tuple(builder_slots, B_NSLOTS),
         "batch_type", names_tuple(batch_slots, PB_NSLOTS),
-        "future_type", names_tuple(future_slots, RF_NSLOTS),
         "deque_type", names_tuple(deque_slots, DQ_NSLOTS),
         "sticky_type", names_tuple(sticky_slots, SP_NSLOTS),
         "partitioner_type", names_tuple(partitioner_slots, BP_NSLOTS),
@@ -1865,7 +1956,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddType(m, &LockType) < 0) {
+    if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -11,10 +11,10 @@ IN_FLIGHT (drained into a produce request) ⇄ RETRY (back in its deque after a 
 error) → one final state, SUCCEEDED, FAILED or ABORTED (Java's ``ProducerBatch.FinalState``).
 The final state is set once: a batch that succeeded can never turn failed.
 
-Why one file of ~700 lines: :class:`ProducerBatch` is one class with one set of
-``__slots__``, several of which the C send lane writes by offset (see
-``_speedups.LANE_SLOTS``); its append, close, split and completion steps share that
-state and its lock. Java keeps ``ProducerBatch`` in one class of similar size.
+:class:`ProducerBatch` is one concept, as Java's class of that name is: its append,
+close, split and completion steps share one set of ``__slots__`` and one lock. The C
+send lane still writes several of those slots by offset (``_speedups.LANE_SLOTS``,
+checked by a test) until the batch is a native type of its own.
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ a delivery callback. When a batch is split for MESSAGE_TOO_LARGE, the old result
 learns where each of its records went (``moved``), and a future follows its
 record there when it looks (``_forward``).
 
+A record's own fields (Java's ``FutureRecordMetadata``: batch result, relative
+offset, create time, key and value sizes, and the future it moved to) live in
+:class:`FutureRecordMetadata`: the C type ``kproducer._speedups.FutureRecordMetadata``
+when the C extension runs, whose constructor the C send lane calls, or its Python
+twin :class:`PyFutureRecordMetadata`. RecordFuture builds on whichever runs.
+
 A RecordFuture is a ``concurrent.futures.Future`` (it subclasses it without
 running its ``__init__``, so it carries no Condition), which is what the
 standard library checks: ``concurrent.futures.wait`` / ``as_completed`` and
@@ -28,9 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from kproducer.callback_errors import on_callback_thread
 from kproducer.errors import IllegalStateError, KafkaTimeoutError
+from kproducer.record.c_extension import c
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
-__all__ = ["NO_OFFSET", "NO_TIMESTAMP", "ProduceRequestResult", "RecordFuture"]
+__all__ = [
+    "NO_OFFSET", "NO_TIMESTAMP", "FutureRecordMetadata", "ProduceRequestResult", "PyFutureRecordMetadata", "RecordFuture",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -175,27 +184,16 @@ class _StdlibWaiters(list[Any]):
         self.notified = False
 
 
-class RecordFuture(concurrent.futures.Future[RecordMetadata]):
-    """The future of one record: a ``concurrent.futures.Future`` resolving to its RecordMetadata.
+class PyFutureRecordMetadata:
+    """The fields of one record's future (Java's ``FutureRecordMetadata``); the Python twin of the C type.
 
-    Java's FutureRecordMetadata: it holds no synchronization of its own and
-    ``result()`` waits on its batch's latch. It is accepted as it is by
-
-    - ``concurrent.futures.wait(fs)`` and ``as_completed(fs)`` (a waiter list is
-      made for the futures they wait on; the lock is one shared by all),
-    - ``asyncio.wrap_future(f)`` (one thread-safe loop wakeup when it completes),
-    - ``await f`` inside a running event loop (the same, through wrap_future).
-
-    ``cancel()`` returns False: a record handed to the producer is not taken back.
-    ``set_result``/``set_exception`` raise: only the producer completes it.
-    For many records awaited by asyncio code, ``kproducer.aio.AsyncProducer``
-    delivers completions to the loop in batches instead of one wakeup each.
-    ``_next`` is set when the record moved to another batch (split).
+    ``kproducer._speedups.FutureRecordMetadata`` has the same constructor and attributes, with the
+    four sizes and offsets held as C integers; the send lane sets them through that constructor.
+    ``_next`` is the future of this record in the batch it moved to (after a split), or None.
     """
 
     __slots__ = (
         "_batch_result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size", "_next",
-        "_stdlib_waiters",
     )  # fmt: skip
 
     def __init__(
@@ -212,7 +210,36 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         self.serialized_key_size = serialized_key_size
         self.serialized_value_size = serialized_value_size
         self._next: RecordFuture | None = None
-        # _stdlib_waiters stays unset (no object) until concurrent.futures waits on this future.
+
+
+if TYPE_CHECKING:
+    FutureRecordMetadata = PyFutureRecordMetadata
+else:
+    FutureRecordMetadata = c.FutureRecordMetadata if c is not None else PyFutureRecordMetadata
+    """The implementation of a record's fields that runs: the C type, or its Python twin."""
+
+
+class RecordFuture(FutureRecordMetadata, concurrent.futures.Future[RecordMetadata]):
+    """The future of one record: a ``concurrent.futures.Future`` resolving to its RecordMetadata.
+
+    Java's FutureRecordMetadata: it holds no synchronization of its own and
+    ``result()`` waits on its batch's latch. It is accepted as it is by
+
+    - ``concurrent.futures.wait(fs)`` and ``as_completed(fs)`` (a waiter list is
+      made for the futures they wait on; the lock is one shared by all),
+    - ``asyncio.wrap_future(f)`` (one thread-safe loop wakeup when it completes),
+    - ``await f`` inside a running event loop (the same, through wrap_future).
+
+    ``cancel()`` returns False: a record handed to the producer is not taken back.
+    ``set_result``/``set_exception`` raise: only the producer completes it.
+    For many records awaited by asyncio code, ``kproducer.aio.AsyncProducer``
+    delivers completions to the loop in batches instead of one wakeup each.
+    The record's fields and constructor are :class:`FutureRecordMetadata`'s; ``_next``
+    is set when the record moved to another batch (split).
+    """
+
+    # Unset (no object) until concurrent.futures waits on this future.
+    __slots__ = ("_stdlib_waiters",)
 
     @classmethod
     def failed(cls, topic_partition: TopicPartition, error: BaseException) -> RecordFuture:

@@ -12,11 +12,11 @@ to about ``write_limit`` compressed bytes.
 Magic 0 and 1 build legacy message sets (see :mod:`kproducer.record.legacy`).
 
 The record encoding itself is :mod:`kproducer.record.default_record`, the ratio
-estimate :mod:`kproducer.record.compression_ratio`. This module stays one class
-of ~870 lines because appending (v2 and legacy), sizing, producer state and
-closing all work on the same ``__slots__``, some of which the C send lane
-writes by offset (``_speedups.LANE_SLOTS``); splitting the class would spread
-that contract over several files.
+estimate :mod:`kproducer.record.compression_ratio`. The builder is one concept,
+as Java's ``MemoryRecordsBuilder`` is: appending (v2 and legacy), sizing,
+producer state and closing all work on the same ``__slots__``. The C send lane
+still writes some of them by offset (``_speedups.LANE_SLOTS``, checked by a
+test) until the builder is a native type of its own.
 """
 
 from __future__ import annotations

@@ -344,7 +344,7 @@ def test_settle_group_untracks_settled_futures_without_attributes() -> None:
     """
     import gc
 
-    from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
+    from kproducer.accumulator.futures import ProduceRequestResult
     from kproducer.structs import RecordMetadata, TopicPartition
 
     async def main() -> tuple[bool, bool, bool]:
@@ -354,12 +354,29 @@ def test_settle_group_untracks_settled_futures_without_attributes() -> None:
         tagged.note = "kept"  # type: ignore[attr-defined]
         group: list[object] = []
         for i, fut in enumerate((plain, tagged, subclassed)):
-            group += [fut, RecordFuture(result, i, 1_700_000_000_000, -1, 1)]
+            # The C type's fields (in the pure pass RecordFuture builds on the Python twin).
+            group += [fut, _c().FutureRecordMetadata(result, i, 1_700_000_000_000, -1, 1)]  # type: ignore[attr-defined]
         _c().settle_group(group, RecordMetadata, "t", 0, 100, -1)  # type: ignore[attr-defined]
         assert [f.result().offset for f in (plain, tagged, subclassed)] == [100, 101, 102]
         return gc.is_tracked(plain), gc.is_tracked(tagged), gc.is_tracked(subclassed)
 
     assert asyncio.run(main()) == (False, True, False)
+
+
+def test_settle_group_refuses_a_future_without_the_c_fields() -> None:
+    """settle_group reads a record's fields through the C FutureRecordMetadata only; the Python twin's
+    future (which the pure pass settles in Python) gets a TypeError naming its type, nothing settled."""
+    from kproducer.accumulator.futures import ProduceRequestResult, PyFutureRecordMetadata
+    from kproducer.structs import RecordMetadata, TopicPartition
+
+    async def main() -> None:
+        fut = asyncio.get_running_loop().create_future()
+        twin = PyFutureRecordMetadata(ProduceRequestResult(TopicPartition("t", 0)), 0, 1, -1, 1)
+        with pytest.raises(TypeError, match="FutureRecordMetadata, got PyFutureRecordMetadata"):
+            _c().settle_group([fut, twin], RecordMetadata, "t", 0, 100, -1)  # type: ignore[attr-defined]
+        assert not fut.done()
+
+    asyncio.run(main())
 
 
 class _TaggedFuture(asyncio.Future):  # type: ignore[type-arg]
