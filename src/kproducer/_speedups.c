@@ -753,6 +753,238 @@ static PyTypeObject FutureRecordMetadataType = {
 };
 
 
+/* ------------------------------------------------------------------ the builder's and the batch's own fields
+ *
+ * MemoryRecordsBuilderCore and ProducerBatchCore declare the fields of
+ * kproducer.record.builder.MemoryRecordsBuilder and kproducer.accumulator.batch.ProducerBatch that
+ * the send lane reads and writes; the Python classes build on them (on their Python twins,
+ * PyMemoryRecordsBuilderCore and PyProducerBatchCore, in the pure-Python pass) and keep every
+ * method. The attribute names are the Python classes' own, so their code reads and writes the
+ * fields as before. From C, only the functions of each type below touch its fields: the lane asks
+ * the batch to take a record (producer_batch_lane_append), and the batch asks its builder
+ * (builder_lane_append). Both leave everything unchanged when they decline or fail, so the Python
+ * send() can take the record as it came; tests/unit/producer/test_send_lane_twin.py compares the
+ * two paths. The fields hold Python objects, as the Python classes' slots did.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf, *magic, *compression, *write_limit, *records_start, *pos, *num_records, *base_timestamp,
+        *max_timestamp, *closed, *estimated_ratio, *sealed;
+} BuilderCoreObject;
+
+#define BUILDER_CORE_FIELDS(X) \
+    X(buf) X(magic) X(compression) X(write_limit) X(records_start) X(pos) X(num_records) X(base_timestamp) \
+    X(max_timestamp) X(closed) X(estimated_ratio) X(sealed)
+
+static int builder_core_traverse(BuilderCoreObject *self, visitproc visit, void *arg) {
+#define VISIT_FIELD(f) Py_VISIT(self->f);
+    BUILDER_CORE_FIELDS(VISIT_FIELD)
+    return 0;
+}
+
+static int builder_core_clear(BuilderCoreObject *self) {
+#define CLEAR_FIELD(f) Py_CLEAR(self->f);
+    BUILDER_CORE_FIELDS(CLEAR_FIELD)
+    return 0;
+}
+
+static void builder_core_dealloc(BuilderCoreObject *self) {
+    PyObject_GC_UnTrack(self);
+    builder_core_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define FIELD_MEMBER(type, f, name, doc) {name, T_OBJECT_EX, offsetof(type, f), 0, doc}
+
+static PyMemberDef builder_core_members[] = {
+    FIELD_MEMBER(BuilderCoreObject, buf, "_buf", "the batch's bytearray"),
+    FIELD_MEMBER(BuilderCoreObject, magic, "_magic", "the record format: 0, 1 or 2"),
+    FIELD_MEMBER(BuilderCoreObject, compression, "_compression", "the CompressionType"),
+    FIELD_MEMBER(BuilderCoreObject, write_limit, "_write_limit", "the estimated size appends stop at"),
+    FIELD_MEMBER(BuilderCoreObject, records_start, "_records_start", "where the first record goes"),
+    FIELD_MEMBER(BuilderCoreObject, pos, "_pos", "where the next record goes"),
+    FIELD_MEMBER(BuilderCoreObject, num_records, "_num_records", "the records appended"),
+    FIELD_MEMBER(BuilderCoreObject, base_timestamp, "_base_timestamp", "the first record's timestamp (v2)"),
+    FIELD_MEMBER(BuilderCoreObject, max_timestamp, "_max_timestamp", "the largest timestamp appended"),
+    FIELD_MEMBER(BuilderCoreObject, closed, "_closed", "no more appends: the batch is built"),
+    FIELD_MEMBER(BuilderCoreObject, estimated_ratio, "_estimated_ratio", "the compression-ratio estimate"),
+    FIELD_MEMBER(BuilderCoreObject, sealed, "_sealed", "the records are compressed already"),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BuilderCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.MemoryRecordsBuilderCore",
+    .tp_basicsize = sizeof(BuilderCoreObject),
+    .tp_dealloc = (destructor)builder_core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields of a MemoryRecordsBuilder the send lane appends through (set by the Python class).",
+    .tp_traverse = (traverseproc)builder_core_traverse,
+    .tp_clear = (inquiry)builder_core_clear,
+    .tp_members = builder_core_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* An int field as int64; 0 (and no error) when it is unset or not an exact int. */
+static inline int field_int(PyObject *v, int64_t *out) {
+    if (v == NULL || !PyLong_CheckExact(v)) return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    *out = x;
+    return 1;
+}
+
+/* The estimated size of the batch's records up to `pos` (MemoryRecordsBuilder.estimated_size_in_bytes). */
+static inline Py_ssize_t estimated_size(const batch_t *b) {
+    return b->ratio > 0
+        ? b->records_start + (Py_ssize_t)((double)(b->pos - b->records_start) * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
+        : b->pos;
+}
+
+/* The builder appends one v2 record without headers, as MemoryRecordsBuilder.try_append does, when
+ * it is open, holds `expected_records` records and the record fits: 1. Not taken: 0, nothing
+ * changed. -1 with an exception, nothing changed. *before and *after are the estimated sizes
+ * around the append, *write_limit the builder's. */
+static int builder_lane_append(BuilderCoreObject *b, PyObject *none_compression, int64_t expected_records,
+                               int64_t timestamp, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
+                               Py_ssize_t vlen, Py_ssize_t *before, Py_ssize_t *after, int64_t *write_limit) {
+    if (b->buf == NULL || !PyByteArray_CheckExact(b->buf) || b->closed != Py_False || b->sealed != Py_False ||
+        b->compression == NULL || b->estimated_ratio == NULL || !PyFloat_CheckExact(b->estimated_ratio))
+        return 0;
+    int64_t magic, records_start, pos, num, base_ts, max_ts;
+    if (!field_int(b->magic, &magic) || magic != 2 || !field_int(b->write_limit, write_limit) ||
+        !field_int(b->records_start, &records_start) || !field_int(b->pos, &pos) ||
+        !field_int(b->num_records, &num) || !field_int(b->base_timestamp, &base_ts) ||
+        !field_int(b->max_timestamp, &max_ts) || num < 1 || num != expected_records)
+        return 0;
+    batch_t w;
+    w.buf = b->buf;
+    w.pos = (Py_ssize_t)pos;
+    w.write_limit = (Py_ssize_t)*write_limit;
+    w.records_start = (Py_ssize_t)records_start;
+    w.ratio = b->compression == none_compression ? 0.0 : PyFloat_AS_DOUBLE(b->estimated_ratio);
+    w.num_records = num;
+    w.ts_delta = timestamp - base_ts;
+    w.headers = NO_HEADERS;
+    w.headers_len = 1;
+    /* The new values before the first write, so that a failure changes nothing. */
+    PyObject *n_num = PyLong_FromLongLong(num + 1);
+    PyObject *n_max = timestamp > max_ts ? PyLong_FromLongLong(timestamp) : NULL;
+    if (n_num == NULL || (timestamp > max_ts && n_max == NULL)) {
+        Py_XDECREF(n_num);
+        Py_XDECREF(n_max);
+        return -1;
+    }
+    *before = estimated_size(&w);
+    /* The bytes up to the batch's capacity exist already, so this does not reallocate unless a
+       compressed batch outgrows its buffer (a bytearray resize: no Python code either). */
+    int ok = append_one(&w, k, klen, v, vlen, 1);
+    PyObject *n_pos = ok == 1 ? PyLong_FromSsize_t(w.pos) : NULL;
+    if (ok != 1 || n_pos == NULL) {  /* the bytes past the old position are ignored */
+        Py_DECREF(n_num);
+        Py_XDECREF(n_max);
+        return ok == 1 ? -1 : ok;
+    }
+    *after = estimated_size(&w);
+    Py_SETREF(b->pos, n_pos);
+    Py_SETREF(b->num_records, n_num);
+    if (n_max != NULL) Py_SETREF(b->max_timestamp, n_max);
+    return 1;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *builder, *last_append_ms, *record_count, *thunks, *result, *writable, *pinned, *ready_size;
+} BatchCoreObject;
+
+#define BATCH_CORE_FIELDS(X) \
+    X(builder) X(last_append_ms) X(record_count) X(thunks) X(result) X(writable) X(pinned) X(ready_size)
+
+static int batch_core_traverse(BatchCoreObject *self, visitproc visit, void *arg) {
+    BATCH_CORE_FIELDS(VISIT_FIELD)
+    return 0;
+}
+
+static int batch_core_clear(BatchCoreObject *self) {
+    BATCH_CORE_FIELDS(CLEAR_FIELD)
+    return 0;
+}
+
+static void batch_core_dealloc(BatchCoreObject *self) {
+    PyObject_GC_UnTrack(self);
+    batch_core_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef batch_core_members[] = {
+    FIELD_MEMBER(BatchCoreObject, builder, "builder", "the batch's MemoryRecordsBuilder"),
+    FIELD_MEMBER(BatchCoreObject, last_append_ms, "last_append_ms", "when a record was last appended"),
+    FIELD_MEMBER(BatchCoreObject, record_count, "record_count", "the records appended"),
+    FIELD_MEMBER(BatchCoreObject, thunks, "thunks", "(callback, future) of each record with a callback"),
+    FIELD_MEMBER(BatchCoreObject, result, "result", "the batch's ProduceRequestResult"),
+    FIELD_MEMBER(BatchCoreObject, writable, "_writable", "records may still be appended"),
+    FIELD_MEMBER(BatchCoreObject, pinned, "pinned", "a keyed record is in it: it may not move partition"),
+    FIELD_MEMBER(BatchCoreObject, ready_size, "ready_size", "the size at which the batch counts as full"),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BatchCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.ProducerBatchCore",
+    .tp_basicsize = sizeof(BatchCoreObject),
+    .tp_dealloc = (destructor)batch_core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields of a ProducerBatch the send lane appends through (set by the Python class).",
+    .tp_traverse = (traverseproc)batch_core_traverse,
+    .tp_clear = (inquiry)batch_core_clear,
+    .tp_members = batch_core_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* The batch takes one record from the send lane, as ProducerBatch.try_append does: its builder
+ * (of exactly `builder_type`) appends it; then the batch counts it, sets `future` (a fresh
+ * FutureRecordMetadata) to it, keeps `thunk` (a fresh 2-tuple, or NULL without a callback) with
+ * `callback`, and is pinned to its partition when the record is keyed. 1 taken; 0 not taken and
+ * -1 with an exception, both with nothing changed. *before, *after, *write_limit as
+ * builder_lane_append; *ready_size the batch's. */
+static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *builder_type, PyObject *none_compression,
+                                      int64_t now, int64_t timestamp, const uint8_t *k, Py_ssize_t klen,
+                                      const uint8_t *v, Py_ssize_t vlen, int keyed, PyObject *future,
+                                      PyObject *thunk, PyObject *callback, Py_ssize_t *before, Py_ssize_t *after,
+                                      int64_t *write_limit, int64_t *ready_size) {
+    if (batch->writable != Py_True || batch->builder == NULL || batch->thunks == NULL || batch->result == NULL ||
+        !Py_IS_TYPE(batch->builder, builder_type) || !PyList_CheckExact(batch->thunks))
+        return 0;
+    int64_t count;
+    if (!field_int(batch->record_count, &count) || !field_int(batch->ready_size, ready_size)) return 0;
+    PyObject *n_now = PyLong_FromLongLong(now);
+    PyObject *n_count = PyLong_FromLongLong(count + 1);
+    if (n_now == NULL || n_count == NULL) { Py_XDECREF(n_now); Py_XDECREF(n_count); return -1; }
+    int rc = builder_lane_append((BuilderCoreObject *)batch->builder, none_compression, count, timestamp, k, klen,
+                                 v, vlen, before, after, write_limit);
+    if (rc != 1) { Py_DECREF(n_now); Py_DECREF(n_count); return rc; }
+    Py_SETREF(batch->last_append_ms, n_now);
+    frm_set((FutureRecordMetadataObject *)future, batch->result, count, timestamp, klen, vlen);
+    Py_SETREF(batch->record_count, n_count);
+    if (thunk != NULL) {
+        Py_INCREF(callback);
+        PyTuple_SET_ITEM(thunk, 0, callback);
+        Py_INCREF(future);
+        PyTuple_SET_ITEM(thunk, 1, future);
+        /* Only a list resize can fail here, after the record went in: the record then stays (its
+           future completes with the batch) and the error reaches the caller of send(). */
+        if (PyList_Append(batch->thunks, thunk) < 0) return -1;
+    }
+    if (keyed && batch->pinned != Py_True) {
+        /* A keyed record keeps its partition: the batch may no longer move off it (as in Python). */
+        Py_INCREF(Py_True);
+        Py_XSETREF(batch->pinned, Py_True);
+    }
+    return 1;
+}
+
+
 /* ------------------------------------------------------------------ the send() fast lane
  *
  * Producer.send() for the common call shape -- send(topic, value, key, callback=... or on_delivery=...)
@@ -772,18 +1004,6 @@ static PyTypeObject FutureRecordMetadataType = {
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
-enum {
-    B_BUF, B_MAGIC, B_COMPRESSION, B_WRITE_LIMIT, B_RECORDS_START, B_POS, B_NUM_RECORDS,
-    B_BASE_TS, B_MAX_TS, B_CLOSED, B_RATIO, B_SEALED, B_NSLOTS
-};
-static const char *builder_slots[B_NSLOTS] = {
-    "_buf", "_magic", "_compression", "_write_limit", "_records_start", "_pos", "_num_records",
-    "_base_timestamp", "_max_timestamp", "_closed", "_estimated_ratio", "_sealed",
-};
-enum { PB_BUILDER, PB_LAST_APPEND, PB_RECORD_COUNT, PB_THUNKS, PB_RESULT, PB_WRITABLE, PB_PINNED, PB_READY_SIZE, PB_NSLOTS };
-static const char *batch_slots[PB_NSLOTS] = {
-    "builder", "last_append_ms", "record_count", "thunks", "result", "_writable", "pinned", "ready_size",
-};
 enum { DQ_LOCK, DQ_BATCHES, DQ_NSLOTS };
 static const char *deque_slots[DQ_NSLOTS] = {"lock", "batches"};
 enum { SP_PARTITION, SP_BYTES, SP_NSLOTS };
@@ -838,7 +1058,7 @@ typedef struct {
     PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
-    Py_ssize_t b_off[B_NSLOTS], pb_off[PB_NSLOTS], dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
+    Py_ssize_t dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
         bp_off[BP_NSLOTS];
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
@@ -1304,7 +1524,6 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     int rc = LANE_SLOW;
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
-    PyObject *n_pos = NULL, *n_num = NULL, *n_max = NULL, *n_count = NULL, *n_now = NULL;
     PyObject *n_bytes = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
     Py_ssize_t nb = 0;  /* the deque's batches */
@@ -1342,58 +1561,14 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         if (nb == 0) goto out;
         batch = PySequence_GetItem(batches, nb - 1);
         if (batch == NULL) { rc = -1; goto out; }
-        if (!Py_IS_TYPE(batch, self->batch_type) || SLOT(batch, self->pb_off[PB_WRITABLE]) != Py_True) goto out;
-        PyObject *builder = SLOT(batch, self->pb_off[PB_BUILDER]);
-        PyObject *thunks = SLOT(batch, self->pb_off[PB_THUNKS]);
-        PyObject *result = SLOT(batch, self->pb_off[PB_RESULT]);
-        if (builder == NULL || thunks == NULL || result == NULL || !Py_IS_TYPE(builder, self->builder_type) ||
-            !PyList_CheckExact(thunks))
-            goto out;
-        PyObject *buf = SLOT(builder, self->b_off[B_BUF]);
-        PyObject *compression = SLOT(builder, self->b_off[B_COMPRESSION]);
-        PyObject *ratio_obj = SLOT(builder, self->b_off[B_RATIO]);
-        if (buf == NULL || !PyByteArray_CheckExact(buf) || SLOT(builder, self->b_off[B_CLOSED]) != Py_False ||
-            SLOT(builder, self->b_off[B_SEALED]) != Py_False || compression == NULL || ratio_obj == NULL || !PyFloat_CheckExact(ratio_obj))
-            goto out;
-        int64_t magic, write_limit, records_start, pos, num, base_ts, max_ts, count, ready_size;
-        if (!slot_int(builder, self->b_off[B_MAGIC], &magic) || magic != 2 ||
-            !slot_int(builder, self->b_off[B_WRITE_LIMIT], &write_limit) ||
-            !slot_int(builder, self->b_off[B_RECORDS_START], &records_start) ||
-            !slot_int(builder, self->b_off[B_POS], &pos) || !slot_int(builder, self->b_off[B_NUM_RECORDS], &num) ||
-            !slot_int(builder, self->b_off[B_BASE_TS], &base_ts) ||
-            !slot_int(builder, self->b_off[B_MAX_TS], &max_ts) ||
-            !slot_int(batch, self->pb_off[PB_RECORD_COUNT], &count) || num < 1 || count != num ||
-            !slot_int(batch, self->pb_off[PB_READY_SIZE], &ready_size))
-            goto out;
-        batch_t b;
-        b.buf = buf;
-        b.pos = (Py_ssize_t)pos;
-        b.write_limit = (Py_ssize_t)write_limit;
-        b.records_start = (Py_ssize_t)records_start;
-        b.ratio = compression == self->none_compression ? 0.0 : PyFloat_AS_DOUBLE(ratio_obj);
-        b.num_records = num;
-        b.ts_delta = timestamp - base_ts;
-        b.headers = NO_HEADERS;
-        b.headers_len = 1;
-        /* The ints (not GC-tracked) before the first write too, so that a failure changes nothing. */
-        n_num = PyLong_FromLongLong(num + 1);
-        n_now = PyLong_FromLongLong(now);
-        n_count = PyLong_FromLongLong(count + 1);
-        if (!n_num || !n_now || !n_count) { rc = -1; goto out; }
-        if (timestamp > max_ts && (n_max = PyLong_FromLongLong(timestamp)) == NULL) { rc = -1; goto out; }
-        Py_ssize_t before = b.ratio > 0
-            ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
-            : b.pos;
-        /* The bytes up to the batch's capacity exist already, so this does not reallocate unless a
-           compressed batch outgrows its buffer (a bytearray resize: no Python code either). */
-        int ok = append_one(&b, k, klen, v, vlen, 1);
-        if (ok < 0) { rc = -1; goto out; }
-        if (ok == 0) goto out;  /* no room: the Python path closes this batch and opens the next */
-        n_pos = PyLong_FromSsize_t(b.pos);
-        if (n_pos == NULL) { rc = -1; goto out; }  /* the bytes past the old position are ignored */
-        Py_ssize_t after = b.ratio > 0
-            ? b.records_start + (Py_ssize_t)((double)(b.pos - b.records_start) * b.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
-            : b.pos;
+        if (!Py_IS_TYPE(batch, self->batch_type)) goto out;
+        Py_ssize_t before = 0, after = 0;
+        int64_t write_limit = 0, ready_size = 0;
+        int taken_by_batch = producer_batch_lane_append(
+            (BatchCoreObject *)batch, self->builder_type, self->none_compression, now, timestamp, k, klen, v, vlen,
+            keyed, future, thunk, callback, &before, &after, &write_limit, &ready_size);
+        if (taken_by_batch < 0) { rc = -1; goto out; }
+        if (taken_by_batch == 0) goto out;  /* no room (or not an open v2 batch): the Python path decides */
         appended = after - before;
         /* ProducerBatch.is_full(), before and after (the batch is writable and holds records): its
            estimated size reached the builder's write limit or the batch's ready size (KIP-782: it
@@ -1402,24 +1577,6 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         int full_before = before >= write_limit || before >= ready_size;
         full_after = after >= write_limit || after >= ready_size;
         full = !full_before && full_after;
-        slot_set(builder, self->b_off[B_POS], n_pos); n_pos = NULL;
-        slot_set(builder, self->b_off[B_NUM_RECORDS], n_num); n_num = NULL;
-        if (n_max != NULL) { slot_set(builder, self->b_off[B_MAX_TS], n_max); n_max = NULL; }
-        slot_set(batch, self->pb_off[PB_LAST_APPEND], n_now); n_now = NULL;
-        frm_set((FutureRecordMetadataObject *)future, result, count, timestamp, klen, vlen);
-        slot_set(batch, self->pb_off[PB_RECORD_COUNT], n_count); n_count = NULL;
-        if (thunk != NULL) {
-            Py_INCREF(callback);
-            PyTuple_SET_ITEM(thunk, 0, callback);
-            Py_INCREF(future);
-            PyTuple_SET_ITEM(thunk, 1, future);
-            if (PyList_Append(thunks, thunk) < 0) { rc = -1; goto out; }
-        }
-        if (keyed && SLOT(batch, self->pb_off[PB_PINNED]) != Py_True) {
-            /* A keyed record keeps its partition: the batch may no longer move off it (as in Python). */
-            Py_INCREF(Py_True);
-            slot_set(batch, self->pb_off[PB_PINNED], Py_True);
-        }
         rc = 0;
     }
     if (!keyed) {
@@ -1476,7 +1633,6 @@ out:
     if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
-    Py_XDECREF(n_pos); Py_XDECREF(n_num); Py_XDECREF(n_max); Py_XDECREF(n_count); Py_XDECREF(n_now);
     Py_XDECREF(n_bytes);
     if (rc != 0) {
         Py_DECREF(future);
@@ -1639,17 +1795,17 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->key_hash = key_hash;
     self->empty_key_keyless = empty_key_keyless;
     self->enabled = 1;
-    if (self->topics == NULL || slot_offsets(bu, builder_slots, B_NSLOTS, self->b_off) < 0 ||
-        slot_offsets(bt, batch_slots, PB_NSLOTS, self->pb_off) < 0 ||
+    if (self->topics == NULL ||
         slot_offsets(dt, deque_slots, DQ_NSLOTS, self->dq_off) < 0 ||
         slot_offsets(st, sticky_slots, SP_NSLOTS, self->sp_off) < 0 ||
         slot_offsets(pt, partitioner_slots, BP_NSLOTS, self->bp_off) < 0) {
         Py_DECREF(self);
         return NULL;
     }
-    if (!PyType_IsSubtype(ft, &FutureRecordMetadataType) || ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_TypeError, "future_type must be a fixed-size subclass of FutureRecordMetadata and "
-                                         "batch_type a fixed-size type");
+    if (!PyType_IsSubtype(ft, &FutureRecordMetadataType) || !PyType_IsSubtype(bt, &BatchCoreType) ||
+        !PyType_IsSubtype(bu, &BuilderCoreType) || ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "future_type, batch_type and builder_type must be fixed-size subclasses of "
+                                         "FutureRecordMetadata, ProducerBatchCore and MemoryRecordsBuilderCore");
         Py_DECREF(self);
         return NULL;
     }
@@ -1925,7 +2081,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0 ||
-        PyType_Ready(&FutureRecordMetadataType) < 0)
+        PyType_Ready(&FutureRecordMetadataType) < 0 || PyType_Ready(&BuilderCoreType) < 0 ||
+        PyType_Ready(&BatchCoreType) < 0)
         return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
@@ -1944,9 +2101,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
        settle_group's argument) naming the class: tests check every class still has each of them, so
        that a renamed slot fails a test instead of silently sending every record down the Python path. */
     PyObject *slots = Py_BuildValue(
-        "{sNsNsNsNsNsN}",
-        "builder_type", names_tuple(builder_slots, B_NSLOTS),
-        "batch_type", names_tuple(batch_slots, PB_NSLOTS),
+        "{sNsNsNsN}",
         "deque_type", names_tuple(deque_slots, DQ_NSLOTS),
         "sticky_type", names_tuple(sticky_slots, SP_NSLOTS),
         "partitioner_type", names_tuple(partitioner_slots, BP_NSLOTS),
@@ -1956,7 +2111,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0) {
+    if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||
+        PyModule_AddType(m, &BuilderCoreType) < 0 || PyModule_AddType(m, &BatchCoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,12 +23,13 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.callback_errors import callback_raised
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
+from kproducer.record.c_extension import c
 from kproducer.record.compression_worker import CompressionWorker
 from kproducer.structs import RecordMetadata, TopicPartition, metadata_type
 
@@ -194,7 +195,33 @@ def record_error_fn(top_level: BaseException, record_exceptions: RecordException
     return lambda i: by_index.get(i, other)
 
 
-class ProducerBatch:
+class PyProducerBatchCore:
+    """The batch's fields the C send lane appends through; the Python twin of the C type.
+
+    ``kproducer._speedups.ProducerBatchCore`` declares the same fields, and its own C function
+    takes a record for the lane (as :meth:`ProducerBatch.try_append` does, through its builder's
+    function); :class:`ProducerBatch` builds on whichever runs and sets the fields itself.
+    """
+
+    __slots__ = (
+        "builder",
+        "last_append_ms",
+        "record_count",
+        "thunks",
+        "result",
+        "_writable",
+        "pinned",
+        "ready_size",
+    )
+
+
+if TYPE_CHECKING:
+    ProducerBatchCore = PyProducerBatchCore
+else:
+    ProducerBatchCore = c.ProducerBatchCore if c is not None else PyProducerBatchCore
+
+
+class ProducerBatch(ProducerBatchCore):
     """The records for one partition sent in one produce request (Java's ``ProducerBatch``).
 
     Appends happen on caller threads under the partition deque's lock; the
@@ -208,26 +235,18 @@ class ProducerBatch:
 
     __slots__ = (
         "topic_partition",
-        "builder",
         "created_ms",
-        "last_append_ms",
         "last_attempt_ms",
         "drained_ms",
         "attempts",
-        "record_count",
-        "thunks",
-        "result",
         "is_split_batch",
         "buffer",
         "initial_capacity",
         "grown",
-        "ready_size",
         "deallocated",
         "retry_backoff_ms",
         "_state",
-        "_writable",
         "_reopened",
-        "pinned",
         "growth_node",
         "staging_recycler",
     )

@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import IllegalStateError
 from kproducer.record import native
 from kproducer.record.arrow_column import column_rows
+from kproducer.record.c_extension import c
 from kproducer.record.codecs import (
     CompressionType,
     compress,
@@ -142,13 +143,40 @@ def estimate_size_upper_bound(
     return size
 
 
-class MemoryRecordsBuilder:
-    """Builds one record batch in a caller-supplied bytearray (as in Java's producer)."""
+class PyMemoryRecordsBuilderCore:
+    """The builder's fields the C send lane appends through; the Python twin of the C type.
+
+    ``kproducer._speedups.MemoryRecordsBuilderCore`` declares the same fields, and its own C
+    function appends a record for the lane (as :meth:`MemoryRecordsBuilder.try_append` does);
+    :class:`MemoryRecordsBuilder` builds on whichever runs and sets the fields itself.
+    """
 
     __slots__ = (
         "_buf",
         "_magic",
         "_compression",
+        "_write_limit",
+        "_records_start",
+        "_pos",
+        "_num_records",
+        "_base_timestamp",
+        "_max_timestamp",
+        "_closed",
+        "_estimated_ratio",
+        "_sealed",
+    )
+
+
+if TYPE_CHECKING:
+    MemoryRecordsBuilderCore = PyMemoryRecordsBuilderCore
+else:
+    MemoryRecordsBuilderCore = c.MemoryRecordsBuilderCore if c is not None else PyMemoryRecordsBuilderCore
+
+
+class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
+    """Builds one record batch in a caller-supplied bytearray (as in Java's producer)."""
+
+    __slots__ = (
         "_compression_level",
         "_timestamp_type",
         "_base_offset",
@@ -157,19 +185,10 @@ class MemoryRecordsBuilder:
         "_base_sequence",
         "_is_transactional",
         "_partition_leader_epoch",
-        "_write_limit",
-        "_records_start",
-        "_pos",
-        "_num_records",
-        "_base_timestamp",
-        "_max_timestamp",
-        "_closed",
         "_size",
         "_compressed_records_size",
-        "_sealed",
         "_uncompressed_records_size",
         "_largest_record_size",
-        "_estimated_ratio",
         "_topic",
         "_ratio_estimator",
         "_is_control",

@@ -379,7 +379,9 @@ def test_for_batch_builds_the_same_state_as_the_checked_constructor(codec: str) 
     estimator.update_estimation("t", ctype, 0.4)
     a = MemoryRecordsBuilder(bytearray(100), compression=ctype, write_limit=100, topic="t", ratio_estimator=estimator)
     b = MemoryRecordsBuilder.for_batch(bytearray(100), ctype, None, 100, "t", estimator)
-    for slot in MemoryRecordsBuilder.__slots__:
+    from kproducer.record.builder import PyMemoryRecordsBuilderCore
+
+    for slot in PyMemoryRecordsBuilderCore.__slots__ + MemoryRecordsBuilder.__slots__:
         if slot != "_buf":
             assert getattr(a, slot) == getattr(b, slot), slot
 

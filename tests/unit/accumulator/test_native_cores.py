@@ -1,0 +1,128 @@
+"""The C types that own the fields the send lane appends through, against their Python twins.
+
+``MemoryRecordsBuilder`` builds on ``MemoryRecordsBuilderCore`` and ``ProducerBatch`` on
+``ProducerBatchCore``: the C types in ``kproducer._speedups`` in the native pass, the Python twins
+``PyMemoryRecordsBuilderCore`` and ``PyProducerBatchCore`` in the pure pass. Each case here runs on
+both and expects the same attributes, the same errors and the same behaviour under the cyclic GC.
+What the C types do with those fields (append a record for the lane) is compared with the Python
+``send()`` by ``tests/unit/producer/test_send_lane_twin.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import os
+import types
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kproducer.accumulator import batch as batch_module
+from kproducer.accumulator.batch import ProducerBatch, PyProducerBatchCore
+from kproducer.record import builder as builder_module
+from kproducer.record import native
+from kproducer.record.builder import MemoryRecordsBuilder, PyMemoryRecordsBuilderCore
+
+PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
+native_only = pytest.mark.skipif(PURE, reason="the pure-Python pass has no C types (test_the_classes_build_on_the_pass_types)")
+
+TWINS = {"MemoryRecordsBuilderCore": PyMemoryRecordsBuilderCore, "ProducerBatchCore": PyProducerBatchCore}
+
+
+def _native(name: str) -> Any:
+    assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
+    return getattr(native.c, name)
+
+
+CORES = [
+    pytest.param(lambda name: TWINS[name], id="python"),
+    pytest.param(_native, id="native", marks=native_only),
+]
+
+
+def test_the_classes_build_on_the_pass_types() -> None:
+    for cls, name, module in (
+        (MemoryRecordsBuilder, "MemoryRecordsBuilderCore", builder_module),
+        (ProducerBatch, "ProducerBatchCore", batch_module),
+    ):
+        expected = TWINS[name] if PURE else _native(name)
+        assert getattr(module, name) is expected
+        assert cls.__mro__[1] is expected, cls.__mro__
+
+
+@native_only
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_the_c_type_declares_exactly_the_twins_fields(name: str) -> None:
+    c_type = _native(name)
+    members = {k for k, v in vars(c_type).items() if isinstance(v, types.MemberDescriptorType)}
+    assert members == set(TWINS[name].__slots__)
+
+
+@native_only
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_no_field_is_declared_twice(name: str) -> None:
+    """The Python class must not declare a field of its base again (a second slot would hide the C one)."""
+    cls = {"MemoryRecordsBuilderCore": MemoryRecordsBuilder, "ProducerBatchCore": ProducerBatch}[name]
+    for field in TWINS[name].__slots__:
+        assert inspect.getattr_static(cls, field) is vars(_native(name))[field], field
+
+
+@pytest.mark.parametrize("kind", CORES)
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_fields_start_unset_and_hold_any_object(kind: Any, name: str) -> None:
+    core = kind(name)()
+    for field in TWINS[name].__slots__:
+        with pytest.raises(AttributeError):
+            getattr(core, field)
+        value = object()
+        setattr(core, field, value)
+        assert getattr(core, field) is value
+        delattr(core, field)
+        with pytest.raises(AttributeError):
+            getattr(core, field)
+    with pytest.raises(AttributeError):
+        core.not_a_field = 1
+
+
+@pytest.mark.parametrize("kind", CORES)
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_cycle_through_a_field_is_collected(kind: Any, name: str) -> None:
+    cls = kind(name)
+
+    class Sub(cls):  # type: ignore[misc, valid-type]
+        __slots__ = ("extra",)
+
+    for field in TWINS[name].__slots__:
+        gc.collect()
+        a, b = Sub(), Sub()
+        setattr(a, field, b)
+        b.extra = a
+        del a, b
+        assert gc.collect() >= 2, field
+
+
+@native_only
+@given(st.data())
+def test_c_and_python_hold_the_same_values(data: st.DataObject) -> None:
+    """The same writes and deletes on both, compared field by field after each."""
+    name = data.draw(st.sampled_from(sorted(TWINS)))
+    fields = TWINS[name].__slots__
+    c_core, py_core = _native(name)(), TWINS[name]()
+    values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.binary(max_size=8))
+    for _ in range(data.draw(st.integers(1, 20))):
+        field = data.draw(st.sampled_from(fields))
+        if data.draw(st.booleans()):
+            value = data.draw(values)
+            setattr(c_core, field, value)
+            setattr(py_core, field, value)
+        else:
+            for core in (c_core, py_core):
+                try:
+                    delattr(core, field)
+                except AttributeError:
+                    pass
+        for f in fields:
+            assert getattr(c_core, f, "<unset>") == getattr(py_core, f, "<unset>"), f
