@@ -1004,12 +1004,6 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
-enum { DQ_LOCK, DQ_BATCHES, DQ_NSLOTS };
-static const char *deque_slots[DQ_NSLOTS] = {"lock", "batches"};
-enum { SP_PARTITION, SP_BYTES, SP_NSLOTS };
-static const char *sticky_slots[SP_NSLOTS] = {"partition", "produced_bytes"};
-enum { BP_STICKY, BP_LOCK, BP_NSLOTS };
-static const char *partitioner_slots[BP_NSLOTS] = {"_sticky", "_lock"};
 
 static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
 
@@ -1058,8 +1052,6 @@ typedef struct {
     PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
-    Py_ssize_t dq_off[DQ_NSLOTS], sp_off[SP_NSLOTS],
-        bp_off[BP_NSLOTS];
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
     int ignore_keys;
@@ -1154,23 +1146,6 @@ static int lane_clock(PyObject *clock, clockid_t id, int64_t *out) {
     if (x == -1 && PyErr_Occurred()) return -1;
     *out = x;
     return 0;
-}
-
-/* An int slot as int64; 0 (and no error) when it is not an exact int. */
-static inline int slot_int(PyObject *o, Py_ssize_t off, int64_t *out) {
-    PyObject *v = SLOT(o, off);
-    if (v == NULL || !PyLong_CheckExact(v)) return 0;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-    *out = x;
-    return 1;
-}
-
-static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
-    PyObject *old = SLOT(o, off);
-    SLOT(o, off) = v;
-    Py_XDECREF(old);
 }
 
 /* ---------------------------------------------------------------- Lock
@@ -1388,6 +1363,180 @@ static inline int lock_release(PyObject *lock) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- the sticky partitioner's and the deque's own fields
+ *
+ * StickyPartitionInfo (Java's BuiltInPartitioner.StickyPartitionInfo: the sticky partition and the
+ * bytes produced to it since it was chosen), BuiltInPartitionerCore (the partitioner's lock and its
+ * current StickyPartitionInfo) and PartitionDequeCore (a partition's lock and its deque of batches)
+ * own the fields the send lane reads and counts through, as the batch and builder types above do.
+ * kproducer.partitioner.BuiltInPartitioner and kproducer.accumulator.deques.PartitionDeque build
+ * on the last two, and the partitioner makes StickyPartitionInfo objects; each has a Python twin
+ * (PyStickyPartitionInfo, PyBuiltInPartitionerCore, PyPartitionDequeCore) that the pure-Python
+ * pass uses. tests/unit/accumulator/test_native_cores.py runs the same cases on both.
+ */
+typedef struct {
+    PyObject_HEAD
+    long long partition;
+    long long produced_bytes;
+} StickyInfoObject;
+
+static int sticky_info_init(StickyInfoObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"partition", NULL};
+    long long partition;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "L:StickyPartitionInfo", kwlist, &partition)) return -1;
+    self->partition = partition;
+    self->produced_bytes = 0;
+    return 0;
+}
+
+static PyMemberDef sticky_info_members[] = {
+    {"partition", T_LONGLONG, offsetof(StickyInfoObject, partition), 0, "the sticky partition"},
+    {"produced_bytes", T_LONGLONG, offsetof(StickyInfoObject, produced_bytes), 0,
+     "the bytes produced to it since it was chosen"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject StickyInfoType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.StickyPartitionInfo",
+    .tp_basicsize = sizeof(StickyInfoObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "StickyPartitionInfo(partition): the sticky partition and the bytes produced to it (KIP-794).",
+    .tp_members = sticky_info_members,
+    .tp_init = (initproc)sticky_info_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* Counts `appended` bytes when the total stays below `limit`: 1. Else 0, nothing counted (the
+   partitioner's own update_partition_info decides the switch). */
+static inline int sticky_info_count(StickyInfoObject *info, int64_t appended, int64_t limit) {
+    if (info->produced_bytes + appended >= limit) return 0;
+    info->produced_bytes += appended;
+    return 1;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;    /* _lock */
+    PyObject *sticky;  /* _sticky: a StickyPartitionInfo, or None before the first choice */
+} PartitionerCoreObject;
+
+static int partitioner_core_traverse(PartitionerCoreObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lock);
+    Py_VISIT(self->sticky);
+    return 0;
+}
+
+static int partitioner_core_clear(PartitionerCoreObject *self) {
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->sticky);
+    return 0;
+}
+
+static void partitioner_core_dealloc(PartitionerCoreObject *self) {
+    PyObject_GC_UnTrack(self);
+    partitioner_core_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef partitioner_core_members[] = {
+    FIELD_MEMBER(PartitionerCoreObject, lock, "_lock", "taken to count bytes and to switch"),
+    FIELD_MEMBER(PartitionerCoreObject, sticky, "_sticky", "the current StickyPartitionInfo, or None"),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PartitionerCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.BuiltInPartitionerCore",
+    .tp_basicsize = sizeof(PartitionerCoreObject),
+    .tp_dealloc = (destructor)partitioner_core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields of a BuiltInPartitioner the send lane counts through (set by the Python class).",
+    .tp_traverse = (traverseproc)partitioner_core_traverse,
+    .tp_clear = (inquiry)partitioner_core_clear,
+    .tp_members = partitioner_core_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* The current StickyPartitionInfo (borrowed) and its partition, read without the lock as
+   BuiltInPartitioner.peek_current_partition reads it; NULL when there is none or it is not the C type. */
+static inline PyObject *partitioner_sticky(PartitionerCoreObject *p, int64_t *partition) {
+    PyObject *s = p->sticky;
+    if (s == NULL || !Py_IS_TYPE(s, &StickyInfoType)) return NULL;
+    *partition = ((StickyInfoObject *)s)->partition;
+    return s;
+}
+
+/* BuiltInPartitioner.update_partition_info when no switch is due: under the partitioner's lock,
+   counts `appended` bytes to `sticky` if it is still the current one and the total stays below
+   `limit`. 1 counted; 0 not (the Python method then decides); -1 with an exception. */
+static int partitioner_count_sticky_bytes(PartitionerCoreObject *p, PyObject *sticky, int64_t appended,
+                                          int64_t limit) {
+    PyObject *lock = p->lock;
+    if (lock == NULL) return 0;
+    Py_INCREF(lock);
+    if (lock_acquire(lock) < 0) { Py_DECREF(lock); return -1; }
+    int counted = p->sticky == sticky && sticky_info_count((StickyInfoObject *)sticky, appended, limit);
+    int rc = lock_release(lock) < 0 ? -1 : counted;
+    Py_DECREF(lock);
+    return rc;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;
+    PyObject *batches;
+} DequeCoreObject;
+
+static int deque_core_traverse(DequeCoreObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lock);
+    Py_VISIT(self->batches);
+    return 0;
+}
+
+static int deque_core_clear(DequeCoreObject *self) {
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->batches);
+    return 0;
+}
+
+static void deque_core_dealloc(DequeCoreObject *self) {
+    PyObject_GC_UnTrack(self);
+    deque_core_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef deque_core_members[] = {
+    FIELD_MEMBER(DequeCoreObject, lock, "lock", "taken by appends and drains"),
+    FIELD_MEMBER(DequeCoreObject, batches, "batches", "the partition's batches, oldest first"),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject DequeCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.PartitionDequeCore",
+    .tp_basicsize = sizeof(DequeCoreObject),
+    .tp_dealloc = (destructor)deque_core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields of a PartitionDeque the send lane appends through (set by the Python class).",
+    .tp_traverse = (traverseproc)deque_core_traverse,
+    .tp_clear = (inquiry)deque_core_clear,
+    .tp_members = deque_core_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* The deque's lock and batches, new references; 0 when either is unset. */
+static inline int partition_deque_parts(DequeCoreObject *dq, PyObject **lock, PyObject **batches) {
+    if (dq->lock == NULL || dq->batches == NULL) return 0;
+    *lock = Py_NewRef(dq->lock);
+    *batches = Py_NewRef(dq->batches);
+    return 1;
+}
+
+/* Whether `sticky` is still the partitioner's current StickyPartitionInfo (another thread may have
+   switched it since it was read). */
+static inline int partitioner_sticky_is(PartitionerCoreObject *p, PyObject *sticky) { return p->sticky == sticky; }
+
 #define LANE_SLOW 1  /* not taken: hand to the Python send() */
 
 /* The keyed partition rules the lane computes (kproducer.librdkafka_partitioners names them). */
@@ -1469,10 +1618,9 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
         partition = lane_key_partition(self->key_hash, k, klen, t->num_partitions);
     } else {
         if (!Py_IS_TYPE(t->partitioner, self->partitioner_type)) return LANE_SLOW;
-        sticky = SLOT(t->partitioner, self->bp_off[BP_STICKY]);
-        if (sticky == NULL || !Py_IS_TYPE(sticky, self->sticky_type)) return LANE_SLOW;
         int64_t p;
-        if (!slot_int(sticky, self->sp_off[SP_PARTITION], &p) || p < 0 || p >= t->num_partitions) return LANE_SLOW;
+        sticky = partitioner_sticky((PartitionerCoreObject *)t->partitioner, &p);
+        if (sticky == NULL || p < 0 || p >= t->num_partitions) return LANE_SLOW;
         partition = (Py_ssize_t)p;
     }
     PyObject *pkey = PyLong_FromSsize_t(partition);
@@ -1497,11 +1645,8 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
     Py_DECREF(pkey);
     if (dq == NULL) return PyErr_Occurred() ? -1 : LANE_SLOW;
     if (!Py_IS_TYPE(dq, self->deque_type)) return LANE_SLOW;
-    PyObject *lock = SLOT(dq, self->dq_off[DQ_LOCK]);
-    PyObject *batches = SLOT(dq, self->dq_off[DQ_BATCHES]);
-    if (lock == NULL || batches == NULL) return LANE_SLOW;
-    Py_INCREF(lock);
-    Py_INCREF(batches);
+    PyObject *lock, *batches;
+    if (!partition_deque_parts((DequeCoreObject *)dq, &lock, &batches)) return LANE_SLOW;
     /* Owned too: other threads may run before the append (a blocking acquire, a GC pass) and
        switch the sticky partition; the object must not be freed and its address reused. */
     Py_XINCREF(sticky);
@@ -1524,7 +1669,6 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     int rc = LANE_SLOW;
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
-    PyObject *n_bytes = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
     Py_ssize_t nb = 0;  /* the deque's batches */
     Py_ssize_t appended = 0;
@@ -1547,7 +1691,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
     taken = 1;
     /* Other threads may have run since the partition was chosen (a wait for the lock, or a GC
        pass in the allocations above): if the sticky partition moved on, start over in Python. */
-    if (!keyed && SLOT(t->partitioner, self->bp_off[BP_STICKY]) != sticky) goto out;
+    if (!keyed && !partitioner_sticky_is((PartitionerCoreObject *)t->partitioner, sticky)) goto out;
 
     /* ---- under the partition deque's lock ---- */
     {
@@ -1583,33 +1727,15 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         /* KIP-794: count the bytes to the sticky partition under the partitioner's lock (as
            BuiltInPartitioner.update_partition_info does); switching, and anything unexpected, is
            the partitioner's own method, called with the deque lock still held as in Python. */
-        switch_needed = 1;
-        PyObject *plock = SLOT(t->partitioner, self->bp_off[BP_LOCK]);
         /* RecordAccumulator.append: a switch is enforced when the batch is full (just now, or more
            batches are queued) and so is the deque's last batch, this one. */
         int enforce = (nb > 1 || full) && full_after;
-        if (plock != NULL) {
-            Py_INCREF(plock);
-            if (lock_acquire(plock) < 0) { Py_DECREF(plock); rc = -1; goto out; }
-            int64_t produced;
-            if (SLOT(t->partitioner, self->bp_off[BP_STICKY]) == sticky &&
-                slot_int(sticky, self->sp_off[SP_BYTES], &produced) &&
-                /* No switch due (the partitioner's rule, Java's BuiltInPartitioner.updatePartitionInfo):
-                   below batch.size, or below twice it while a batch of the partition has room. */
-                produced + appended < (enforce ? self->sticky_batch_size : 2 * self->sticky_batch_size)) {
-                n_bytes = PyLong_FromLongLong(produced + appended);
-                if (n_bytes == NULL) {
-                    rc = -1;
-                } else {
-                    slot_set(sticky, self->sp_off[SP_BYTES], n_bytes);
-                    n_bytes = NULL;
-                    switch_needed = 0;
-                }
-            }
-            if (lock_release(plock) < 0) rc = -1;
-            Py_DECREF(plock);
-            if (rc < 0) goto out;
-        }
+        /* No switch due (the partitioner's rule, Java's BuiltInPartitioner.updatePartitionInfo):
+           below batch.size, or below twice it while a batch of the partition has room. */
+        int counted = partitioner_count_sticky_bytes((PartitionerCoreObject *)t->partitioner, sticky, appended,
+                                                     enforce ? self->sticky_batch_size : 2 * self->sticky_batch_size);
+        if (counted < 0) { rc = -1; goto out; }
+        switch_needed = !counted;
         if (switch_needed) {
             PyObject *p = PyLong_FromSsize_t(partition);
             PyObject *a = PyLong_FromSsize_t(appended);
@@ -1633,7 +1759,6 @@ out:
     if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
-    Py_XDECREF(n_bytes);
     if (rc != 0) {
         Py_DECREF(future);
         return rc;
@@ -1795,17 +1920,19 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->key_hash = key_hash;
     self->empty_key_keyless = empty_key_keyless;
     self->enabled = 1;
-    if (self->topics == NULL ||
-        slot_offsets(dt, deque_slots, DQ_NSLOTS, self->dq_off) < 0 ||
-        slot_offsets(st, sticky_slots, SP_NSLOTS, self->sp_off) < 0 ||
-        slot_offsets(pt, partitioner_slots, BP_NSLOTS, self->bp_off) < 0) {
+    if (self->topics == NULL) {
         Py_DECREF(self);
         return NULL;
     }
+    /* The lane reaches each object only through the functions of the C type that owns its fields. */
     if (!PyType_IsSubtype(ft, &FutureRecordMetadataType) || !PyType_IsSubtype(bt, &BatchCoreType) ||
-        !PyType_IsSubtype(bu, &BuilderCoreType) || ft->tp_itemsize != 0 || bt->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_TypeError, "future_type, batch_type and builder_type must be fixed-size subclasses of "
-                                         "FutureRecordMetadata, ProducerBatchCore and MemoryRecordsBuilderCore");
+        !PyType_IsSubtype(bu, &BuilderCoreType) || !PyType_IsSubtype(dt, &DequeCoreType) ||
+        !PyType_IsSubtype(pt, &PartitionerCoreType) || st != &StickyInfoType || ft->tp_itemsize != 0 ||
+        bt->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "future_type, batch_type, builder_type, deque_type and partitioner_type must be fixed-size "
+                        "subclasses of FutureRecordMetadata, ProducerBatchCore, MemoryRecordsBuilderCore, "
+                        "PartitionDequeCore and BuiltInPartitionerCore, and sticky_type StickyPartitionInfo");
         Py_DECREF(self);
         return NULL;
     }
@@ -2082,7 +2209,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0 ||
         PyType_Ready(&FutureRecordMetadataType) < 0 || PyType_Ready(&BuilderCoreType) < 0 ||
-        PyType_Ready(&BatchCoreType) < 0)
+        PyType_Ready(&BatchCoreType) < 0 || PyType_Ready(&StickyInfoType) < 0 ||
+        PyType_Ready(&PartitionerCoreType) < 0 || PyType_Ready(&DequeCoreType) < 0)
         return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
@@ -2101,10 +2229,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
        settle_group's argument) naming the class: tests check every class still has each of them, so
        that a renamed slot fails a test instead of silently sending every record down the Python path. */
     PyObject *slots = Py_BuildValue(
-        "{sNsNsNsN}",
-        "deque_type", names_tuple(deque_slots, DQ_NSLOTS),
-        "sticky_type", names_tuple(sticky_slots, SP_NSLOTS),
-        "partitioner_type", names_tuple(partitioner_slots, BP_NSLOTS),
+        "{sN}",
         "metadata_type", names_tuple(metadata_slots, 6));
     if (slots == NULL || PyModule_AddObject(m, "LANE_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
@@ -2112,7 +2237,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||
-        PyModule_AddType(m, &BuilderCoreType) < 0 || PyModule_AddType(m, &BatchCoreType) < 0) {
+        PyModule_AddType(m, &BuilderCoreType) < 0 || PyModule_AddType(m, &BatchCoreType) < 0 ||
+        PyModule_AddType(m, &StickyInfoType) < 0 || PyModule_AddType(m, &PartitionerCoreType) < 0 ||
+        PyModule_AddType(m, &DequeCoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

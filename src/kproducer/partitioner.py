@@ -16,13 +16,14 @@ import itertools
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from kproducer.common.loader import load_object
 from kproducer.errors import ConfigError, KafkaError, no_partitions_error
 from kproducer.librdkafka_partitioners import LIBRDKAFKA_PARTITIONERS
 from kproducer.metadata import Cluster
 from kproducer.murmur2 import murmur2, partition_for_key, to_positive
+from kproducer.record.c_extension import c
 from kproducer.record.native import new_lock
 
 logger = logging.getLogger(__name__)
@@ -191,14 +192,32 @@ def resolve_partitioner(spec: Any) -> Partitioner | None:
 # ----------------------------------------------------------------------------- KIP-794 built-in
 
 
-class _StickyPartitionInfo:
-    """The current sticky partition and the bytes produced to it since it was chosen."""
+class PyStickyPartitionInfo:
+    """The current sticky partition and the bytes produced to it since it was chosen (Java's
+    ``BuiltInPartitioner.StickyPartitionInfo``); the Python twin of ``kproducer._speedups.StickyPartitionInfo``,
+    whose C function counts a record's bytes for the send lane."""
 
     __slots__ = ("partition", "produced_bytes")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.produced_bytes = 0
+
+
+class PyBuiltInPartitionerCore:
+    """The partitioner's lock and current :class:`StickyPartitionInfo`; the Python twin of
+    ``kproducer._speedups.BuiltInPartitionerCore``, whose C functions read the sticky partition and
+    count a record's bytes for the send lane. :class:`BuiltInPartitioner` builds on the one that runs."""
+
+    __slots__ = ("_lock", "_sticky")
+
+
+if TYPE_CHECKING:
+    StickyPartitionInfo = PyStickyPartitionInfo
+    BuiltInPartitionerCore = PyBuiltInPartitionerCore
+else:
+    StickyPartitionInfo = c.StickyPartitionInfo if c is not None else PyStickyPartitionInfo
+    BuiltInPartitionerCore = c.BuiltInPartitionerCore if c is not None else PyBuiltInPartitionerCore
 
 
 class _PartitionLoadStats:
@@ -215,18 +234,17 @@ class _PartitionLoadStats:
 _SHARED_RNG = random.Random()
 
 
-class BuiltInPartitioner:
+class BuiltInPartitioner(BuiltInPartitionerCore):
     """Java's BuiltInPartitioner for one topic: sticky partition, switched every ``sticky_batch_size`` bytes.
 
     The next partition is drawn at random, weighted towards partitions whose
     leaders have shorter queues when load stats are given (adaptive
     partitioning), else uniformly over partitions with an available leader.
     Reading the current partition takes no lock; counting bytes and switching do.
-    ``__slots__``: the C send lane (``kproducer._speedups.SendLane``) reads
-    ``_sticky`` and ``_lock`` at their slot offsets.
+    ``_lock`` and ``_sticky`` are :class:`BuiltInPartitionerCore`'s fields.
     """
 
-    __slots__ = ("topic", "sticky_batch_size", "_rng", "_lock", "_sticky", "_load_stats", "__dict__")
+    __slots__ = ("topic", "sticky_batch_size", "_rng", "_load_stats", "__dict__")
 
     def __init__(self, topic: str, sticky_batch_size: int, rng: random.Random | None = None) -> None:
         if sticky_batch_size < 1:
@@ -237,7 +255,7 @@ class BuiltInPartitioner:
         # call, for thousands of topics (getrandbits is atomic under the GIL).
         self._rng = rng if rng is not None else _SHARED_RNG
         self._lock = new_lock()
-        self._sticky: _StickyPartitionInfo | None = None
+        self._sticky: StickyPartitionInfo | None = None
         self._load_stats: _PartitionLoadStats | None = None
 
     def peek_current_partition(self, cluster: Cluster) -> int:
@@ -248,7 +266,7 @@ class BuiltInPartitioner:
         with self._lock:
             info = self._sticky
             if info is None:
-                info = self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+                info = self._sticky = StickyPartitionInfo(self._next_partition(cluster))
             return info.partition
 
     def sticky_state(self) -> tuple[int, int] | None:
@@ -285,7 +303,7 @@ class BuiltInPartitioner:
                     enable_switch,
                 )
             if (produced >= self.sticky_batch_size and enable_switch) or produced >= self.sticky_batch_size * 2:
-                self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+                self._sticky = StickyPartitionInfo(self._next_partition(cluster))
 
     def move_off(self, partition: int, cluster: Cluster) -> None:
         """Choose another sticky partition now, if ``partition`` is still the sticky one.
@@ -296,7 +314,7 @@ class BuiltInPartitioner:
         with self._lock:
             info = self._sticky
             if info is not None and info.partition == partition:
-                self._sticky = _StickyPartitionInfo(self._next_partition(cluster))
+                self._sticky = StickyPartitionInfo(self._next_partition(cluster))
 
     def update_partition_load_stats(
         self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int

@@ -421,7 +421,7 @@ class Producer:
             return None
         from kproducer.accumulator.batch import ProducerBatch, Thunk
         from kproducer.accumulator.deques import PartitionDeque
-        from kproducer.partitioner import BuiltInPartitioner, _StickyPartitionInfo
+        from kproducer.partitioner import BuiltInPartitioner, StickyPartitionInfo
         from kproducer.record.builder import MemoryRecordsBuilder
 
         # The lane compares the metadata's current Cluster by identity on every call: read the
@@ -441,7 +441,7 @@ class Producer:
                 future_type=RecordFuture,
                 thunk_type=Thunk,
                 deque_type=PartitionDeque,
-                sticky_type=_StickyPartitionInfo,
+                sticky_type=StickyPartitionInfo,
                 partitioner_type=BuiltInPartitioner,
                 max_record_size=min(self._max_request_size, self._buffer_memory),
                 sticky_batch_size=self._accumulator.batch_size,
@@ -458,7 +458,7 @@ class Producer:
                 clock=None if self._clock is monotonic_ms else self._clock,
                 wall_clock=None if self._wall_clock is wall_clock_ms else self._wall_clock,
             )
-        except (AttributeError, TypeError) as e:  # a class lost a slot the lane needs: stay on Python
+        except (AttributeError, TypeError) as e:  # a class no longer builds on the lane's C types: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)
             return None
 

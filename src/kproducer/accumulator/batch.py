@@ -12,9 +12,9 @@ error) → one final state, SUCCEEDED, FAILED or ABORTED (Java's ``ProducerBatch
 The final state is set once: a batch that succeeded can never turn failed.
 
 :class:`ProducerBatch` is one concept, as Java's class of that name is: its append,
-close, split and completion steps share one set of ``__slots__`` and one lock. The C
-send lane still writes several of those slots by offset (``_speedups.LANE_SLOTS``,
-checked by a test) until the batch is a native type of its own.
+close, split and completion steps share one set of fields and one lock. Those the C
+send lane appends through are declared by :class:`ProducerBatchCore` (a C type, or
+its Python twin), whose own C function takes a record for the lane.
 """
 
 from __future__ import annotations

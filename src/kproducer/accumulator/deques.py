@@ -1,17 +1,21 @@
 """The accumulator's queues: one deque of batches per partition, grouped per topic with the topic's partitioner.
 
 The C send lane (``kproducer._speedups.SendLane``) appends to the open batch of
-a :class:`PartitionDeque` under its lock, reading the ``lock`` and ``batches``
-slots by name: renaming them turns the lane off (with a WARNING).
+a :class:`PartitionDeque` under its lock. The deque's ``lock`` and ``batches``
+are fields of :class:`PartitionDequeCore`: the C type
+``kproducer._speedups.PartitionDequeCore``, through whose function the lane reads
+them, or its Python twin :class:`PyPartitionDequeCore` in the pure-Python pass.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
 from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.collaborators import StickyPartitioner
+from kproducer.record.c_extension import c
 from kproducer.record.native import new_lock
 
 __all__ = ["UNKNOWN_PARTITION", "PartitionDeque", "TopicInfo"]
@@ -20,10 +24,22 @@ __all__ = ["UNKNOWN_PARTITION", "PartitionDeque", "TopicInfo"]
 UNKNOWN_PARTITION = -1
 
 
-class PartitionDeque:
-    """The batches of one partition, oldest first, with the lock appends and drains take."""
+class PyPartitionDequeCore:
+    """A partition's lock and batches; the Python twin of ``kproducer._speedups.PartitionDequeCore``."""
 
     __slots__ = ("lock", "batches")
+
+
+if TYPE_CHECKING:
+    PartitionDequeCore = PyPartitionDequeCore
+else:
+    PartitionDequeCore = c.PartitionDequeCore if c is not None else PyPartitionDequeCore
+
+
+class PartitionDeque(PartitionDequeCore):
+    """The batches of one partition, oldest first, with the lock appends and drains take."""
+
+    __slots__ = ()
 
     def __init__(self) -> None:
         self.lock = new_lock()

@@ -14,9 +14,9 @@ Magic 0 and 1 build legacy message sets (see :mod:`kproducer.record.legacy`).
 The record encoding itself is :mod:`kproducer.record.default_record`, the ratio
 estimate :mod:`kproducer.record.compression_ratio`. The builder is one concept,
 as Java's ``MemoryRecordsBuilder`` is: appending (v2 and legacy), sizing,
-producer state and closing all work on the same ``__slots__``. The C send lane
-still writes some of them by offset (``_speedups.LANE_SLOTS``, checked by a
-test) until the builder is a native type of its own.
+producer state and closing all work on the same fields. Those the C send lane
+appends through are declared by :class:`MemoryRecordsBuilderCore` (a C type, or
+its Python twin), whose own C function appends a record for the lane.
 """
 
 from __future__ import annotations

@@ -447,14 +447,14 @@ def test_idempotent_producer_moves_batches_with_valid_sequences(mock_cluster: Mo
     slow partition in turn and a few keyless records go there. They cannot be sent, so the mute
     must move them.
     """
-    from kproducer.partitioner import _StickyPartitionInfo
+    from kproducer.partitioner import StickyPartitionInfo
 
     run = Run(mock_cluster, topics(), **{"enable.idempotence": True, "acks": "all", "max.in.flight.requests.per.connection": 1})
 
     def strand_keyless_batches() -> None:
         partitioner = run.producer._accumulator._topic(run.topic).partitioner
         for p in sorted(run.slow_partitions):
-            partitioner._sticky = _StickyPartitionInfo(p)  # type: ignore[attr-defined]
+            partitioner._sticky = StickyPartitionInfo(p)  # type: ignore[attr-defined]
             for _ in range(50):  # 50 x 100 B: under batch.size, so the sticky partition stays
                 run.producer.send(run.topic, VALUE, callback=run.outcomes.callback(run.sent))
                 run.sent += 1

@@ -1,11 +1,13 @@
 """The C types that own the fields the send lane appends through, against their Python twins.
 
-``MemoryRecordsBuilder`` builds on ``MemoryRecordsBuilderCore`` and ``ProducerBatch`` on
-``ProducerBatchCore``: the C types in ``kproducer._speedups`` in the native pass, the Python twins
-``PyMemoryRecordsBuilderCore`` and ``PyProducerBatchCore`` in the pure pass. Each case here runs on
-both and expects the same attributes, the same errors and the same behaviour under the cyclic GC.
-What the C types do with those fields (append a record for the lane) is compared with the Python
-``send()`` by ``tests/unit/producer/test_send_lane_twin.py``.
+``MemoryRecordsBuilder`` builds on ``MemoryRecordsBuilderCore``, ``ProducerBatch`` on
+``ProducerBatchCore``, ``PartitionDeque`` on ``PartitionDequeCore`` and ``BuiltInPartitioner`` on
+``BuiltInPartitionerCore``, which makes ``StickyPartitionInfo`` objects: the C types in
+``kproducer._speedups`` in the native pass, the Python twins (``Py`` + the name) in the pure pass.
+Each case here runs on both and expects the same attributes, the same errors and the same
+behaviour under the cyclic GC. What the C types do with those fields (append a record, count its
+bytes to the sticky partition) is compared with the Python ``send()`` by
+``tests/unit/producer/test_send_lane_twin.py``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kproducer import partitioner as partitioner_module
 from kproducer.accumulator import batch as batch_module
+from kproducer.accumulator import deques as deques_module
 from kproducer.accumulator.batch import ProducerBatch, PyProducerBatchCore
+from kproducer.accumulator.deques import PartitionDeque, PyPartitionDequeCore
+from kproducer.partitioner import BuiltInPartitioner, PyBuiltInPartitionerCore, PyStickyPartitionInfo
 from kproducer.record import builder as builder_module
 from kproducer.record import native
 from kproducer.record.builder import MemoryRecordsBuilder, PyMemoryRecordsBuilderCore
@@ -29,7 +35,18 @@ from kproducer.record.builder import MemoryRecordsBuilder, PyMemoryRecordsBuilde
 PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
 native_only = pytest.mark.skipif(PURE, reason="the pure-Python pass has no C types (test_the_classes_build_on_the_pass_types)")
 
-TWINS = {"MemoryRecordsBuilderCore": PyMemoryRecordsBuilderCore, "ProducerBatchCore": PyProducerBatchCore}
+TWINS: dict[str, type] = {
+    "MemoryRecordsBuilderCore": PyMemoryRecordsBuilderCore,
+    "ProducerBatchCore": PyProducerBatchCore,
+    "PartitionDequeCore": PyPartitionDequeCore,
+    "BuiltInPartitionerCore": PyBuiltInPartitionerCore,
+}
+CLASSES: dict[str, tuple[type, types.ModuleType]] = {
+    "MemoryRecordsBuilderCore": (MemoryRecordsBuilder, builder_module),
+    "ProducerBatchCore": (ProducerBatch, batch_module),
+    "PartitionDequeCore": (PartitionDeque, deques_module),
+    "BuiltInPartitionerCore": (BuiltInPartitioner, partitioner_module),
+}
 
 
 def _native(name: str) -> Any:
@@ -44,13 +61,12 @@ CORES = [
 
 
 def test_the_classes_build_on_the_pass_types() -> None:
-    for cls, name, module in (
-        (MemoryRecordsBuilder, "MemoryRecordsBuilderCore", builder_module),
-        (ProducerBatch, "ProducerBatchCore", batch_module),
-    ):
+    for name, (cls, module) in CLASSES.items():
         expected = TWINS[name] if PURE else _native(name)
         assert getattr(module, name) is expected
         assert cls.__mro__[1] is expected, cls.__mro__
+    sticky = PyStickyPartitionInfo if PURE else _native("StickyPartitionInfo")
+    assert partitioner_module.StickyPartitionInfo is sticky
 
 
 @native_only
@@ -65,7 +81,7 @@ def test_the_c_type_declares_exactly_the_twins_fields(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(TWINS))
 def test_no_field_is_declared_twice(name: str) -> None:
     """The Python class must not declare a field of its base again (a second slot would hide the C one)."""
-    cls = {"MemoryRecordsBuilderCore": MemoryRecordsBuilder, "ProducerBatchCore": ProducerBatch}[name]
+    cls = CLASSES[name][0]
     for field in TWINS[name].__slots__:
         assert inspect.getattr_static(cls, field) is vars(_native(name))[field], field
 
@@ -126,3 +142,35 @@ def test_c_and_python_hold_the_same_values(data: st.DataObject) -> None:
                     pass
         for f in fields:
             assert getattr(c_core, f, "<unset>") == getattr(py_core, f, "<unset>"), f
+
+
+STICKY = [
+    pytest.param(lambda: PyStickyPartitionInfo, id="python"),
+    pytest.param(lambda: _native("StickyPartitionInfo"), id="native", marks=native_only),
+]
+
+
+@pytest.mark.parametrize("kind", STICKY)
+def test_sticky_partition_info_counts_bytes(kind: Any) -> None:
+    info = kind()(7)
+    assert (info.partition, info.produced_bytes) == (7, 0)
+    info.produced_bytes += 300
+    info.produced_bytes += 12
+    assert (info.partition, info.produced_bytes) == (7, 312)
+    assert kind()(partition=3).partition == 3
+    with pytest.raises(TypeError):
+        kind()()
+    with pytest.raises(TypeError):
+        kind()(1, 2)
+    with pytest.raises(AttributeError):
+        info.other = 1
+
+
+@native_only
+@given(partition=st.integers(0, 2**31 - 1), counts=st.lists(st.integers(0, 2**20), max_size=20))
+def test_sticky_partition_info_c_and_python_count_alike(partition: int, counts: list[int]) -> None:
+    c_info, py_info = _native("StickyPartitionInfo")(partition), PyStickyPartitionInfo(partition)
+    for n in counts:
+        c_info.produced_bytes += n
+        py_info.produced_bytes += n
+        assert (c_info.partition, c_info.produced_bytes) == (py_info.partition, py_info.produced_bytes)

@@ -304,10 +304,11 @@ def test_whole_batches_built_in_c_and_in_pure_python_are_identical(
 
 # ---------------------------------------------------------------- the send lane's view of Python classes
 def test_every_slot_the_c_lane_reads_is_a_slot_of_its_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lane and settle_group read and write these __slots__ by offset: a renamed one must fail here.
+    """settle_group (asyncio completions) writes these __slots__ by offset: a renamed one must fail here.
 
-    (At run time the producer would log a WARNING and use the Python send() instead.) The classes
-    are the ones a real producer hands the lane, caught by a stand-in for the C SendLane.
+    The classes are the ones a real producer hands the C code, caught by a stand-in for the
+    SendLane, plus settle_group's metadata class. (The lane itself reaches its objects through the
+    C types they build on: tests/unit/accumulator/test_native_cores.py.)
     """
     from kproducer.producer import Producer
     from kproducer.structs import RecordMetadata
