@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +103,8 @@ setup(
 _MYPYC_ATTRS = [
     ("accumulator/futures", "_StdlibWaiters", "native_class=False"),  # subclasses list
     ("accumulator/futures", "RecordFuture", "native_class=False"),  # subclasses concurrent.futures.Future
+    # RecordFuture's fields base: a non-extension class may not inherit from a native one.
+    ("accumulator/futures", "PyFutureRecordMetadata", "native_class=False"),
     ("accumulator/futures", "ProduceRequestResult", "allow_interpreted_subclasses=True"),  # parked_records
     ("network/protocol", "ProtocolError", "allow_interpreted_subclasses=True"),  # network.connection
     (
@@ -430,7 +433,19 @@ def _mypyc_patch(tree: Path, modules: list[str]) -> list[str]:
             done.append(
                 f"{module}: {n} with-block(s) left by break/continue rewritten (unimplemented in mypyc)"
             )
+        text, n = _TWIN_CHOICE.subn(lambda m: textwrap.dedent(m.group(1)), path.read_text())
+        if n:
+            path.write_text(text)
+            done.append(
+                f"{module}: the Python twins of the send lane's C types chosen outright (mypyc compiles only "
+                "the TYPE_CHECKING branch and raises in the other; a native class cannot build on a C type)"
+            )
     return done
+
+
+#: ``if TYPE_CHECKING: X = PyX ... else: X = c.X if c is not None else PyX``: the choice between a
+#: C type and its Python twin that the Python classes build on.
+_TWIN_CHOICE = re.compile(r"^if TYPE_CHECKING:\n((?:    \w+ = Py\w+\n)+)else:\n(?:    .*\n)+", re.M)
 
 
 def _batch_cost(tree: Path, rounds: int, extra: list[str], env: dict[str, str]) -> tuple[float, float]:
