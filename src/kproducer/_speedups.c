@@ -964,7 +964,7 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
     int rc = builder_lane_append((BuilderCoreObject *)batch->builder, none_compression, count, timestamp, k, klen,
                                  v, vlen, before, after, write_limit);
     if (rc != 1) { Py_DECREF(n_now); Py_DECREF(n_count); return rc; }
-    Py_SETREF(batch->last_append_ms, n_now);
+    Py_XSETREF(batch->last_append_ms, n_now);  /* the one field written here that was not read first */
     frm_set((FutureRecordMetadataObject *)future, batch->result, count, timestamp, klen, vlen);
     Py_SETREF(batch->record_count, n_count);
     if (thunk != NULL) {

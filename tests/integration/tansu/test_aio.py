@@ -547,16 +547,23 @@ def test_settle_group_c_and_python_agree() -> None:
     from kproducer.aio import _settle_group_py
     from kproducer.structs import TopicPartition
 
-    def outcomes(impl: Any, base: int, append_time: int) -> tuple[list[Any], list[int]]:
+    class CFields(_speedups.FutureRecordMetadata):  # type: ignore[misc]
+        """The C fields settle_group reads (in the pure pass RecordFuture builds on the Python twin)."""
+
+        @property
+        def next_future(self) -> Any:
+            return self._next
+
+    def outcomes(impl: Any, base: int, append_time: int, future: Any) -> tuple[list[Any], list[int]]:
         async def main() -> tuple[list[Any], list[int]]:
             loop = asyncio.get_running_loop()
             result = ProduceRequestResult(TopicPartition("t", 3))
             other = ProduceRequestResult(TopicPartition("t", 4))
             group: list[Any] = []
             for i in range(7):
-                rf = RecordFuture(result, i, 1_700_000_000_000 + i, i - 1, 10 * i)
+                rf = future(result, i, 1_700_000_000_000 + i, i - 1, 10 * i)
                 if i == 5:
-                    rf._next = RecordFuture(other, 0, 1, 2, 3)  # moved to another batch: left to the caller
+                    rf._next = future(other, 0, 1, 2, 3)  # moved to another batch: left to the caller
                 group += [loop.create_future(), rf]
             group[4].cancel()  # a cancelled delivery future is skipped
             moved = impl(group, RecordMetadata, "t", 3, base, append_time)
@@ -568,8 +575,8 @@ def test_settle_group_c_and_python_agree() -> None:
         return asyncio.run(main())
 
     for base, append_time in ((100, -1), (-1, -1), (100, 1_800_000_000_000)):
-        c = outcomes(_speedups.settle_group, base, append_time)
-        py = outcomes(_settle_group_py, base, append_time)
+        c = outcomes(_speedups.settle_group, base, append_time, CFields)
+        py = outcomes(_settle_group_py, base, append_time, RecordFuture)
         assert c == py
         mds, moved = py
         assert moved == [10] and mds[2] == "cancelled" and mds[5] == "pending"
