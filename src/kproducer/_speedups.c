@@ -647,23 +647,28 @@ typedef struct {
 
 static PyTypeObject FutureRecordMetadataType;
 
-static int frm_traverse(FutureRecordMetadataObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->batch_result);
-    Py_VISIT(self->next);
-    return 0;
-}
+/* The cyclic-GC functions of a type whose PyObject fields are listed by FIELDS(X) (an X-macro):
+   traverse visits each, clear clears each, dealloc untracks, clears and frees. The types below
+   that own the send lane's fields share them. */
+#define VISIT_FIELD(f) Py_VISIT(self->f);
+#define CLEAR_FIELD(f) Py_CLEAR(self->f);
+#define FIELDS_GC_FUNCTIONS(prefix, Type, FIELDS)                                      \
+    static int prefix##_traverse(Type *self, visitproc visit, void *arg) {             \
+        FIELDS(VISIT_FIELD)                                                            \
+        return 0;                                                                      \
+    }                                                                                  \
+    static int prefix##_clear(Type *self) {                                            \
+        FIELDS(CLEAR_FIELD)                                                            \
+        return 0;                                                                      \
+    }                                                                                  \
+    static void prefix##_dealloc(Type *self) {                                         \
+        PyObject_GC_UnTrack(self);                                                     \
+        prefix##_clear(self);                                                          \
+        Py_TYPE(self)->tp_free((PyObject *)self);                                      \
+    }
 
-static int frm_clear(FutureRecordMetadataObject *self) {
-    Py_CLEAR(self->batch_result);
-    Py_CLEAR(self->next);
-    return 0;
-}
-
-static void frm_dealloc(FutureRecordMetadataObject *self) {
-    PyObject_GC_UnTrack(self);
-    frm_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+#define FRM_FIELDS(X) X(batch_result) X(next)
+FIELDS_GC_FUNCTIONS(frm, FutureRecordMetadataObject, FRM_FIELDS)
 
 /* Sets every field (the type's constructor, shared by __init__ and the send lane). */
 static void frm_set(FutureRecordMetadataObject *self, PyObject *result, long long relative_offset,
@@ -776,23 +781,7 @@ typedef struct {
     X(buf) X(magic) X(compression) X(write_limit) X(records_start) X(pos) X(num_records) X(base_timestamp) \
     X(max_timestamp) X(closed) X(estimated_ratio) X(sealed)
 
-static int builder_core_traverse(BuilderCoreObject *self, visitproc visit, void *arg) {
-#define VISIT_FIELD(f) Py_VISIT(self->f);
-    BUILDER_CORE_FIELDS(VISIT_FIELD)
-    return 0;
-}
-
-static int builder_core_clear(BuilderCoreObject *self) {
-#define CLEAR_FIELD(f) Py_CLEAR(self->f);
-    BUILDER_CORE_FIELDS(CLEAR_FIELD)
-    return 0;
-}
-
-static void builder_core_dealloc(BuilderCoreObject *self) {
-    PyObject_GC_UnTrack(self);
-    builder_core_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+FIELDS_GC_FUNCTIONS(builder_core, BuilderCoreObject, BUILDER_CORE_FIELDS)
 
 #define FIELD_MEMBER(type, f, name, doc) {name, T_OBJECT_EX, offsetof(type, f), 0, doc}
 
@@ -901,21 +890,7 @@ typedef struct {
 #define BATCH_CORE_FIELDS(X) \
     X(builder) X(last_append_ms) X(record_count) X(thunks) X(result) X(writable) X(pinned) X(ready_size)
 
-static int batch_core_traverse(BatchCoreObject *self, visitproc visit, void *arg) {
-    BATCH_CORE_FIELDS(VISIT_FIELD)
-    return 0;
-}
-
-static int batch_core_clear(BatchCoreObject *self) {
-    BATCH_CORE_FIELDS(CLEAR_FIELD)
-    return 0;
-}
-
-static void batch_core_dealloc(BatchCoreObject *self) {
-    PyObject_GC_UnTrack(self);
-    batch_core_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+FIELDS_GC_FUNCTIONS(batch_core, BatchCoreObject, BATCH_CORE_FIELDS)
 
 static PyMemberDef batch_core_members[] = {
     FIELD_MEMBER(BatchCoreObject, builder, "builder", "the batch's MemoryRecordsBuilder"),
@@ -1421,23 +1396,8 @@ typedef struct {
     PyObject *sticky;  /* _sticky: a StickyPartitionInfo, or None before the first choice */
 } PartitionerCoreObject;
 
-static int partitioner_core_traverse(PartitionerCoreObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lock);
-    Py_VISIT(self->sticky);
-    return 0;
-}
-
-static int partitioner_core_clear(PartitionerCoreObject *self) {
-    Py_CLEAR(self->lock);
-    Py_CLEAR(self->sticky);
-    return 0;
-}
-
-static void partitioner_core_dealloc(PartitionerCoreObject *self) {
-    PyObject_GC_UnTrack(self);
-    partitioner_core_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+#define PARTITIONER_CORE_FIELDS(X) X(lock) X(sticky)
+FIELDS_GC_FUNCTIONS(partitioner_core, PartitionerCoreObject, PARTITIONER_CORE_FIELDS)
 
 static PyMemberDef partitioner_core_members[] = {
     FIELD_MEMBER(PartitionerCoreObject, lock, "_lock", "taken to count bytes and to switch"),
@@ -1488,23 +1448,8 @@ typedef struct {
     PyObject *batches;
 } DequeCoreObject;
 
-static int deque_core_traverse(DequeCoreObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lock);
-    Py_VISIT(self->batches);
-    return 0;
-}
-
-static int deque_core_clear(DequeCoreObject *self) {
-    Py_CLEAR(self->lock);
-    Py_CLEAR(self->batches);
-    return 0;
-}
-
-static void deque_core_dealloc(DequeCoreObject *self) {
-    PyObject_GC_UnTrack(self);
-    deque_core_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+#define DEQUE_CORE_FIELDS(X) X(lock) X(batches)
+FIELDS_GC_FUNCTIONS(deque_core, DequeCoreObject, DEQUE_CORE_FIELDS)
 
 static PyMemberDef deque_core_members[] = {
     FIELD_MEMBER(DequeCoreObject, lock, "lock", "taken by appends and drains"),
