@@ -335,16 +335,18 @@ static inline Py_ssize_t record_size(int64_t offset_delta, int64_t ts_delta, Py_
     return varint_size(body) + body;
 }
 
+/* The estimated size of the batch's records up to `pos` (MemoryRecordsBuilder.estimated_size_in_bytes). */
+static inline Py_ssize_t estimated_size(const batch_t *b) {
+    return b->ratio > 0
+        ? b->records_start + (Py_ssize_t)((double)(b->pos - b->records_start) * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
+        : b->pos;
+}
+
 /* The builder's has_room_for: always true for an empty batch. */
 static inline int has_room(batch_t *b, Py_ssize_t size) {
     if (b->num_records == 0) return 1;
-    Py_ssize_t written;
-    if (b->ratio > 0) {
-        written = b->records_start + (Py_ssize_t)((double)(b->pos - b->records_start) * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR);
-        size = (Py_ssize_t)((double)size * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR);
-    } else {
-        written = b->pos;
-    }
+    Py_ssize_t written = estimated_size(b);
+    if (b->ratio > 0) size = (Py_ssize_t)((double)size * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR);
     if (b->write_limit <= written) return 0;
     return b->write_limit >= written + size;
 }
@@ -822,13 +824,6 @@ static inline int field_int(PyObject *v, int64_t *out) {
     if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
     *out = x;
     return 1;
-}
-
-/* The estimated size of the batch's records up to `pos` (MemoryRecordsBuilder.estimated_size_in_bytes). */
-static inline Py_ssize_t estimated_size(const batch_t *b) {
-    return b->ratio > 0
-        ? b->records_start + (Py_ssize_t)((double)(b->pos - b->records_start) * b->ratio * COMPRESSION_RATE_ESTIMATION_FACTOR)
-        : b->pos;
 }
 
 /* The builder appends one v2 record without headers, as MemoryRecordsBuilder.try_append does, when
