@@ -1021,7 +1021,7 @@ typedef struct {
     PyObject *gate_key;      /* (kproducer.tracing: the OpenTelemetry API's global tracer provider, set once) */
     PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
-    PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *sticky_type, *partitioner_type;
+    PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *partitioner_type;
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
     int ignore_keys;
@@ -1094,7 +1094,6 @@ static void lane_dealloc(SendLane *self) {
     Py_CLEAR(self->future_type);
     Py_CLEAR(self->thunk_type);
     Py_CLEAR(self->deque_type);
-    Py_CLEAR(self->sticky_type);
     Py_CLEAR(self->partitioner_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1851,7 +1850,6 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(ft); self->future_type = ft;
     Py_INCREF(tt); self->thunk_type = tt;
     Py_INCREF(dt); self->deque_type = dt;
-    Py_INCREF(st); self->sticky_type = st;
     Py_INCREF(pt); self->partitioner_type = pt;
     self->topics = PyDict_New();
     self->max_record_size = max_record_size;
