@@ -12,10 +12,10 @@ so the C send lane's view of them holds and both trees run with the C speedups.
 
 ``--compiler mypyc``: mypyc compiles the modules together, type-checked with the
 project's mypy configuration, into native classes (C fields, direct method calls): typed
-native classes from the one source. The C send lane writes the slots of the Python batch
-and builder classes at fixed offsets (``_speedups.LANE_SLOTS``), which mypyc's native
-classes do not have, so BOTH trees run with ``KPRODUCER_PURE_PYTHON=1`` (no C extension in
-either); a third row runs the interpreted tree as shipped (C extensions and lane on) in the
+native classes from the one source. The C send lane appends through the C types the
+batch, builder and future build on, and mypyc's native classes cannot build on those (the
+compiled copy builds on their Python twins), so BOTH trees run with
+``KPRODUCER_PURE_PYTHON=1`` (no C extension in either); a third row runs the interpreted tree as shipped (C extensions and lane on) in the
 same loop. mypyc does not take every construct this code uses; ``_mypyc_patch`` makes the
 edits listed above it to the temporary copy (never to ``src/``), each printed with its reason.
 

@@ -26,11 +26,8 @@
  *   same names on kproducer.record.native.py, built on those references.
  * The tests compare each pair, and whole batches built both ways (hypothesis).
  *
- * Why one file of ~1,500 lines: it is one CPython extension module whose parts share
- * the varint/record encoder, murmur2 and the slot-offset helpers as static inline
- * functions; splitting it would need a header of shared inlines and a multi-file
- * build for no change in what a reader has to hold in mind (each section below is
- * self-contained and names the Python function it mirrors).
+ * One extension module: its parts share the varint/record encoder and murmur2 as
+ * static inline functions, and each section below names the Python it mirrors.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -961,8 +958,8 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
  * with bytes (or None) key and value, a topic whose metadata is known, the built-in
  * partitioner, and room in the partition's open batch -- done in one native call.
  * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
- * the Python accumulator uses (their __slots__ are read and written at the offsets
- * Python gave them), under the same partition-deque lock. Whenever anything is out
+ * the Python accumulator uses, through the functions of the C types they build on
+ * (each type writes only its own fields), under the same partition-deque lock. Whenever anything is out
  * of the ordinary (no open batch, the record does not fit, an
  * argument the lane does not handle) it changes nothing and hands the call, as it
  * came, to the Python send(), which defines the semantics. So does every call once
@@ -971,8 +968,6 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
  * the same test in Python), since a traced send is made in Python. A provider that makes
  * no spans sets the gate aside (the lane's `gate = None`), as if none were set.
  */
-
-#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 
 static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
@@ -1030,22 +1025,6 @@ typedef struct {
     int enabled;
     Py_ssize_t fast_calls;        /* sends the lane took (tests and benchmarks read it) */
 } SendLane;
-
-static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_t *out) {
-    for (int i = 0; i < n; i++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (d == NULL) return -1;
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            PyErr_Format(PyExc_TypeError, "%.80s.%s must be a __slots__ member for the send lane", type->tp_name,
-                         names[i]);
-            Py_DECREF(d);
-            return -1;
-        }
-        out[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-    }
-    return 0;
-}
 
 static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->slow);
@@ -1996,9 +1975,10 @@ static PyTypeObject SendLaneType = {
  * The loop side of kproducer.aio for one batch acknowledged as a whole: ``group`` is the flat list
  * [loop future, RecordFuture, ...] of the records sent into it without a callback. Each future not
  * done yet (a cancelled one is done) gets the RecordMetadata its RecordFuture would give, built from
- * the batch's base offset and log-append time. Records that moved to another batch (``_next`` set)
- * are left alone and their indices returned, for the Python path to follow. The Python reference is
- * kproducer.aio._settle_group_py; this does the same without a Python frame per record. */
+ * the batch's base offset and log-append time, made by calling ``metadata_type`` as the Python
+ * reference does (the class builds its own fields). Records that moved to another batch (``_next``
+ * set) are left alone and their indices returned, for the Python path to follow. The Python reference
+ * is kproducer.aio._settle_group_py; this does the same without a Python frame per record. */
 static PyObject *s_done, *s_set_result;
 #if PY_VERSION_HEX >= 0x030D0000
 static int count_visited(PyObject *o, void *arg) {
@@ -2030,12 +2010,6 @@ static int has_instance_dict(PyObject *obj) {
     return *(PyObject **)((char *)obj + tp->tp_dictoffset) != NULL;
 }
 
-static PyTypeObject *settle_md_type;
-static Py_ssize_t settle_md_off[6];
-static const char *metadata_slots[6] = {
-    "topic", "partition", "offset", "timestamp", "serialized_key_size", "serialized_value_size",
-};
-
 static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "settle_group(group, metadata_type, topic, partition, base_offset, log_append_time)");
@@ -2047,11 +2021,6 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
     if (base == -1 && PyErr_Occurred()) return NULL;
     long long append_time = PyLong_AsLongLong(args[5]);
     if (append_time == -1 && PyErr_Occurred()) return NULL;
-    if (md_type != settle_md_type) {
-        if (slot_offsets(md_type, metadata_slots, 6, settle_md_off) < 0) return NULL;
-        Py_INCREF(md_type);
-        Py_XSETREF(settle_md_type, md_type);
-    }
     PyObject *moved = PyList_New(0);
     if (moved == NULL) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(group);
@@ -2077,17 +2046,17 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
         PyObject *timestamp = PyLong_FromLongLong(append_time == -1 ? create_ts : append_time);
         PyObject *ks = PyLong_FromLongLong(key_size);
         PyObject *vs = PyLong_FromLongLong(value_size);
-        PyObject *md = offset && timestamp && ks && vs ? md_type->tp_alloc(md_type, 0) : NULL;
-        if (md == NULL) { Py_XDECREF(offset); Py_XDECREF(timestamp); Py_XDECREF(ks); Py_XDECREF(vs); goto fail; }
-        /* A str and five ints: never part of a cycle. Kept out of the cyclic GC, which would otherwise
-           scan every acknowledged record's metadata (held by its future) in each full collection. */
-        if (PyObject_GC_IsTracked(md)) PyObject_GC_UnTrack(md);
-        Py_INCREF(topic); SLOT(md, settle_md_off[0]) = topic;
-        Py_INCREF(partition); SLOT(md, settle_md_off[1]) = partition;
-        SLOT(md, settle_md_off[2]) = offset;
-        SLOT(md, settle_md_off[3]) = timestamp;
-        SLOT(md, settle_md_off[4]) = ks;
-        SLOT(md, settle_md_off[5]) = vs;
+        PyObject *md = NULL;
+        if (offset && timestamp && ks && vs) {
+            PyObject *md_args[6] = {topic, partition, offset, timestamp, ks, vs};
+            md = PyObject_Vectorcall((PyObject *)md_type, md_args, 6, NULL);
+        }
+        Py_XDECREF(offset); Py_XDECREF(timestamp); Py_XDECREF(ks); Py_XDECREF(vs);
+        if (md == NULL) goto fail;
+        /* A str and five ints, and no attributes of its own: never part of a cycle. Kept out of the
+           cyclic GC, which would otherwise scan every acknowledged record's metadata (held by its
+           future) in each full collection. */
+        if (PyObject_GC_IsTracked(md) && !has_instance_dict(md)) PyObject_GC_UnTrack(md);
         r = PyObject_CallMethodOneArg(fut, s_set_result, md);
         Py_DECREF(md);
         if (r == NULL) goto fail;
@@ -2103,18 +2072,6 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
 fail:
     Py_DECREF(moved);
     return NULL;
-}
-
-/* A tuple of the C strings names[0..n): NULL (with an exception set) on failure, as "N" in Py_BuildValue takes. */
-static PyObject *names_tuple(const char **names, int n) {
-    PyObject *t = PyTuple_New(n);
-    if (t == NULL) return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *s = PyUnicode_FromString(names[i]);
-        if (s == NULL) { Py_DECREF(t); return NULL; }
-        PyTuple_SET_ITEM(t, i, s);
-    }
-    return t;
 }
 
 static PyMethodDef methods[] = {
@@ -2163,17 +2120,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    /* The __slots__ the lane and settle_group read and write by offset, by the SendLane keyword (or
-       settle_group's argument) naming the class: tests check every class still has each of them, so
-       that a renamed slot fails a test instead of silently sending every record down the Python path. */
-    PyObject *slots = Py_BuildValue(
-        "{sN}",
-        "metadata_type", names_tuple(metadata_slots, 6));
-    if (slots == NULL || PyModule_AddObject(m, "LANE_SLOTS", slots) < 0) {
-        Py_XDECREF(slots);
-        Py_DECREF(m);
-        return NULL;
-    }
     if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||
         PyModule_AddType(m, &BuilderCoreType) < 0 || PyModule_AddType(m, &BatchCoreType) < 0 ||
         PyModule_AddType(m, &StickyInfoType) < 0 || PyModule_AddType(m, &PartitionerCoreType) < 0 ||

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import dataclasses
 import os
 import struct
-import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
@@ -31,6 +30,7 @@ from kproducer.record import default_record, native
 from kproducer.record.builder import MemoryRecordsBuilder, _encode_headers
 from kproducer.record.codecs import CompressionType
 from kproducer.record.reader import read_batches
+from kproducer.structs import RecordMetadata, TopicPartition
 
 
 def _c() -> object:
@@ -302,39 +302,72 @@ def test_whole_batches_built_in_c_and_in_pure_python_are_identical(
     assert sum(len(list(b.records())) for b in batches) == appended
 
 
-# ---------------------------------------------------------------- the send lane's view of Python classes
-def test_every_slot_the_c_lane_reads_is_a_slot_of_its_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    """settle_group (asyncio completions) writes these __slots__ by offset: a renamed one must fail here.
+# ---------------------------------------------------------------- settle_group makes metadata through its class
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CountedMetadata(RecordMetadata):
+    """A metadata class whose own __post_init__ runs: settle_group must build through the class."""
 
-    The classes are the ones a real producer hands the C code, caught by a stand-in for the
-    SendLane, plus settle_group's metadata class. (The lane itself reaches its objects through the
-    C types they build on: tests/unit/accumulator/test_native_cores.py.)
+    made: ClassVar[list[int]] = []
+
+    def __post_init__(self) -> None:
+        _CountedMetadata.made.append(self.offset)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _RefusingMetadata(RecordMetadata):
+    """A metadata class that refuses the third record: its error must reach settle_group's caller."""
+
+    def __post_init__(self) -> None:
+        if self.offset == 102:
+            raise ValueError(f"offset {self.offset} refused")
+
+
+def _settle_with(settle: Any, metadata_cls: type[RecordMetadata]) -> tuple[list[Any], BaseException | None]:
+    """Settle four records of a batch at base offset 100; each future's result (or 'pending') and the error."""
+    from kproducer.accumulator.futures import ProduceRequestResult
+
+    class CFields(_c().FutureRecordMetadata):  # type: ignore[misc]
+        """The C fields both read (in the pure pass RecordFuture builds on the Python twin)."""
+
+        @property
+        def next_future(self) -> Any:
+            return self._next
+
+    async def main() -> tuple[list[Any], BaseException | None]:
+        loop = asyncio.get_running_loop()
+        result = ProduceRequestResult(TopicPartition("t", 2))
+        group: list[Any] = []
+        for i in range(4):
+            group += [loop.create_future(), CFields(result, i, 1_700_000_000_000 + i, 3, 5)]
+        error: BaseException | None = None
+        try:
+            settle(group, metadata_cls, "t", 2, 100, -1)
+        except ValueError as e:
+            error = e
+        return [f.result() if f.done() else "pending" for f in group[::2]], error
+
+    return asyncio.run(main())
+
+
+def test_settle_group_builds_each_metadata_by_calling_its_class() -> None:
+    """settle_group calls the metadata class for each record, as its Python reference does.
+
+    The class owns its fields: its own code (here a ``__post_init__``) runs for every record, and an
+    error it raises stops settle_group there, with the records before it settled and the rest not.
     """
-    from kproducer.producer import Producer
-    from kproducer.structs import RecordMetadata
+    from kproducer.aio import _settle_group_py
 
-    handed: dict[str, Any] = {}
-
-    def spy(**kwargs: Any) -> None:
-        handed.update(kwargs)
-        raise TypeError("stand-in lane")  # the producer then keeps the Python send()
-
-    monkeypatch.setattr(native, "c", types.SimpleNamespace(SendLane=spy))
-    Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 200}).close(0)  # nothing listens on port 1
-    classes = {k: v for k, v in handed.items() if k.endswith("_type") and isinstance(v, type)}
-    classes["metadata_type"] = RecordMetadata  # settle_group's metadata_type (kproducer.aio)
-    slots = getattr(_c(), "LANE_SLOTS", None)
-    if slots is None:
-        pytest.fail("kproducer._speedups is older than _speedups.c (it has no LANE_SLOTS): run `make install`")
-    assert set(slots) <= set(classes), f"the producer hands the lane no class for {set(slots) - set(classes)}"
-    for keyword, names in slots.items():
-        cls = classes[keyword]
-        for name in names:
-            member = inspect.getattr_static(cls, name, None)
-            assert isinstance(member, types.MemberDescriptorType), (
-                f"the C send lane uses {cls.__qualname__}.{name} ({keyword}) as a __slots__ member, "
-                f"but the class has {member!r}: rename it in _speedups.c too"
-            )
+    for settle in (_c().settle_group, _settle_group_py):  # type: ignore[attr-defined]
+        _CountedMetadata.made.clear()
+        results, error = _settle_with(settle, _CountedMetadata)
+        assert error is None and _CountedMetadata.made == [100, 101, 102, 103], settle
+        assert [type(md) for md in results] == [_CountedMetadata] * 4
+        assert results[1] == _CountedMetadata("t", 2, 101, 1_700_000_000_001, 3, 5)
+    c_refused = _settle_with(_c().settle_group, _RefusingMetadata)  # type: ignore[attr-defined]
+    py_refused = _settle_with(_settle_group_py, _RefusingMetadata)
+    assert str(c_refused[1]) == str(py_refused[1]) == "offset 102 refused"
+    assert c_refused[0] == py_refused[0]
+    assert c_refused[0][2:] == ["pending", "pending"] and c_refused[0][1].offset == 101
 
 
 def test_settle_group_untracks_settled_futures_without_attributes() -> None:
