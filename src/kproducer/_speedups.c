@@ -1969,14 +1969,102 @@ static PyTypeObject SendLaneType = {
     .tp_new = lane_new,
 };
 
+/* ---------------------------------------------------------------- RecordMetadata's fields
+ *
+ * The fields of kproducer.structs.RecordMetadata (Java's RecordMetadata: what a record's future
+ * resolves to), which builds on this type; in the pure-Python pass it builds on the Python twin,
+ * kproducer.structs.PyRecordMetadata, and tests/unit/test_record_metadata.py runs the same cases on
+ * both. The constructor is the type's own: RecordMetadata(topic, partition, offset, timestamp,
+ * serialized_key_size=-1, serialized_value_size=-1). The Python class adds what a frozen dataclass
+ * has (repr, equality, hashing, assignment refused, dataclasses.fields/replace/asdict); like a frozen
+ * dataclass's slots, the fields stay writable through object.__setattr__, which a dataclass
+ * subclass's generated __init__ uses. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *partition, *offset, *timestamp, *serialized_key_size, *serialized_value_size;
+} RecordMetadataObject;
+
+#define RECORD_METADATA_FIELDS(X) \
+    X(topic) X(partition) X(offset) X(timestamp) X(serialized_key_size) X(serialized_value_size)
+
+FIELDS_GC_FUNCTIONS(record_metadata, RecordMetadataObject, RECORD_METADATA_FIELDS)
+
+static PyTypeObject RecordMetadataType;
+
+static int is_atomic(PyObject *o) { return PyLong_CheckExact(o) || PyUnicode_CheckExact(o); }
+
+/* A new `type` (this type or a subclass) holding the given fields (borrowed; NULL: -1). Metadata of
+   a str and ints refers to nothing that can refer back, so it is kept out of the cyclic GC, which
+   would otherwise scan every delivered record's metadata (held by its future) in each full
+   collection; unless the class has an __init__ of its own, which may set other fields next. */
+static PyObject *record_metadata_make(PyTypeObject *type, PyObject *topic, PyObject *partition, PyObject *offset,
+                                      PyObject *timestamp, PyObject *key_size, PyObject *value_size) {
+    PyObject *minus_one = PyLong_FromLong(-1);
+    if (minus_one == NULL) return NULL;
+    RecordMetadataObject *self = (RecordMetadataObject *)type->tp_alloc(type, 0);
+    if (self == NULL) { Py_DECREF(minus_one); return NULL; }
+    self->topic = Py_NewRef(topic);
+    self->partition = Py_NewRef(partition);
+    self->offset = Py_NewRef(offset);
+    self->timestamp = Py_NewRef(timestamp);
+    self->serialized_key_size = Py_NewRef(key_size != NULL ? key_size : minus_one);
+    self->serialized_value_size = Py_NewRef(value_size != NULL ? value_size : minus_one);
+    Py_DECREF(minus_one);
+    if (type->tp_init == PyBaseObject_Type.tp_init && is_atomic(self->topic) && is_atomic(self->partition) && is_atomic(self->offset) &&
+        is_atomic(self->timestamp) && is_atomic(self->serialized_key_size) &&
+        is_atomic(self->serialized_value_size) && PyObject_GC_IsTracked((PyObject *)self))
+        PyObject_GC_UnTrack(self);
+    return (PyObject *)self;
+}
+
+static PyObject *record_metadata_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    /* As object.__new__ does: a class with an __init__ of its own (a dataclass subclass adding fields)
+       takes its arguments there, and that __init__ sets these fields too (until then they are unset). */
+    if (type->tp_init != PyBaseObject_Type.tp_init) return type->tp_alloc(type, 0);
+    static char *kwlist[] = {
+        "topic", "partition", "offset", "timestamp", "serialized_key_size", "serialized_value_size", NULL,
+    };
+    PyObject *topic, *partition, *offset, *timestamp, *key_size = NULL, *value_size = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|OO:RecordMetadata", kwlist, &topic, &partition, &offset,
+                                     &timestamp, &key_size, &value_size))
+        return NULL;
+    return record_metadata_make(type, topic, partition, offset, timestamp, key_size, value_size);
+}
+
+static PyMemberDef record_metadata_members[] = {
+    FIELD_MEMBER(RecordMetadataObject, topic, "topic", "the topic"),
+    FIELD_MEMBER(RecordMetadataObject, partition, "partition", "the partition"),
+    FIELD_MEMBER(RecordMetadataObject, offset, "offset", "the record's offset, or -1 (acks=0)"),
+    FIELD_MEMBER(RecordMetadataObject, timestamp, "timestamp", "the create time, or the broker's log-append time"),
+    FIELD_MEMBER(RecordMetadataObject, serialized_key_size, "serialized_key_size", "the key's size in bytes, or -1"),
+    FIELD_MEMBER(RecordMetadataObject, serialized_value_size, "serialized_value_size",
+                 "the value's size in bytes, or -1"),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject RecordMetadataType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kproducer._speedups.RecordMetadata",
+    .tp_basicsize = sizeof(RecordMetadataObject),
+    .tp_dealloc = (destructor)record_metadata_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "RecordMetadata(topic, partition, offset, timestamp, serialized_key_size=-1, "
+              "serialized_value_size=-1): the fields of kproducer.structs.RecordMetadata.",
+    .tp_traverse = (traverseproc)record_metadata_traverse,
+    .tp_clear = (inquiry)record_metadata_clear,
+    .tp_members = record_metadata_members,
+    .tp_new = record_metadata_new,
+};
+
+
 /* ---------------------------------------------------------------- asyncio completions
  * settle_group(group, metadata_type, topic, partition, base_offset, log_append_time) -> list of indices
  *
  * The loop side of kproducer.aio for one batch acknowledged as a whole: ``group`` is the flat list
  * [loop future, RecordFuture, ...] of the records sent into it without a callback. Each future not
  * done yet (a cancelled one is done) gets the RecordMetadata its RecordFuture would give, built from
- * the batch's base offset and log-append time, made by calling ``metadata_type`` as the Python
- * reference does (the class builds its own fields). Records that moved to another batch (``_next``
+ * the batch's base offset and log-append time, made by ``metadata_type`` as the Python reference
+ * does (the class builds its own fields). Records that moved to another batch (``_next``
  * set) are left alone and their indices returned, for the Python path to follow. The Python reference
  * is kproducer.aio._settle_group_py; this does the same without a Python frame per record. */
 static PyObject *s_done, *s_set_result;
@@ -2021,6 +2109,10 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
     if (base == -1 && PyErr_Occurred()) return NULL;
     long long append_time = PyLong_AsLongLong(args[5]);
     if (append_time == -1 && PyErr_Occurred()) return NULL;
+    /* A class built on RecordMetadataType that adds no __new__ or __init__ of its own is made by the
+       type's constructor directly (what calling it would do, without an argument tuple per record). */
+    int plain_md = PyType_IsSubtype(md_type, &RecordMetadataType) && md_type->tp_new == record_metadata_new &&
+                   md_type->tp_init == PyBaseObject_Type.tp_init;
     PyObject *moved = PyList_New(0);
     if (moved == NULL) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(group);
@@ -2048,15 +2140,15 @@ static PyObject *py_settle_group(PyObject *module, PyObject *const *args, Py_ssi
         PyObject *vs = PyLong_FromLongLong(value_size);
         PyObject *md = NULL;
         if (offset && timestamp && ks && vs) {
-            PyObject *md_args[6] = {topic, partition, offset, timestamp, ks, vs};
-            md = PyObject_Vectorcall((PyObject *)md_type, md_args, 6, NULL);
+            if (plain_md) {
+                md = record_metadata_make(md_type, topic, partition, offset, timestamp, ks, vs);
+            } else {
+                PyObject *md_args[6] = {topic, partition, offset, timestamp, ks, vs};
+                md = PyObject_Vectorcall((PyObject *)md_type, md_args, 6, NULL);
+            }
         }
         Py_XDECREF(offset); Py_XDECREF(timestamp); Py_XDECREF(ks); Py_XDECREF(vs);
         if (md == NULL) goto fail;
-        /* A str and five ints, and no attributes of its own: never part of a cycle. Kept out of the
-           cyclic GC, which would otherwise scan every acknowledged record's metadata (held by its
-           future) in each full collection. */
-        if (PyObject_GC_IsTracked(md) && !has_instance_dict(md)) PyObject_GC_UnTrack(md);
         r = PyObject_CallMethodOneArg(fut, s_set_result, md);
         Py_DECREF(md);
         if (r == NULL) goto fail;
@@ -2105,7 +2197,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyType_Ready(&LaneTopicType) < 0 || PyType_Ready(&SendLaneType) < 0 || PyType_Ready(&LockType) < 0 ||
         PyType_Ready(&FutureRecordMetadataType) < 0 || PyType_Ready(&BuilderCoreType) < 0 ||
         PyType_Ready(&BatchCoreType) < 0 || PyType_Ready(&StickyInfoType) < 0 ||
-        PyType_Ready(&PartitionerCoreType) < 0 || PyType_Ready(&DequeCoreType) < 0)
+        PyType_Ready(&PartitionerCoreType) < 0 || PyType_Ready(&DequeCoreType) < 0 ||
+        PyType_Ready(&RecordMetadataType) < 0)
         return NULL;
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
@@ -2123,7 +2216,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||
         PyModule_AddType(m, &BuilderCoreType) < 0 || PyModule_AddType(m, &BatchCoreType) < 0 ||
         PyModule_AddType(m, &StickyInfoType) < 0 || PyModule_AddType(m, &PartitionerCoreType) < 0 ||
-        PyModule_AddType(m, &DequeCoreType) < 0) {
+        PyModule_AddType(m, &DequeCoreType) < 0 || PyModule_AddType(m, &RecordMetadataType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
+
+from kproducer.record.c_extension import c
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -49,8 +51,94 @@ class PartitionInfo:
         return TopicPartition(self.topic, self.partition)
 
 
-@dataclass(slots=True, frozen=True)
-class RecordMetadata:
+_RECORD_METADATA_FIELDS = ("topic", "partition", "offset", "timestamp", "serialized_key_size", "serialized_value_size")
+
+
+class PyRecordMetadata:
+    """The fields of :class:`RecordMetadata`: the Python twin of ``kproducer._speedups.RecordMetadata``.
+
+    ``RecordMetadata`` builds on the C type, or on this class in the pure-Python pass
+    (``KPRODUCER_PURE_PYTHON=1``); ``tests/unit/test_record_metadata.py`` runs the same cases
+    on both. The constructor is the type's own (a ``__new__``, as the C type's), so that the
+    class above it adds no ``__init__`` and a record's metadata costs one call.
+    """
+
+    __slots__ = _RECORD_METADATA_FIELDS
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+    if TYPE_CHECKING:
+
+        def __new__(
+            cls,
+            topic: str,
+            partition: int,
+            offset: int,
+            timestamp: int,
+            serialized_key_size: int = -1,
+            serialized_value_size: int = -1,
+        ) -> Self: ...
+
+    else:
+
+        def __new__(cls, *args, **kwargs):
+            self = object.__new__(cls)
+            # As object.__new__ does: a class with an __init__ of its own (a dataclass subclass
+            # adding fields) takes its arguments there, and that __init__ sets these fields too.
+            if cls.__init__ is object.__init__:
+                topic, partition, offset, timestamp, key_size, value_size = _record_metadata_fields(*args, **kwargs)
+                # Through the slots' own descriptors, as object.__setattr__ in a frozen dataclass's
+                # __init__ would (the class above refuses assignment), one call each.
+                _set_topic(self, topic)
+                _set_partition(self, partition)
+                _set_offset(self, offset)
+                _set_timestamp(self, timestamp)
+                _set_key_size(self, key_size)
+                _set_value_size(self, value_size)
+            return self
+
+
+def _record_metadata_fields(
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int,
+    serialized_key_size: int = -1,
+    serialized_value_size: int = -1,
+) -> tuple[str, int, int, int, int, int]:
+    return topic, partition, offset, timestamp, serialized_key_size, serialized_value_size
+
+
+_record_metadata_fields.__qualname__ = "RecordMetadata"  # an argument error names the class
+_set_topic, _set_partition, _set_offset, _set_timestamp, _set_key_size, _set_value_size = (
+    vars(PyRecordMetadata)[name].__set__ for name in _RECORD_METADATA_FIELDS
+)
+
+
+if TYPE_CHECKING:
+    RecordMetadataFields = PyRecordMetadata
+else:
+    RecordMetadataFields = c.RecordMetadata if c is not None else PyRecordMetadata
+
+
+def _fields_from_the_base(cls: type) -> None:
+    # The class body's defaults (kept by the dataclass as each field's default) would hide the
+    # base's fields: reading ``serialized_key_size`` would give -1 whatever the record's size.
+    for name in ("serialized_key_size", "serialized_value_size"):
+        if name in vars(cls):
+            delattr(cls, name)
+    # The field names, as a slotted dataclass lists them: a subclass declared with
+    # ``@dataclass(slots=True)`` then reuses the base's fields instead of declaring them again.
+    type.__setattr__(cls, "__slots__", _RECORD_METADATA_FIELDS)
+
+
+@dataclass(frozen=True, init=False)
+class RecordMetadata(RecordMetadataFields):
     """What a record's future resolves to once the broker acknowledged it.
 
     ``offset`` is -1 for acks=0, as in Java. ``timestamp`` is the broker's
@@ -58,7 +146,13 @@ class RecordMetadata:
     ``timestamp_type`` says which (0 CreateTime, 1 LogAppendTime, the record
     format's timestamp-type bit): the metadata of a LogAppendTime record is a
     :class:`LogAppendTimeRecordMetadata` (see :func:`metadata_type`).
+
+    A frozen dataclass (``dataclasses.fields``, ``replace`` and ``asdict`` work on it)
+    whose fields live in a C type, ``kproducer._speedups.RecordMetadata`` (in the
+    pure-Python pass, :class:`PyRecordMetadata`): one is made for every delivered record.
     """
+
+    __slots__ = ()
 
     timestamp_type: ClassVar[int] = 0
 
@@ -73,10 +167,30 @@ class RecordMetadata:
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The constructor takes the fields (there is no empty instance to fill in, as copy and
+        # pickle's default protocol would make).
+        return (
+            type(self),
+            (
+                self.topic,
+                self.partition,
+                self.offset,
+                self.timestamp,
+                self.serialized_key_size,
+                self.serialized_value_size,
+            ),
+        )
 
-@dataclass(slots=True, frozen=True)
+
+_fields_from_the_base(RecordMetadata)
+
+
+@dataclass(frozen=True, init=False)
 class LogAppendTimeRecordMetadata(RecordMetadata):
     """The metadata of a record whose topic uses LogAppendTime: ``timestamp`` is the broker's."""
+
+    __slots__ = ()
 
     timestamp_type: ClassVar[int] = 1
 

@@ -350,10 +350,12 @@ def _settle_with(settle: Any, metadata_cls: type[RecordMetadata]) -> tuple[list[
 
 
 def test_settle_group_builds_each_metadata_by_calling_its_class() -> None:
-    """settle_group calls the metadata class for each record, as its Python reference does.
+    """settle_group makes each record's metadata through its class, as its Python reference does.
 
-    The class owns its fields: its own code (here a ``__post_init__``) runs for every record, and an
-    error it raises stops settle_group there, with the records before it settled and the rest not.
+    A subclass with a constructor of its own (here a dataclass's ``__init__`` calling
+    ``__post_init__``) is called for every record, and an error it raises stops settle_group
+    there, with the records before it settled and the rest not. (The plain class is made by its
+    C type's constructor: tests/integration/tansu/test_aio.py compares that with the reference.)
     """
     from kproducer.aio import _settle_group_py
 
