@@ -23,7 +23,11 @@
  * - column_from_arrow / column_get mirror kproducer.record.arrow_column.column_reader;
  * - largest_record mirrors kproducer.record.default_record.largest_record;
  * - append_seq / append_arrow / partition_* / sizes_* mirror the functions of the
- *   same names on kproducer.record.native.py, built on those references.
+ *   same names on kproducer.record.native.py, built on those references;
+ * - settle_group mirrors kproducer.aio._settle_group_py.
+ * The types that hold the record path's fields (FutureRecordMetadata, MemoryRecordsBuilderCore,
+ * ProducerBatchCore, StickyPartitionInfo, BuiltInPartitionerCore, PartitionDequeCore,
+ * RecordMetadata) each have a Python twin, named in its section.
  * The tests compare each pair, and whole batches built both ways (hypothesis).
  *
  * One extension module: its parts share the varint/record encoder and murmur2 as
