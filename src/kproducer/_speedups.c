@@ -2014,8 +2014,8 @@ static PyObject *record_metadata_make(PyTypeObject *type, PyObject *topic, PyObj
     self->serialized_key_size = Py_NewRef(key_size != NULL ? key_size : minus_one);
     self->serialized_value_size = Py_NewRef(value_size != NULL ? value_size : minus_one);
     Py_DECREF(minus_one);
-    if (type->tp_init == PyBaseObject_Type.tp_init && is_atomic(self->topic) && is_atomic(self->partition) && is_atomic(self->offset) &&
-        is_atomic(self->timestamp) && is_atomic(self->serialized_key_size) &&
+    if (type->tp_init == PyBaseObject_Type.tp_init && is_atomic(self->topic) && is_atomic(self->partition) &&
+        is_atomic(self->offset) && is_atomic(self->timestamp) && is_atomic(self->serialized_key_size) &&
         is_atomic(self->serialized_value_size) && PyObject_GC_IsTracked((PyObject *)self))
         PyObject_GC_UnTrack(self);
     return (PyObject *)self;

@@ -72,35 +72,21 @@ class PyRecordMetadata:
     serialized_key_size: int
     serialized_value_size: int
 
-    if TYPE_CHECKING:
-
-        def __new__(
-            cls,
-            topic: str,
-            partition: int,
-            offset: int,
-            timestamp: int,
-            serialized_key_size: int = -1,
-            serialized_value_size: int = -1,
-        ) -> Self: ...
-
-    else:
-
-        def __new__(cls, *args, **kwargs):
-            self = object.__new__(cls)
-            # As object.__new__ does: a class with an __init__ of its own (a dataclass subclass
-            # adding fields) takes its arguments there, and that __init__ sets these fields too.
-            if cls.__init__ is object.__init__:
-                topic, partition, offset, timestamp, key_size, value_size = _record_metadata_fields(*args, **kwargs)
-                # Through the slots' own descriptors, as object.__setattr__ in a frozen dataclass's
-                # __init__ would (the class above refuses assignment), one call each.
-                _set_topic(self, topic)
-                _set_partition(self, partition)
-                _set_offset(self, offset)
-                _set_timestamp(self, timestamp)
-                _set_key_size(self, key_size)
-                _set_value_size(self, value_size)
-            return self
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = object.__new__(cls)
+        # As object.__new__ does: a class with an __init__ of its own (a dataclass subclass
+        # adding fields) takes its arguments there, and that __init__ sets these fields too.
+        if cls.__init__ is object.__init__:
+            topic, partition, offset, timestamp, key_size, value_size = _record_metadata_fields(*args, **kwargs)
+            # Through the slots' own descriptors, as object.__setattr__ in a frozen dataclass's
+            # __init__ would (the class above refuses assignment), one call each.
+            _set_topic(self, topic)
+            _set_partition(self, partition)
+            _set_offset(self, offset)
+            _set_timestamp(self, timestamp)
+            _set_key_size(self, key_size)
+            _set_value_size(self, value_size)
+        return self
 
 
 def _record_metadata_fields(
@@ -147,11 +133,11 @@ class RecordMetadata(RecordMetadataFields):
     format's timestamp-type bit): the metadata of a LogAppendTime record is a
     :class:`LogAppendTimeRecordMetadata` (see :func:`metadata_type`).
 
-    A frozen dataclass (``dataclasses.fields``, ``replace`` and ``asdict`` work on it)
-    whose fields live in a C type, ``kproducer._speedups.RecordMetadata`` (in the
-    pure-Python pass, :class:`PyRecordMetadata`): one is made for every delivered record.
+    A frozen dataclass: ``dataclasses.fields``, ``replace`` and ``asdict`` work on it.
     """
 
+    # The fields live in the base, a C type (kproducer._speedups.RecordMetadata; PyRecordMetadata
+    # in the pure-Python pass): one of these is made for every delivered record.
     __slots__ = ()
 
     timestamp_type: ClassVar[int] = 0
@@ -162,6 +148,19 @@ class RecordMetadata(RecordMetadataFields):
     timestamp: int
     serialized_key_size: int = -1
     serialized_value_size: int = -1
+
+    if TYPE_CHECKING:
+        # The constructor is the fields' type's (at run time this class adds no __init__); declared
+        # here so that type checkers and the API reference show its parameters.
+        def __init__(
+            self,
+            topic: str,
+            partition: int,
+            offset: int,
+            timestamp: int,
+            serialized_key_size: int = -1,
+            serialized_value_size: int = -1,
+        ) -> None: ...
 
     @property
     def topic_partition(self) -> TopicPartition:
