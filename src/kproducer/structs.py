@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
 from kproducer.record.c_extension import c
@@ -167,19 +167,10 @@ class RecordMetadata(RecordMetadataFields):
         return TopicPartition(self.topic, self.partition)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The constructor takes the fields (there is no empty instance to fill in, as copy and
-        # pickle's default protocol would make).
-        return (
-            type(self),
-            (
-                self.topic,
-                self.partition,
-                self.offset,
-                self.timestamp,
-                self.serialized_key_size,
-                self.serialized_value_size,
-            ),
-        )
+        # Rebuilt by calling the class with its fields in order (the fields' type has no empty
+        # instance to fill in, as copy and pickle's default protocol would make); every field of
+        # a dataclass subclass too, since its generated __init__ takes them all.
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init))
 
 
 _fields_from_the_base(RecordMetadata)

@@ -178,8 +178,19 @@ def test_a_class_reading_default_sizes_reads_the_records_own() -> None:
     assert RecordMetadata("t", 1, 2, 3, 40, 50).serialized_key_size == 40
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _WithExtra(RecordMetadata):
+    """A user's dataclass subclass adding a field (module level, so that pickle finds it)."""
+
+    extra: int = 0
+
+
 def test_pickle_and_copy_keep_class_and_fields() -> None:
-    for md in (RecordMetadata("t", 1, 2, 3, 4, 5), LogAppendTimeRecordMetadata("t", 1, 2, 3)):
+    for md in (
+        RecordMetadata("t", 1, 2, 3, 4, 5),
+        LogAppendTimeRecordMetadata("t", 1, 2, 3),
+        _WithExtra("t", 1, 2, 3, 4, 5, extra=6),
+    ):
         for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
             back = pickle.loads(pickle.dumps(md, protocol))
             assert type(back) is type(md) and back == md
