@@ -1997,10 +1997,10 @@ static PyTypeObject RecordMetadataType;
 
 static int is_atomic(PyObject *o) { return PyLong_CheckExact(o) || PyUnicode_CheckExact(o); }
 
-/* A new `type` (this type or a subclass) holding the given fields (borrowed; NULL: -1). Metadata of
-   a str and ints refers to nothing that can refer back, so it is kept out of the cyclic GC, which
-   would otherwise scan every delivered record's metadata (held by its future) in each full
-   collection; unless the class has an __init__ of its own, which may set other fields next. */
+/* A new `type` (this type or a subclass adding no __init__, which both callers check) holding the
+   given fields (borrowed; NULL: -1). Metadata of a str and ints refers to nothing that can refer
+   back, so it is kept out of the cyclic GC, which would otherwise scan every delivered record's
+   metadata (held by its future) in each full collection. */
 static PyObject *record_metadata_make(PyTypeObject *type, PyObject *topic, PyObject *partition, PyObject *offset,
                                       PyObject *timestamp, PyObject *key_size, PyObject *value_size) {
     PyObject *minus_one = PyLong_FromLong(-1);
@@ -2014,8 +2014,8 @@ static PyObject *record_metadata_make(PyTypeObject *type, PyObject *topic, PyObj
     self->serialized_key_size = Py_NewRef(key_size != NULL ? key_size : minus_one);
     self->serialized_value_size = Py_NewRef(value_size != NULL ? value_size : minus_one);
     Py_DECREF(minus_one);
-    if (type->tp_init == PyBaseObject_Type.tp_init && is_atomic(self->topic) && is_atomic(self->partition) &&
-        is_atomic(self->offset) && is_atomic(self->timestamp) && is_atomic(self->serialized_key_size) &&
+    if (is_atomic(self->topic) && is_atomic(self->partition) && is_atomic(self->offset) &&
+        is_atomic(self->timestamp) && is_atomic(self->serialized_key_size) &&
         is_atomic(self->serialized_value_size) && PyObject_GC_IsTracked((PyObject *)self))
         PyObject_GC_UnTrack(self);
     return (PyObject *)self;

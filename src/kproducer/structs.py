@@ -115,7 +115,7 @@ else:
 def _fields_from_the_base(cls: type) -> None:
     # The class body's defaults (kept by the dataclass as each field's default) would hide the
     # base's fields: reading ``serialized_key_size`` would give -1 whatever the record's size.
-    for name in ("serialized_key_size", "serialized_value_size"):
+    for name in _RECORD_METADATA_FIELDS:
         if name in vars(cls):
             delattr(cls, name)
     # The field names, as a slotted dataclass lists them: a subclass declared with
