@@ -974,7 +974,8 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
  */
 
 
-static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed;
+static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed,
+    *s_append_new_batch;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -1476,9 +1477,11 @@ static inline Py_ssize_t lane_key_partition(int rule, const uint8_t *k, Py_ssize
     return (Py_ssize_t)(h % (uint64_t)n);
 }
 
-static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const uint8_t *k, Py_ssize_t klen,
-                          const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out);
-static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
+static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, PyObject *key, PyObject *value,
+                          const uint8_t *k, Py_ssize_t klen, const uint8_t *v, Py_ssize_t vlen, PyObject *callback,
+                          PyObject **out);
+static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObject *lock, PyObject *batches,
+                              PyObject *sticky, PyObject *topic, PyObject *pkey, PyObject *key, PyObject *value,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
                               Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out);
 
@@ -1505,13 +1508,15 @@ static int lane_try(SendLane *self, PyObject *topic, PyObject *value, PyObject *
     /* Owned for the call: waiting for the deque lock lets other threads run, and one of them
        may register the topic again (replacing this entry). */
     Py_INCREF(entry);
-    int rc = lane_try_topic(self, (LaneTopic *)entry, topic, k, klen, v, vlen, key != Py_None, callback, out);
+    int rc = lane_try_topic(self, (LaneTopic *)entry, topic, key, value, k, klen, v, vlen, callback, out);
     Py_DECREF(entry);
     return rc;
 }
 
-static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const uint8_t *k, Py_ssize_t klen,
-                          const uint8_t *v, Py_ssize_t vlen, int has_key, PyObject *callback, PyObject **out) {
+static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, PyObject *key, PyObject *value,
+                          const uint8_t *k, Py_ssize_t klen, const uint8_t *v, Py_ssize_t vlen, PyObject *callback,
+                          PyObject **out) {
+    int has_key = key != Py_None;
     PyObject *cluster = PyObject_GetAttr(self->metadata, self->cluster_attr);
     if (cluster == NULL) return -1;
     Py_DECREF(cluster);  /* identity only; metadata keeps it alive */
@@ -1564,19 +1569,23 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
         if (hit != 0) { Py_DECREF(pkey); return hit < 0 ? -1 : LANE_SLOW; }
     }
     PyObject *dq = PyDict_GetItemWithError(t->deques, pkey);
-    Py_DECREF(pkey);
-    if (dq == NULL) return PyErr_Occurred() ? -1 : LANE_SLOW;
-    if (!Py_IS_TYPE(dq, self->deque_type)) return LANE_SLOW;
+    if (dq == NULL || !Py_IS_TYPE(dq, self->deque_type)) {
+        Py_DECREF(pkey);
+        return dq == NULL && PyErr_Occurred() ? -1 : LANE_SLOW;
+    }
     PyObject *lock, *batches;
-    if (!partition_deque_parts((DequeCoreObject *)dq, &lock, &batches)) return LANE_SLOW;
+    if (!partition_deque_parts((DequeCoreObject *)dq, &lock, &batches)) { Py_DECREF(pkey); return LANE_SLOW; }
+    Py_INCREF(dq);  /* owned for the call, as the lock and the batches are */
     /* Owned too: other threads may run before the append (a blocking acquire, a GC pass) and
        switch the sticky partition; the object must not be freed and its address reused. */
     Py_XINCREF(sticky);
-    int rc = lane_append_locked(self, t, lock, batches, sticky, partition, keyed, k, klen, v, vlen, callback, now,
-                                timestamp, out);
+    int rc = lane_append_locked(self, t, dq, lock, batches, sticky, topic, pkey, key, value, partition, keyed, k, klen,
+                                v, vlen, callback, now, timestamp, out);
     Py_XDECREF(sticky);
     Py_DECREF(batches);
     Py_DECREF(lock);
+    Py_DECREF(dq);
+    Py_DECREF(pkey);
     return rc;
 }
 
@@ -1585,10 +1594,12 @@ static int lane_try_topic(SendLane *self, LaneTopic *t, PyObject *topic, const u
  * code may run while the deque lock is held (a collection started by an allocation, the sticky
  * partition switch): it is the code the Python path runs under the same lock, none of it takes
  * a deque lock. */
-static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyObject *batches, PyObject *sticky,
+static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObject *lock, PyObject *batches,
+                              PyObject *sticky, PyObject *topic, PyObject *pkey, PyObject *key, PyObject *value,
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
                               Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out) {
     int rc = LANE_SLOW;
+    PyObject *opened = NULL;  /* the future of a record that opened a new batch (RecordAccumulator.append_new_batch) */
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
@@ -1624,10 +1635,29 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *lock, PyOb
         if (is_closed) goto out;  /* the Python path raises ProducerClosedError */
         nb = PyObject_Length(batches);
         if (nb < 0) { rc = -1; goto out; }
-        if (nb == 0) goto out;
-        batch = PySequence_GetItem(batches, nb - 1);
-        if (batch == NULL) { rc = -1; goto out; }
-        if (!Py_IS_TYPE(batch, self->batch_type)) goto out;
+        if (nb > 0) {
+            batch = PySequence_GetItem(batches, nb - 1);
+            if (batch == NULL) { rc = -1; goto out; }
+            if (!Py_IS_TYPE(batch, self->batch_type)) goto out;
+        }
+        if (batch == NULL || ((BatchCoreObject *)batch)->writable != Py_True) {
+            /* No open batch to append to: a keyed record opens one through the accumulator's own
+               step, under this lock and without waiting (None: the Python path decides, and waits
+               for memory if it must). A keyless record's new batch also moves the sticky
+               partition (KIP-794), and that is the Python path's. */
+            if (!keyed) goto out;
+            PyObject *ts = PyLong_FromLongLong(timestamp), *now_obj = PyLong_FromLongLong(now);
+            if (ts != NULL && now_obj != NULL) {
+                PyObject *args[9] = {self->accumulator, dq, topic, pkey, ts, key, value, callback, now_obj};
+                opened = PyObject_VectorcallMethod(s_append_new_batch, args, 9 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            }
+            Py_XDECREF(ts);
+            Py_XDECREF(now_obj);
+            if (opened == NULL) { rc = -1; goto out; }
+            if (opened == Py_None) { Py_CLEAR(opened); goto out; }
+            rc = 0;
+            goto out;
+        }
         Py_ssize_t before = 0, after = 0;
         int64_t write_limit = 0, ready_size = 0;
         int taken_by_batch = producer_batch_lane_append(
@@ -1681,13 +1711,14 @@ out:
     if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
-    if (rc != 0) {
+    if (rc != 0 || opened != NULL) {
         Py_DECREF(future);
-        return rc;
+        if (rc != 0) { Py_XDECREF(opened); return rc; }
+        future = opened;
     }
-    if (nb > 1 || full) {
-        /* A batch is sendable (this one just filled, or an older one): wake the Sender, as the
-           Python path does (a new batch wakes it from Python). */
+    if (nb > 1 || full || opened != NULL) {
+        /* A batch is sendable (this one just filled, or an older one) or new: wake the Sender, as
+           the Python path does. */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
         if (r == NULL) { Py_DECREF(future); return -1; }
         Py_DECREF(r);
@@ -2211,10 +2242,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_touch = PyUnicode_InternFromString("touch");
     s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
     s_closed = PyUnicode_InternFromString("closed");
+    s_append_new_batch = PyUnicode_InternFromString("append_new_batch");
     s_done = PyUnicode_InternFromString("done");
     s_set_result = PyUnicode_InternFromString("set_result");
     if (!s_done || !s_set_result) return NULL;
-    if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed) return NULL;
+    if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed ||
+        !s_append_new_batch) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||

@@ -700,9 +700,7 @@ class RecordAccumulator:
                             rows.append_to(batch, now)
                         size = batch.builder.estimated_size_in_bytes() - before
                         appended = size if one else appended + size
-                        batches.append(batch)
-                        self._active[topic] = topic_info
-                        self._incomplete.add(batch)
+                        self._enqueue_new_batch(topic_info, dq, batch)
                         if rows.left:
                             self._closed_for_appends(batch)
                         crossed = crossed or batch.is_full() or rows.left
@@ -748,6 +746,61 @@ class RecordAccumulator:
             self._appends_in_progress.pop()
             if one and self._to_seal:
                 self.seal_if_behind()
+
+    def _enqueue_new_batch(self, topic_info: TopicInfo, dq: PartitionDeque, batch: ProducerBatch) -> None:
+        """Queue a new batch at the end of ``dq`` (its lock held): drainable, and incomplete until done."""
+        dq.batches.append(batch)
+        self._active[batch.topic_partition.topic] = topic_info
+        self._incomplete.add(batch)
+
+    def append_new_batch(
+        self,
+        dq: PartitionDeque,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes,
+        value: bytes | None,
+        callback: DeliveryCallback | None,
+        now_ms: int,
+    ) -> RecordFuture | None:
+        """Open a batch for one keyed record, for the C send lane, which holds ``dq``'s lock (Java's ``appendNewBatch``).
+
+        The lane appends to a partition's open batch itself; when the partition has none
+        (every batch drained, or the last one closed for appends) it calls this instead of
+        the whole Python ``send()`` path, whose new-batch step (:meth:`_new_batch` and
+        :meth:`_enqueue_new_batch`) it shares. It never waits, so it may run under the
+        deque lock: None, with nothing appended or charged, where the Python path would
+        decide or wait (the producer closing, a pre-v2 broker, no memory free now, a
+        partition the circuit breaker is vacating); the lane then runs that path. A batch
+        whose last record has no room is not this method's either: the Python path first
+        lets it grow (KIP-782). The record is pinned to its partition, as keyed records are.
+        """
+        # Counted as an append in progress until the batch is incomplete, so that a forced
+        # close (abort_incomplete_batches) started meanwhile waits for it and aborts it.
+        self._appends_in_progress.append(None)
+        try:
+            if self.closed:
+                return None
+            magic = self._magic()
+            tp = TopicPartition(topic, partition)
+            routing = self._routing
+            if magic != 2 or (routing is not None and tp in routing.partitions_to_vacate()):
+                return None
+            size = max(self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, None))
+            buffer = self.free.try_allocate(size)
+            if buffer is None:
+                return None
+            batch = self._new_batch(tp, buffer, magic, now_ms)
+            batch.pinned = True
+            future = batch.try_append(timestamp, key, value, None, callback, now_ms)
+            if future is None:  # pragma: no cover - the first record always fits (size covers it)
+                self.free.deallocate(buffer, len(buffer))
+                raise IllegalStateError(f"a new batch for {tp} refused its first record")
+            self._enqueue_new_batch(self._topic(topic), dq, batch)
+            return future
+        finally:
+            self._appends_in_progress.pop()
 
     def _closed_to_records(self, routing: CircuitBreakRoutingLike, tp: TopicPartition) -> bool:
         """Muted by the circuit breaker, or probe-due but already holding its probe batch."""

@@ -1,0 +1,182 @@
+"""The C send lane opens a keyed record's new batch through ``RecordAccumulator.append_new_batch``.
+
+When a partition has no open batch (every batch drained, or the last one closed for appends), a
+keyed record no longer leaves the lane for the whole Python ``send()`` path: the lane calls the
+accumulator's ``append_new_batch`` under the deque lock it holds, which opens the batch with the
+same steps as the Python path and appends the record. Where that path would decide or wait
+(no memory free now, a keyless record whose new batch moves the sticky partition, a record that
+does not fit an open batch and may grow it), the lane still hands the call to Python.
+``test_send_lane_twin.py`` compares whole runs of both paths; these tests pin each branch.
+
+The lane is part of the C extension: these tests run in the native pass, where a missing
+extension fails them; the pure-Python pass has no lane (``test_send_lane_twin.py`` checks that).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from kproducer.errors import BufferExhaustedError
+from kproducer.murmur2 import partition_for_key
+from kproducer.network.protocol import ApiKey
+from kproducer.record import native
+from kproducer.structs import TopicPartition
+from tests.support.mock_client import produce_response
+from tests.support.producer_rig import ProducerRig
+
+PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
+native_only = pytest.mark.skipif(PURE, reason="the pure-Python pass has no C send lane (test_no_lane_in_the_pure_pass)")
+
+PARTITIONS = 4
+
+
+def _accumulator(rig: ProducerRig) -> Any:
+    return rig.producer._accumulator
+
+
+def _lane(rig: ProducerRig) -> Any:
+    lane = rig.producer._lane
+    assert lane is not None, "the native pass built no C send lane: is kproducer._speedups built?"
+    return lane
+
+
+def _key_for(partition: int) -> bytes:
+    """A key murmur2 sends to ``partition`` of a PARTITIONS-partition topic."""
+    i = 0
+    while partition_for_key(b"key-%d" % i, PARTITIONS) != partition:
+        i += 1
+    return b"key-%d" % i
+
+
+def _drain_all(rig: ProducerRig, futures: list[Any]) -> None:
+    rig.client.prepare(ApiKey.PRODUCE, *[produce_response(base_offset=0) for _ in range(PARTITIONS)])
+    rig.run_until(lambda: all(f.done() for f in futures), loops=20)
+
+
+def _rig(config: dict[str, Any] | None = None) -> ProducerRig:
+    assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
+    rig = ProducerRig({"acks": "1", **(config or {})}, topics={"a": PARTITIONS})
+    # The first send registers the topic with the lane, and each partition's first record makes its
+    # deque (both on the Python path); drained, no batch is left.
+    _drain_all(rig, [rig.producer.send("a", b"warm", _key_for(p)) for p in range(PARTITIONS)])
+    return rig
+
+
+@native_only
+def test_a_keyed_record_opens_its_partitions_batch_in_the_lane() -> None:
+    rig = _rig()
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        calls, wakeups = lane.fast_calls, rig.client.wakeups
+        seen: list[tuple[int, int, BaseException | None]] = []
+        futures = [
+            rig.producer.send(
+                "a", b"v%d" % p, _key_for(p), callback=lambda md, exc: seen.append((md.partition, md.offset, exc))
+            )
+            for p in range(PARTITIONS)
+        ]
+        assert lane.fast_calls - calls == PARTITIONS, "the lane handed new batches to Python"
+        assert rig.client.wakeups - wakeups == PARTITIONS, "a new batch must wake the Sender"
+        deques, _ = acc.partition_state("a")
+        for p in range(PARTITIONS):
+            (batch,) = deques[p].batches
+            assert (batch.topic_partition, batch.record_count, batch.pinned) == (TopicPartition("a", p), 1, True)
+            assert len(batch.thunks) == 1
+        assert not acc.appends_in_progress()
+        # Appends to those batches stay in the lane, and everything is delivered in send order.
+        futures += [rig.producer.send("a", b"w%d" % p, _key_for(p)) for p in range(PARTITIONS)]
+        assert lane.fast_calls - calls == 2 * PARTITIONS
+        _drain_all(rig, futures)
+        assert [f.result().partition for f in futures] == list(range(PARTITIONS)) * 2
+        # One batch each: the records' offsets follow their base offset in send order.
+        assert [f.result().offset - futures[f.result().partition].result().offset for f in futures] == [0] * 4 + [1] * 4
+        assert sorted((p, exc) for p, _offset, exc in seen) == [(p, None) for p in range(PARTITIONS)]
+        for p in range(PARTITIONS):
+            assert rig.values(TopicPartition("a", p)) == [[b"warm"], [b"v%d" % p, b"w%d" % p]]
+    finally:
+        rig.close()
+
+
+@native_only
+def test_a_batch_closed_for_appends_is_followed_by_a_new_one_from_the_lane() -> None:
+    rig = _rig()
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        key = _key_for(1)
+        futures = [rig.producer.send("a", b"first", key)]
+        deques, _ = acc.partition_state("a")
+        (first,) = deques[1].batches
+        first.close_for_record_appends()
+        calls = lane.fast_calls
+        futures.append(rig.producer.send("a", b"second", key))
+        assert lane.fast_calls - calls == 1
+        assert [b.record_count for b in deques[1].batches] == [1, 1]
+        assert deques[1].batches[0] is first
+        _drain_all(rig, futures)
+        assert all(f.exception() is None for f in futures)
+        assert rig.values(TopicPartition("a", 1)) == [[b"warm"], [b"first"], [b"second"]]
+    finally:
+        rig.close()
+
+
+@native_only
+def test_a_new_batch_counts_as_an_append_in_progress_until_it_is_incomplete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forced close waits for appends in progress and then aborts what is incomplete: a batch the
+    lane opens must be one or the other at every moment, or its record would never complete."""
+    rig = _rig()
+    try:
+        acc = _accumulator(rig)
+        seen: list[bool] = []
+        real = acc._enqueue_new_batch
+
+        def watched(topic_info: Any, dq: Any, batch: Any) -> None:
+            seen.append(acc.appends_in_progress())
+            real(topic_info, dq, batch)
+
+        monkeypatch.setattr(acc, "_enqueue_new_batch", watched)
+        future = rig.producer.send("a", b"v", _key_for(2))
+        assert seen == [True]
+        assert not acc.appends_in_progress()
+        acc.abort_incomplete_batches()
+        assert future.done() and future.exception() is not None
+    finally:
+        rig.close()
+
+
+@native_only
+def test_without_free_memory_the_lane_leaves_the_new_batch_to_python() -> None:
+    """The lane never waits for buffer.memory: with none free it hands the record to Python, which
+    waits up to max.block.ms (0 here) and fails it with BufferExhaustedError."""
+    rig = _rig({"buffer.memory": 32768, "batch.size": 16384, "max.block.ms": 0})
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        futures = [rig.producer.send("a", b"v%d" % p, _key_for(p)) for p in range(2)]  # both pool buffers
+        calls = lane.fast_calls
+        late = rig.producer.send("a", b"late", _key_for(2))
+        assert lane.fast_calls == calls, "the lane took a record it had no memory for"
+        assert isinstance(late.exception(), BufferExhaustedError)
+        deques, _ = acc.partition_state("a")
+        assert not deques[2].batches
+        assert acc.free.available_memory() == 0
+        _drain_all(rig, futures)
+        assert [f.result().offset for f in futures] == [0, 0]
+    finally:
+        rig.close()
+
+
+@native_only
+def test_a_keyless_record_without_a_batch_takes_the_python_path() -> None:
+    """A keyless record's new batch is the sticky partitioner's business (KIP-794): Python's."""
+    rig = _rig()
+    try:
+        lane = _lane(rig)
+        calls = lane.fast_calls
+        future = rig.producer.send("a", b"keyless")
+        assert lane.fast_calls == calls
+        _drain_all(rig, [future])
+        assert future.result().offset == 0
+    finally:
+        rig.close()
