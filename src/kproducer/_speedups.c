@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <math.h>
 #include <structmember.h>
 #include <zlib.h>
@@ -1021,6 +1022,8 @@ typedef struct {
     PyObject *gate_key;      /* (kproducer.tracing: the OpenTelemetry API's global tracer provider, set once) */
     PyObject *clock;         /* the producer's monotonic milliseconds, or NULL: CLOCK_MONOTONIC read here */
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
+    PyObject *gil_wanted_capsule; /* kproducer.network._sockio.GIL_WANTED, or NULL */
+    int *gil_wanted;         /* its counter: Sender threads back from their wait, wanting the GIL */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *partitioner_type;
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
@@ -1046,6 +1049,7 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->gate);
     Py_VISIT(self->clock);
     Py_VISIT(self->wall_clock);
+    Py_VISIT(self->gil_wanted_capsule);
     return 0;
 }
 
@@ -1064,6 +1068,8 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->gate);
     Py_CLEAR(self->clock);
     Py_CLEAR(self->wall_clock);
+    Py_CLEAR(self->gil_wanted_capsule);
+    self->gil_wanted = NULL;
     return 0;
 }
 
@@ -1752,9 +1758,35 @@ static inline int kw_is(PyObject *name, const char *s) {
     return PyUnicode_CompareWithASCIIString(name, s) == 0;
 }
 
+/* The longest a send() lets go of the GIL for a Sender thread that wants it, in nanoseconds. */
+#define GIL_HAND_OVER_NS 500000
+
+/* A Sender thread is back from waiting for its sockets (kproducer.network._sockio.wait_ready) and
+ * waits for the GIL, which this caller holds. A caller busy in Python would keep it until its switch
+ * interval (5 ms) ran out, and every response and every linger expiry would wait that long to be
+ * handled; so the caller lets go of the GIL until the count says that thread has it (or a bounded
+ * while has passed: the next send() looks again), then takes it back, waiting its turn. This is a
+ * hand-over at a point where the lane holds no lock and has read nothing yet, not a lock elided:
+ * CPython's GIL stays what decides who runs. A free-threaded build has no GIL to hand over. */
+static void lane_hand_over_gil(int *wanted) {
+#ifndef Py_GIL_DISABLED
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    Py_BEGIN_ALLOW_THREADS
+    while (__atomic_load_n(wanted, __ATOMIC_SEQ_CST) > 0) {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec) > GIL_HAND_OVER_NS) break;
+    }
+    Py_END_ALLOW_THREADS
+#endif
+}
+
 static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     SendLane *self = (SendLane *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->gil_wanted != NULL && __atomic_load_n(self->gil_wanted, __ATOMIC_RELAXED) > 0)
+        lane_hand_over_gil(self->gil_wanted);
     if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
     if (self->gate != NULL) {
         /* One dict look-up: a traced send is Python's (kproducer.tracing). */
@@ -1809,20 +1841,25 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
                              "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", "clock",
-                             "wall_clock", NULL};
+                             "wall_clock", "gil_wanted", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
-    PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None;
+    PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None, *gil_wanted = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOO", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
                                      &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
-                                     &key_hash, &empty_key_keyless, &clock, &wall_clock))
+                                     &key_hash, &empty_key_keyless, &clock, &wall_clock, &gil_wanted))
         return NULL;
+    int *gil_wanted_counter = NULL;
+    if (gil_wanted != Py_None) {
+        gil_wanted_counter = (int *)PyCapsule_GetPointer(gil_wanted, "kproducer.network._sockio.GIL_WANTED");
+        if (gil_wanted_counter == NULL) return NULL;  /* not that capsule: PyCapsule_GetPointer said why */
+    }
     if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
         PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
         return NULL;
@@ -1855,6 +1892,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->checked_type = NULL;
     self->clock = clock != Py_None ? Py_NewRef(clock) : NULL;
     self->wall_clock = wall_clock != Py_None ? Py_NewRef(wall_clock) : NULL;
+    self->gil_wanted_capsule = gil_wanted != Py_None ? Py_NewRef(gil_wanted) : NULL;
+    self->gil_wanted = gil_wanted_counter;
     if (gate != Py_None) {
         Py_INCREF(gate); self->gate = gate;
         Py_INCREF(gate_key); self->gate_key = gate_key;

@@ -421,6 +421,7 @@ class Producer:
             return None
         from kproducer.accumulator.batch import ProducerBatch, Thunk
         from kproducer.accumulator.deques import PartitionDeque
+        from kproducer.network.sockio import GIL_WANTED  # with the Sender's network stack, not at import
         from kproducer.partitioner import BuiltInPartitioner, StickyPartitionInfo
         from kproducer.record.builder import MemoryRecordsBuilder
 
@@ -457,6 +458,9 @@ class Producer:
                 # The lane reads the system clocks itself unless a test injected its own.
                 clock=None if self._clock is monotonic_ms else self._clock,
                 wall_clock=None if self._wall_clock is wall_clock_ms else self._wall_clock,
+                # The Sender's wait counts itself here when it wants the GIL back (network.sockio):
+                # the lane then lets go of it on the caller's thread rather than at the switch interval.
+                gil_wanted=GIL_WANTED,
             )
         except (AttributeError, TypeError) as e:  # a class no longer builds on the lane's C types: stay on Python
             log.warning("kproducer: send() fast lane unavailable (%s); using the Python path", e)

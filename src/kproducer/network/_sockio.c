@@ -20,6 +20,14 @@
  * - recv(fd, size)         mirrors socket.recv(size) on a non-blocking socket;
  * - poll_ready(epfd, n)    mirrors select.epoll.poll(0, n), as (fd, event mask) pairs.
  * Errors are the same OSError subclasses (BlockingIOError for EAGAIN, and so on).
+ *
+ * The one call that really waits, wait_ready(epfd, n, timeout_ms) (select.epoll.poll(timeout,
+ * n)), lets go of the GIL as CPython's does, and counts the threads that are back from it and
+ * waiting to take the GIL again (`gil_wanted`, shared through the GIL_WANTED capsule). A caller
+ * thread busy in send() would otherwise keep the GIL until its switch interval ran out, up to
+ * 5 ms per Sender loop; the C send lane (kproducer._speedups) reads the count on each call and,
+ * when a Sender waits, lets go of the GIL until that thread has it. Without the extension the
+ * Sender waits in selectors' select() and a busy caller hands the GIL over at the interval.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +38,10 @@
 #ifdef __linux__
 #include <sys/epoll.h>
 #endif
+
+/* Threads back from wait_ready()'s epoll_wait and not holding the GIL yet (atomic: it changes
+   without the GIL). */
+static int gil_wanted = 0;
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -142,6 +154,23 @@ static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyBytes_FromStringAndSize(recv_scratch, (Py_ssize_t)got);
 }
 
+#ifdef __linux__
+/* The n events epoll_wait reported, as a list of (fd, event mask) pairs. */
+static PyObject *event_pairs(const struct epoll_event *events, int n) {
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *pair = Py_BuildValue("(iI)", events[i].data.fd, (unsigned int)events[i].events);
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+}
+#endif
+
 /* poll_ready(epfd, maxevents) -> [(fd, events), ...]: epoll_wait with a zero timeout. */
 static PyObject *py_poll_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 #ifdef __linux__
@@ -160,21 +189,61 @@ static PyObject *py_poll_ready(PyObject *self, PyObject *const *args, Py_ssize_t
         if (!PyErr_Occurred()) PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
     }
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *pair = Py_BuildValue("(iI)", events[i].data.fd, (unsigned int)events[i].events);
-        if (pair == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, pair);
-    }
-    return out;
+    return event_pairs(events, n);
 #else
     PyErr_SetString(PyExc_OSError, "poll_ready needs epoll (Linux)");
     return NULL;
 #endif
+}
+
+/* wait_ready(epfd, maxevents, timeout_ms) -> [(fd, events), ...]: epoll_wait with a timeout (-1: none),
+   without the GIL; counted in gil_wanted from the wait's end until the GIL is held again. A signal
+   ends the wait early with no events (after its Python handler ran), so the Sender loops again. */
+static PyObject *py_wait_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+#ifdef __linux__
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wait_ready(epfd, maxevents, timeout_ms) takes 3 arguments");
+        return NULL;
+    }
+    int epfd = as_int(args[0]);
+    if (epfd == -1 && PyErr_Occurred()) return NULL;
+    if (epfd < 0) {
+        PyErr_SetString(PyExc_ValueError, "wait_ready: negative file descriptor");
+        return NULL;
+    }
+    int maxevents = as_int(args[1]);
+    if (maxevents == -1 && PyErr_Occurred()) return NULL;
+    int timeout_ms = as_int(args[2]);
+    if (timeout_ms == -1 && PyErr_Occurred()) return NULL;
+    if (timeout_ms < -1) timeout_ms = -1;
+    if (maxevents < 1) maxevents = 1;
+    if (maxevents > 1024) maxevents = 1024;
+    struct epoll_event events[1024];
+    int n, err;
+    Py_BEGIN_ALLOW_THREADS
+    n = epoll_wait(epfd, events, maxevents, timeout_ms);
+    err = errno;
+    __atomic_fetch_add(&gil_wanted, 1, __ATOMIC_SEQ_CST);
+    Py_END_ALLOW_THREADS
+    __atomic_fetch_sub(&gil_wanted, 1, __ATOMIC_SEQ_CST);
+    if (n < 0) {
+        if (err != EINTR) {
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        if (PyErr_CheckSignals()) return NULL;
+        n = 0;
+    }
+    return event_pairs(events, n);
+#else
+    PyErr_SetString(PyExc_OSError, "wait_ready needs epoll (Linux)");
+    return NULL;
+#endif
+}
+
+/* gil_waiters() -> int: how many threads are back from wait_ready() and waiting for the GIL. */
+static PyObject *py_gil_waiters(PyObject *self, PyObject *unused) {
+    return PyLong_FromLong(__atomic_load_n(&gil_wanted, __ATOMIC_SEQ_CST));
 }
 
 static PyMethodDef methods[] = {
@@ -184,6 +253,11 @@ static PyMethodDef methods[] = {
      "recv(fd, size) -> bytes: socket.recv(size) on a non-blocking socket, holding the GIL."},
     {"poll_ready", (PyCFunction)(void (*)(void))py_poll_ready, METH_FASTCALL,
      "poll_ready(epfd, maxevents) -> [(fd, events)]: epoll.poll(0), holding the GIL."},
+    {"wait_ready", (PyCFunction)(void (*)(void))py_wait_ready, METH_FASTCALL,
+     "wait_ready(epfd, maxevents, timeout_ms) -> [(fd, events)]: epoll.poll(timeout), counted in GIL_WANTED "
+     "until the GIL is held again."},
+    {"gil_waiters", py_gil_waiters, METH_NOARGS,
+     "gil_waiters() -> int: threads back from wait_ready() that are waiting for the GIL."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -192,4 +266,15 @@ static struct PyModuleDef module = {
     "The Sender's non-blocking socket calls, made without releasing the GIL.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__sockio(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__sockio(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    /* The counter's address, for kproducer._speedups' send lane (PyCapsule_Import-style sharing). */
+    PyObject *cap = PyCapsule_New(&gil_wanted, "kproducer.network._sockio.GIL_WANTED", NULL);
+    if (cap == NULL || PyModule_AddObject(m, "GIL_WANTED", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

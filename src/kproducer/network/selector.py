@@ -28,10 +28,11 @@ import selectors
 import socket
 import ssl
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kproducer.network.protocol import Buffer
-from kproducer.network.sockio import poll_ready_for, recv, send_iov
+from kproducer.network.sockio import poll_ready_for, recv, send_iov, wait_ready_for
 
 _WAKE_BYTE = (b"\x00",)
 
@@ -111,6 +112,10 @@ class Selector:
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         # select(0) without releasing the GIL, where the C extension can (kproducer.network.sockio).
         self._ready_now = poll_ready_for(self._sel)
+        # The wait itself: select(timeout), counted for the C send lane's GIL hand-over where C runs.
+        self._wait: Callable[[float], list[tuple[selectors.SelectorKey, int]]] = (
+            wait_ready_for(self._sel) or self._sel.select
+        )
         self._wake_pending = False
         self._closed = False
         self._probe_ids = itertools.count(-(1 << 40), -1)
@@ -254,7 +259,7 @@ class Selector:
         ready_now = self._ready_now
         events = ready_now() if ready_now is not None else []
         if not events and (timeout_s > 0 or ready_now is None):
-            events = self._sel.select(max(0.0, timeout_s))
+            events = self._wait(max(0.0, timeout_s))
         for key, mask in events:
             ch = key.data
             if ch is None:

@@ -193,3 +193,32 @@ def test_a_wakeup_after_the_selector_closed_is_a_no_op() -> None:
     sel = Selector()
     sel.close_all()
     sel.wakeup()  # must not raise
+
+
+def test_wait_ready_answers_as_select_and_counts_nobody_after_it(pair: tuple[socket.socket, socket.socket]) -> None:
+    """wait_ready_for's wait gives sel.select(timeout)'s answer; once it returned, no thread is counted
+    as waiting for the GIL (the count the C send lane hands the GIL over by)."""
+    a, b = pair
+    sel = selectors.DefaultSelector()
+    try:
+        sel.register(a, selectors.EVENT_READ, "a")
+        sel.register(b, selectors.EVENT_READ, "b")
+        wait = sockio.wait_ready_for(sel)
+        if not sockio.HELD:
+            assert wait is None and sockio.GIL_WANTED is None
+            return
+        from kproducer.network import _sockio  # type: ignore[attr-defined]
+
+        assert wait is not None, "the C extension is in use: an epoll selector must get wait_ready"
+        assert wait(0.0) == sel.select(0) == []
+        b.send(b"to a")
+        assert {(k.data, ev) for k, ev in wait(5.0)} == {(k.data, ev) for k, ev in sel.select(5.0)} == {
+            ("a", selectors.EVENT_READ)
+        }
+        assert _sockio.gil_waiters() == 0
+        with pytest.raises(TypeError, match="wait_ready"):
+            _sockio.wait_ready(sel.fileno(), 1)
+        with pytest.raises(ValueError, match="negative"):
+            _sockio.wait_ready(-1, 1, 0)
+    finally:
+        sel.close()
