@@ -104,6 +104,9 @@ def _keys_of(sel: selectors.BaseSelector) -> Callable[[list[tuple[int, int]]], l
     return keys
 
 
+_LONGEST_WAIT_S = (2**31 - 1) / 1000
+
+
 def wait_ready_for(sel: selectors.BaseSelector) -> Callable[[float], list[tuple[selectors.SelectorKey, int]]] | None:
     """``sel.select(timeout)``, letting go of the GIL to wait and counted in ``GIL_WANTED``, or None.
 
@@ -118,7 +121,8 @@ def wait_ready_for(sel: selectors.BaseSelector) -> Callable[[float], list[tuple[
     get_map = sel.get_map()
 
     def wait(timeout_s: float) -> list[tuple[selectors.SelectorKey, int]]:
-        timeout_ms = min(math.ceil(timeout_s * 1000), 2**31 - 1) if timeout_s >= 0 else -1
+        # epoll takes a C int of milliseconds: a negative or longer timeout (24 days and more) waits for ever.
+        timeout_ms = math.ceil(timeout_s * 1000) if 0 <= timeout_s < _LONGEST_WAIT_S else -1
         return keys(wait_ready(epfd, max(len(get_map), 1), timeout_ms))
 
     return wait

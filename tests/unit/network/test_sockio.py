@@ -215,6 +215,10 @@ def test_wait_ready_answers_as_select_and_counts_nobody_after_it(pair: tuple[soc
         assert {(k.data, ev) for k, ev in wait(5.0)} == {(k.data, ev) for k, ev in sel.select(5.0)} == {
             ("a", selectors.EVENT_READ)
         }
+        _drain(a)
+        assert wait(0.001) == []
+        b.send(b"again")
+        assert [k.data for k, _ev in wait(float("inf"))] == ["a"]  # no timeout at all: ready at once here
         assert _sockio.gil_waiters() == 0
         with pytest.raises(TypeError, match="wait_ready"):
             _sockio.wait_ready(sel.fileno(), 1)
