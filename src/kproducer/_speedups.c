@@ -961,13 +961,17 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
  *
  * Producer.send() for the common call shape -- send(topic, value, key, callback=... or on_delivery=...)
  * with bytes (or None) key and value, a topic whose metadata is known, the built-in
- * partitioner, and room in the partition's open batch -- done in one native call.
+ * partitioner, and room in the partition's open batch (or, for a keyed record, no open batch)
+ * -- done in one native call, after handing the GIL to a Sender thread that waits for it
+ * (lane_hand_over_gil).
  * It appends to the same ProducerBatch / MemoryRecordsBuilder / RecordFuture objects
  * the Python accumulator uses, through the functions of the C types they build on
- * (each type writes only its own fields), under the same partition-deque lock. Whenever anything is out
- * of the ordinary (no open batch, the record does not fit, an
- * argument the lane does not handle) it changes nothing and hands the call, as it
- * came, to the Python send(), which defines the semantics. So does every call once
+ * (each type writes only its own fields), under the same partition-deque lock. A keyed
+ * record whose partition has no open batch gets one from the accumulator's own Python step
+ * (RecordAccumulator.append_new_batch, called under that lock; it never waits). Whenever
+ * anything else is out of the ordinary (a keyless record with no open batch, the record does
+ * not fit, no memory free now, an argument the lane does not handle) it changes nothing and
+ * hands the call, as it came, to the Python send(), which defines the semantics. So does every call once
  * the `gate` dict holds a value other than None under `gate_key`: the OpenTelemetry
  * API's global tracer provider (kproducer.tracing.ProducerTracing.should_trace makes
  * the same test in Python), since a traced send is made in Python. A provider that makes
