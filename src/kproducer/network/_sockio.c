@@ -155,6 +155,16 @@ static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 }
 
 #ifdef __linux__
+#define MAX_EVENTS 1024
+
+/* The maxevents argument of poll_ready and wait_ready, kept within 1..MAX_EVENTS; -1 with an exception. */
+static int max_events_of(PyObject *arg) {
+    int maxevents = as_int(arg);
+    if (maxevents == -1 && PyErr_Occurred()) return -1;
+    if (maxevents < 1) return 1;
+    return maxevents > MAX_EVENTS ? MAX_EVENTS : maxevents;
+}
+
 /* The n events epoll_wait reported, as a list of (fd, event mask) pairs. */
 static PyObject *event_pairs(const struct epoll_event *events, int n) {
     PyObject *out = PyList_New(n);
@@ -176,11 +186,9 @@ static PyObject *py_poll_ready(PyObject *self, PyObject *const *args, Py_ssize_t
 #ifdef __linux__
     int epfd = fd_of_two("poll_ready(epfd, maxevents)", args, nargs);
     if (epfd < 0) return NULL;
-    int maxevents = as_int(args[1]);
-    if (maxevents == -1 && PyErr_Occurred()) return NULL;
-    if (maxevents < 1) maxevents = 1;
-    if (maxevents > 1024) maxevents = 1024;
-    struct epoll_event events[1024];
+    int maxevents = max_events_of(args[1]);
+    if (maxevents < 0) return NULL;
+    struct epoll_event events[MAX_EVENTS];
     int n;
     do {
         n = epoll_wait(epfd, events, maxevents, 0);
@@ -211,14 +219,12 @@ static PyObject *py_wait_ready(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_ValueError, "wait_ready: negative file descriptor");
         return NULL;
     }
-    int maxevents = as_int(args[1]);
-    if (maxevents == -1 && PyErr_Occurred()) return NULL;
+    int maxevents = max_events_of(args[1]);
+    if (maxevents < 0) return NULL;
     int timeout_ms = as_int(args[2]);
     if (timeout_ms == -1 && PyErr_Occurred()) return NULL;
     if (timeout_ms < -1) timeout_ms = -1;
-    if (maxevents < 1) maxevents = 1;
-    if (maxevents > 1024) maxevents = 1024;
-    struct epoll_event events[1024];
+    struct epoll_event events[MAX_EVENTS];
     int n, err;
     Py_BEGIN_ALLOW_THREADS
     n = epoll_wait(epfd, events, maxevents, timeout_ms);
