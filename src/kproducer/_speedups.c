@@ -1013,6 +1013,7 @@ typedef struct {
     PyObject *metadata;      /* Metadata: .cluster is compared by identity, .touch() keeps topics alive */
     PyObject *accumulator;   /* RecordAccumulator: .closed */
     PyObject *wakeup;        /* the Sender's wakeup() */
+    PyObject *wake_for_new_batch; /* RecordRouter.wake_for_new_batch(now_ms), or NULL: wakeup() for a new batch too */
     PyObject *breaker;       /* the CircuitBreakManager, or None */
     PyObject *topics;        /* dict topic -> LaneTopic, valid while metadata holds current_cluster */
     PyObject *current_cluster; /* the Cluster snapshot the topics were registered with (one, not one per topic) */
@@ -1043,6 +1044,7 @@ static int lane_traverse(SendLane *self, visitproc visit, void *arg) {
     Py_VISIT(self->metadata);
     Py_VISIT(self->accumulator);
     Py_VISIT(self->wakeup);
+    Py_VISIT(self->wake_for_new_batch);
     Py_VISIT(self->breaker);
     Py_VISIT(self->topics);
     Py_VISIT(self->current_cluster);
@@ -1062,6 +1064,7 @@ static int lane_clear(SendLane *self) {
     Py_CLEAR(self->metadata);
     Py_CLEAR(self->accumulator);
     Py_CLEAR(self->wakeup);
+    Py_CLEAR(self->wake_for_new_batch);
     Py_CLEAR(self->breaker);
     Py_CLEAR(self->topics);
     Py_CLEAR(self->current_cluster);
@@ -1610,6 +1613,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
                               Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out) {
     int rc = LANE_SLOW;
     PyObject *opened = NULL;  /* the future of a record that opened a new batch (RecordAccumulator.append_new_batch) */
+    int opened_sendable = 0;  /* ... and a batch of its deque is sendable now (full, or another queued before it) */
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
@@ -1657,14 +1661,24 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
                partition (KIP-794), and that is the Python path's. */
             if (!keyed) goto out;
             PyObject *ts = PyLong_FromLongLong(timestamp), *now_obj = PyLong_FromLongLong(now);
+            PyObject *res = NULL;  /* (future, sendable now) or None */
             if (ts != NULL && now_obj != NULL) {
                 PyObject *args[9] = {self->accumulator, dq, topic, pkey, ts, key, value, callback, now_obj};
-                opened = PyObject_VectorcallMethod(s_append_new_batch, args, 9 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                res = PyObject_VectorcallMethod(s_append_new_batch, args, 9 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             }
             Py_XDECREF(ts);
             Py_XDECREF(now_obj);
-            if (opened == NULL) { rc = -1; goto out; }
-            if (opened == Py_None) { Py_CLEAR(opened); goto out; }
+            if (res == NULL) { rc = -1; goto out; }
+            if (res == Py_None) { Py_DECREF(res); goto out; }
+            if (!PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2) {
+                Py_DECREF(res);
+                PyErr_SetString(PyExc_TypeError, "RecordAccumulator.append_new_batch must return (future, bool) or None");
+                rc = -1;
+                goto out;
+            }
+            opened = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+            opened_sendable = PyTuple_GET_ITEM(res, 1) == Py_True;
+            Py_DECREF(res);
             rc = 0;
             goto out;
         }
@@ -1726,10 +1740,18 @@ out:
         if (rc != 0) { Py_XDECREF(opened); return rc; }
         future = opened;
     }
-    if (nb > 1 || full || opened != NULL) {
-        /* A batch is sendable (this one just filled, or an older one) or new: wake the Sender, as
-           the Python path does. */
+    if (nb > 1 || full || opened_sendable || (opened != NULL && self->wake_for_new_batch == NULL)) {
+        /* A batch is sendable (this one just filled, or an older one): wake the Sender, as the
+           Python path does. */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
+        if (r == NULL) { Py_DECREF(future); return -1; }
+        Py_DECREF(r);
+    } else if (opened != NULL) {
+        /* A new batch alone in its deque: the Sender needs waking only if it would look later than
+           the batch becomes sendable (RecordRouter.wake_for_new_batch, as the Python path). */
+        PyObject *now_obj = PyLong_FromLongLong(now);
+        PyObject *r = now_obj != NULL ? PyObject_CallOneArg(self->wake_for_new_batch, now_obj) : NULL;
+        Py_XDECREF(now_obj);
         if (r == NULL) { Py_DECREF(future); return -1; }
         Py_DECREF(r);
     }
@@ -1845,19 +1867,21 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                              "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
                              "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", "clock",
-                             "wall_clock", "gil_wanted", NULL};
+                             "wall_clock", "gil_wanted", "wake_for_new_batch", NULL};
     PyObject *slow, *metadata, *cluster_attr, *accumulator, *wakeup, *none_compression, *breaker = Py_None;
     PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None, *gil_wanted = Py_None;
+    PyObject *wake_for_new_batch = Py_None;
     PyObject *check_callback, *report_type;
     PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOOO", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOOOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
                                      &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
                                      &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
-                                     &key_hash, &empty_key_keyless, &clock, &wall_clock, &gil_wanted))
+                                     &key_hash, &empty_key_keyless, &clock, &wall_clock, &gil_wanted,
+                                     &wake_for_new_batch))
         return NULL;
     int *gil_wanted_counter = NULL;
     if (gil_wanted != Py_None) {
@@ -1866,6 +1890,10 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     if (gate != Py_None && (!PyDict_Check(gate) || !PyUnicode_Check(gate_key))) {
         PyErr_SetString(PyExc_TypeError, "gate must be a dict and gate_key a str (or gate None)");
+        return NULL;
+    }
+    if (wake_for_new_batch != Py_None && !PyCallable_Check(wake_for_new_batch)) {
+        PyErr_SetString(PyExc_TypeError, "wake_for_new_batch must be a callable taking the time in milliseconds, or None");
         return NULL;
     }
     if ((clock != Py_None && !PyCallable_Check(clock)) || (wall_clock != Py_None && !PyCallable_Check(wall_clock))) {
@@ -1887,6 +1915,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(metadata); self->metadata = metadata;
     Py_INCREF(accumulator); self->accumulator = accumulator;
     Py_INCREF(wakeup); self->wakeup = wakeup;
+    self->wake_for_new_batch = wake_for_new_batch != Py_None ? Py_NewRef(wake_for_new_batch) : NULL;
     Py_INCREF(breaker); self->breaker = breaker;
     Py_INCREF(none_compression); self->none_compression = none_compression;
     Py_INCREF(cluster_attr); self->cluster_attr = cluster_attr;

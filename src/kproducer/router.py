@@ -125,6 +125,7 @@ class RecordRouter:
         pool: BufferPool,
         clock_ms: Callable[[], int],
         wakeup: Callable[[], None],
+        wakeup_by: Callable[[int], None],
         sensors: ProducerSensors,
         breaker_manager: CircuitBreakManager | None,
         partitioner: Any,
@@ -149,6 +150,7 @@ class RecordRouter:
         self._pool = pool
         self._clock = clock_ms
         self._wakeup = wakeup
+        self._wakeup_by = wakeup_by
         self._sensors = sensors
         self._breaker = breaker_manager
         self._partitioner = partitioner
@@ -323,6 +325,15 @@ class RecordRouter:
             partition=partition,
         )
 
+    def wake_for_new_batch(self, now_ms: int) -> None:
+        """Tell the Sender of a batch just opened (not full, alone in its deque), unless it will look by then.
+
+        Java wakes the Sender for every new batch; this wakes it only when it would
+        otherwise look at the partitions later than the batch becomes sendable
+        (``NetworkClient.wakeup_by``). The C send lane calls this for the batches it opens.
+        """
+        self._wakeup_by(self._acc.new_batch_sendable_at(now_ms))
+
     def _append_one(
         self,
         topic: str,
@@ -347,8 +358,10 @@ class RecordRouter:
             topic, chosen, timestamp, key_bytes, value_bytes, headers, on_delivery, max_block_ms, False, now, cluster,
             memory=memory, block=block,
         )
-        if result.batch_is_full or result.new_batch_created:
+        if result.batch_is_full:
             self._wakeup()
+        elif result.new_batch_created:
+            self.wake_for_new_batch(now)
         lane = self.lane
         if lane is not None and memory is None and cluster is self._md.cluster:
             # Later sends to this topic may take the C lane (while metadata holds this snapshot);

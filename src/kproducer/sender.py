@@ -339,7 +339,10 @@ class Sender:
             probe_delay = self._breaker_manager.next_probe_delay_ms(now)
             if probe_delay is not None:
                 poll_timeout = min(poll_timeout, max(probe_delay, 1))
-        if ready_nodes and any(batches_by_node.values()):
+        if ready_nodes and any(batches_by_node.values()) and acc.drain_left_batches:
+            # Java loops again at once after every drain; only a batch left behind can be sendable
+            # now. Otherwise the ready pass's delay stands: a batch appended since then was either
+            # seen by it or wakes this thread (NetworkClient.wakeup_by).
             poll_timeout = 0
         for node_id, batches in batches_by_node.items():
             if batches:

@@ -88,6 +88,8 @@ class MockClient:
     _scripts: dict[int, deque[Responder]] = field(default_factory=dict)
     _in_flight: list[tuple[ClientRequest, Any]] = field(default_factory=list)
     wakeups: int = 0
+    #: The deadline of every ``wakeup_by`` (a new batch's: when it becomes sendable), in order.
+    wakeup_deadlines: list[int] = field(default_factory=list)
     #: Called on every wakeup (a test's latch: another thread asked the Sender to run).
     on_wakeup: Callable[[], None] | None = None
     closed: bool = False
@@ -199,6 +201,12 @@ class MockClient:
         self.wakeups += 1
         if self.on_wakeup is not None:
             self.on_wakeup()
+
+    def wakeup_by(self, deadline_ms: int) -> None:
+        # This client never waits in poll(): every call counts as a wakeup, as it would for a
+        # NetworkClient whose Sender is not waiting. The deadlines are kept for the tests.
+        self.wakeup_deadlines.append(deadline_ms)
+        self.wakeup()
 
     def close(self) -> None:
         self.closed = True

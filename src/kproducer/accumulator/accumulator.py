@@ -344,6 +344,8 @@ class RecordAccumulator:
         self._muted: set[TopicPartition] = set()
         self._node_stats: dict[int, NodeLatencyStats] = {}
         self._drain_index: dict[int, int] = {}
+        # Whether the last drain() left a batch in a deque it looked at (Sender thread only).
+        self.drain_left_batches = False
         # Topics that may hold batches (a superset: ready() drops those it finds empty). The Sender's
         # ready/drain/expiry passes visit these instead of every topic ever produced to: with
         # thousands of known topics (KIP-526) and a few active at a time, that is the difference
@@ -763,7 +765,7 @@ class RecordAccumulator:
         value: bytes | None,
         callback: DeliveryCallback | None,
         now_ms: int,
-    ) -> RecordFuture | None:
+    ) -> tuple[RecordFuture, bool] | None:
         """Open a batch for one keyed record, for the C send lane, which holds ``dq``'s lock (Java's ``appendNewBatch``).
 
         The lane appends to a partition's open batch itself; when the partition has none
@@ -775,6 +777,11 @@ class RecordAccumulator:
         partition the circuit breaker is vacating); the lane then runs that path. A batch
         whose last record has no room is not this method's either: the Python path first
         lets it grow (KIP-782). The record is pinned to its partition, as keyed records are.
+
+        Returns the record's future and whether a batch of the deque is sendable now
+        (Java's ``batchIsFull``: this one is full, or another is queued before it): the
+        lane then wakes the Sender, and otherwise tells it of the new batch through
+        ``RecordRouter.wake_for_new_batch``.
         """
         # Counted as an append in progress until the batch is incomplete, so that a forced
         # close (abort_incomplete_batches) started meanwhile waits for it and aborts it.
@@ -798,7 +805,7 @@ class RecordAccumulator:
                 self.free.deallocate(buffer, len(buffer))
                 raise IllegalStateError(f"a new batch for {tp} refused its first record")
             self._enqueue_new_batch(self._topic(topic), dq, batch)
-            return future
+            return future, len(dq.batches) > 1 or batch.is_full()
         finally:
             self._appends_in_progress.pop()
 
@@ -858,6 +865,19 @@ class RecordAccumulator:
         if retry_at is None or breaker.probe_in_flight(tp):
             return NO_DELAY
         return None if now_ms >= retry_at else retry_at - now_ms
+
+    def new_batch_sendable_at(self, now_ms: int) -> int:
+        """When a batch opened at ``now_ms``, not full, becomes sendable by :meth:`ready`'s rule.
+
+        At once while the producer closes, a flush is in progress or a thread waits for
+        memory; else when linger.ms has passed. The caller that opened the batch wakes
+        the Sender only if it would not look at its partitions by then
+        (``NetworkClient.wakeup_by``). A full batch, or one behind another, is sendable
+        now and always wakes it.
+        """
+        if self.closed or self._flushes_in_progress > 0 or self.free.queued() > 0:
+            return now_ms
+        return now_ms + self.linger_ms
 
     def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
         """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``).
@@ -990,8 +1010,16 @@ class RecordAccumulator:
     def drain(
         self, cluster: Cluster, node_ids: Iterable[int], max_request_size: int, now_ms: int
     ) -> dict[int, list[ProducerBatch]]:
-        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``)."""
+        """The batches to send, per node: at most ``max_request_size`` bytes each, at least one batch (Java's ``RecordAccumulator.drain``).
+
+        Afterwards :attr:`drain_left_batches` says whether a partition of those nodes still
+        holds a batch: one queued behind the batch taken, or one the drain passed over
+        (muted, backing off, waiting for its transaction or its compression, or past the
+        request's size). Only then may another loop find something to send at once; Java's
+        Sender loops again after every drain (a poll timeout of 0) without asking.
+        """
         out: dict[int, list[ProducerBatch]] = {}
+        self.drain_left_batches = False
         for node_id in node_ids:
             out[node_id] = self._drain_node(cluster, node_id, max_request_size, now_ms)
         return out
@@ -1038,12 +1066,16 @@ class RecordAccumulator:
         # the same visit order as walking every partition, without the empty ones.
         candidates = self._drain_candidates(cluster, node_id, parts)
         k = bisect.bisect_left(candidates, start)
+        # Whether a deque visited here still holds a batch when the drain is done; a partition
+        # passed over keeps its batches (every ``continue`` below the emptiness check).
+        left = False
         for i in candidates[k:] + candidates[:k]:
             # Next time start after this partition, unless we stop at it below.
             self._drain_index[node_id] = (i + 1) % n
             part = parts[i]
             tp = TopicPartition(part.topic, part.partition)
             if tp in self._muted:
+                left = True
                 continue
             dq = self._deque(tp)
             if dq is None:
@@ -1051,6 +1083,7 @@ class RecordAccumulator:
             with dq.lock:
                 if not dq.batches:
                     continue
+                left_before, left = left, True  # until its batch is taken below
                 first = dq.batches[0]
                 if first.attempts > 0 and first.waited_time_ms(now_ms) < batch_backoff_ms(first):
                     continue
@@ -1091,6 +1124,7 @@ class RecordAccumulator:
                 if breaker is not None and breaker.is_muted(tp) and not breaker.allow_probe(tp, now_ms):
                     continue
                 batch = dq.batches.popleft()
+                left = left_before or bool(dq.batches)
                 if excess > 0 and self._routing is not None:
                     with self._incomplete.lock:
                         self._in_flight_growth[node_id] = self._in_flight_growth.get(node_id, 0) + excess
@@ -1112,6 +1146,8 @@ class RecordAccumulator:
             size += batch.estimated_size_in_bytes()
             ready.append(batch)
             batch.drained(now_ms)
+        if left:
+            self.drain_left_batches = True
         if ready:
             self._record_drained(ready, now_ms)
         return ready

@@ -1,7 +1,7 @@
 """NetworkClient: connections, in-flight tracking and I/O for one thread (the Sender's).
 
-Modelled on the Java client's NetworkClient + InFlightRequests. Only ``wakeup()`` may be called
-from other threads; callbacks fire inside ``poll`` on the owning thread. Its parts live next to it:
+Modelled on the Java client's NetworkClient + InFlightRequests. Only ``wakeup()`` and ``wakeup_by()`` may
+be called from other threads; callbacks fire inside ``poll`` on the owning thread. Its parts live next to it:
 ``connection_states`` (ConnectionState and each node's state, as ClusterConnectionStates),
 ``metadata_updater`` (DefaultMetadataUpdater), ``client_request`` (ClientRequest, ClientResponse,
 request bodies), ``dns`` (bootstrap and node resolution), ``listener_probes`` (telling a wrong
@@ -63,6 +63,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# NetworkClient._wait_ends_ms while poll() is not waiting (clock values are never negative).
+NOT_WAITING = -1
 
 
 def security_options(cfg: Any) -> dict[str, Any]:
@@ -132,6 +135,9 @@ class NetworkClient:
         self._ssl_context = ssl_context
         self._rng = rng
         self._clock = clock_ms
+        # When poll()'s current wait ends (clock ms), or NOT_WAITING: read by wakeup_by() on callers'
+        # threads, written only by the thread that polls.
+        self._wait_ends_ms = NOT_WAITING
         # Both exponential with +-20% jitter, capped at their maximum (KIP-144, KIP-601).
         self._reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, jitter=0.2, rng=rng)
         self._setup_timeout = ExponentialBackoff(
@@ -420,6 +426,29 @@ class NetworkClient:
     def wakeup(self) -> None:
         self._selector.wakeup()
 
+    def wakeup_by(self, deadline_ms: int) -> None:
+        """Make the polling thread look at its work by ``deadline_ms``: wake it unless its wait ends by then.
+
+        Java's producer wakes the Sender for every new batch, so that a Sender asleep
+        on a long poll sees it; but a batch that is not full becomes sendable only
+        when linger.ms has passed (``RecordAccumulator.new_batch_sendable_at``), and
+        while the Sender waits for an earlier deadline (another batch's linger, a
+        request timeout) that wakeup only buys it a loop that finds nothing to send.
+        librdkafka wakes its broker thread for new messages only when that brings the
+        thread's wakeup forward, for the same reason.
+
+        This is safe because the Sender runs its ready pass after every poll before it
+        waits again, and because the wait's end is published only while it waits: a
+        caller that sees NOT_WAITING (the Sender is running, perhaps past this
+        batch's partition in its ready pass) wakes it. The deque locks order the
+        caller's new batch against the Sender's ready pass, so a caller that sees a
+        published end sees the end of a wait whose ready pass either saw the batch or
+        ends by ``deadline_ms`` anyway.
+        """
+        ends = self._wait_ends_ms
+        if ends == NOT_WAITING or ends > deadline_ms:
+            self._selector.wakeup()
+
     # ------------------------------------------------------------- metadata
     def least_loaded_node(self, now: int) -> int | None:
         """The ready node with the fewest in-flight requests; else a connecting one; else one we may connect to."""
@@ -462,8 +491,12 @@ class NetworkClient:
         if self._completed:
             timeout_ms = 0
         metadata_timeout = self._metadata_updater.maybe_update(now)
-        timeout_ms = min(timeout_ms, metadata_timeout, self._next_deadline(now))
-        result = self._selector.poll(max(0, timeout_ms) / 1000.0)
+        timeout_ms = max(0, min(timeout_ms, metadata_timeout, self._next_deadline(now)))
+        self._wait_ends_ms = self._clock() + timeout_ms
+        try:
+            result = self._selector.poll(timeout_ms / 1000.0)
+        finally:
+            self._wait_ends_ms = NOT_WAITING
         now = self._clock()
         if self._unwritten:
             self._completed += self._in_flight.complete_written(self._selector.bytes_sent, result.bytes_written, now)

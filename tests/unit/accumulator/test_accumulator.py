@@ -311,6 +311,50 @@ def test_drain_skips_muted_partitions_and_other_nodes() -> None:
     complete_all(acc, cluster, clock)
 
 
+
+def test_drain_says_whether_it_left_a_batch_behind() -> None:
+    """Only a batch left behind can make another loop send at once (the Sender polls 0 only then)."""
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=4, nodes=1)
+    for p in range(3):
+        append(acc, p, clock)
+    taken = acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(taken) == 3 and not acc.drain_left_batches
+    for _ in range(9):  # two batches on partition 0: the drain takes the first
+        append(acc, 0, clock)
+    taken += acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(taken) == 4 and acc.drain_left_batches
+    append(acc, 1, clock)
+    acc.mute_partition(TopicPartition("t", 1))  # passed over (ordering): its batch stays
+    taken += acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert len(taken) == 5 and acc.drain_left_batches
+    acc.unmute_partition(TopicPartition("t", 1))
+    append(acc, 2, clock)
+    taken += acc.drain(cluster, {0}, 1, clock.now)[0]  # one batch per request: the request is full
+    assert acc.drain_left_batches
+    taken += acc.drain(cluster, {0}, 10**6, clock.now)[0]
+    assert not acc.drain_left_batches and not acc.has_undrained()
+    for b in taken:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
+
+
+def test_a_new_batch_is_sendable_after_linger_unless_something_hurries_the_sender() -> None:
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, linger_ms=LINGER)
+    assert acc.new_batch_sendable_at(clock.now) == clock.now + LINGER
+    acc.begin_flush()
+    assert acc.new_batch_sendable_at(clock.now) == clock.now  # a flush sends everything now
+    acc.end_flush()
+    acc.free.add_external_waiter(1)  # a caller waits for memory: ready() sends without lingering
+    assert acc.new_batch_sendable_at(clock.now) == clock.now
+    acc.free.add_external_waiter(-1)
+    assert acc.new_batch_sendable_at(clock.now) == clock.now + LINGER
+    acc.close()
+    assert acc.new_batch_sendable_at(clock.now) == clock.now
+
 class FakeTransactionManager:
     def __init__(self) -> None:
         self.sequences: dict[TopicPartition, int] = {}

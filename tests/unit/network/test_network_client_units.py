@@ -577,3 +577,40 @@ def test_a_connection_counts_as_stalled_from_the_start_of_its_setup(monkeypatch:
         assert c.stalled_connections(clock.now, 300) == {-1: started}
     finally:
         c.close()
+
+
+def test_wakeup_by_wakes_a_poll_whose_wait_ends_later_and_only_that(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new batch needs the Sender by when it becomes sendable: a wait that ends by then is left alone."""
+    clock = FakeClock(1_000)
+    client = _client("127.0.0.1:9", clock_ms=clock)
+    wakes: list[bool] = []
+    real_wakeup = client._selector.wakeup
+
+    def counted() -> None:
+        wakes.append(True)
+        real_wakeup()
+
+    monkeypatch.setattr(client._selector, "wakeup", counted)
+    try:
+        # Not in a poll (the Sender is running, perhaps past the batch's partition): always woken.
+        client.wakeup_by(10**9)
+        assert len(wakes) == 1
+        client.poll(0, clock())  # takes the wakeup byte
+        # In a poll of a minute on the fake clock, its wait ending at 61,000.
+        returned = threading.Event()
+        poller = threading.Thread(target=lambda: (client.poll(60_000, clock()), returned.set()), daemon=True)
+        poller.start()
+        deadline = time.monotonic() + LATCH_S
+        while client._wait_ends_ms != 61_000:
+            assert time.monotonic() < deadline, "the poll never published when its wait ends"
+            time.sleep(0.001)
+        client.wakeup_by(61_000)  # it looks by then anyway
+        client.wakeup_by(70_000)
+        assert len(wakes) == 1 and not returned.is_set()
+        client.wakeup_by(60_999)  # it would look a millisecond late
+        assert len(wakes) == 2
+        assert returned.wait(LATCH_S), "wakeup_by() with an earlier deadline did not end the poll"
+        poller.join(LATCH_S)
+        assert client._wait_ends_ms == -1  # no longer waiting: the next wakeup_by() wakes
+    finally:
+        client.close()

@@ -31,6 +31,7 @@ PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
 native_only = pytest.mark.skipif(PURE, reason="the pure-Python pass has no C send lane (test_no_lane_in_the_pure_pass)")
 
 PARTITIONS = 4
+LINGER_MS = 7
 
 
 def _accumulator(rig: ProducerRig) -> Any:
@@ -53,12 +54,12 @@ def _key_for(partition: int) -> bytes:
 
 def _drain_all(rig: ProducerRig, futures: list[Any]) -> None:
     rig.client.prepare(ApiKey.PRODUCE, *[produce_response(base_offset=0) for _ in range(PARTITIONS)])
-    rig.run_until(lambda: all(f.done() for f in futures), loops=20)
+    rig.run_until(lambda: all(f.done() for f in futures), loops=20, step_ms=LINGER_MS)
 
 
 def _rig(config: dict[str, Any] | None = None) -> ProducerRig:
     assert native.c is not None, "the C extension kproducer._speedups is not built: run `make test` to build it"
-    rig = ProducerRig({"acks": "1", **(config or {})}, topics={"a": PARTITIONS})
+    rig = ProducerRig({"acks": "1", "linger.ms": LINGER_MS, **(config or {})}, topics={"a": PARTITIONS})
     # The first send registers the topic with the lane, and each partition's first record makes its
     # deque (both on the Python path); drained, no batch is left.
     _drain_all(rig, [rig.producer.send("a", b"warm", _key_for(p)) for p in range(PARTITIONS)])
@@ -80,6 +81,9 @@ def test_a_keyed_record_opens_its_partitions_batch_in_the_lane() -> None:
         ]
         assert lane.fast_calls - calls == PARTITIONS, "the lane handed new batches to Python"
         assert rig.client.wakeups - wakeups == PARTITIONS, "a new batch must wake the Sender"
+        # Each alone in its deque and not full: the Sender is told when it becomes sendable (now +
+        # linger.ms), as the Python path tells it (RecordRouter.wake_for_new_batch).
+        assert rig.client.wakeup_deadlines[-PARTITIONS:] == [rig.clock() + LINGER_MS] * PARTITIONS
         deques, _ = acc.partition_state("a")
         for p in range(PARTITIONS):
             (batch,) = deques[p].batches
@@ -110,9 +114,11 @@ def test_a_batch_closed_for_appends_is_followed_by_a_new_one_from_the_lane() -> 
         deques, _ = acc.partition_state("a")
         (first,) = deques[1].batches
         first.close_for_record_appends()
-        calls = lane.fast_calls
+        calls, wakeups, deadlines = lane.fast_calls, rig.client.wakeups, len(rig.client.wakeup_deadlines)
         futures.append(rig.producer.send("a", b"second", key))
         assert lane.fast_calls - calls == 1
+        # The closed batch ahead of the new one is sendable now: a plain wakeup, as in Java.
+        assert (rig.client.wakeups - wakeups, len(rig.client.wakeup_deadlines) - deadlines) == (1, 0)
         assert [b.record_count for b in deques[1].batches] == [1, 1]
         assert deques[1].batches[0] is first
         _drain_all(rig, futures)

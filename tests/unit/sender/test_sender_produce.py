@@ -202,3 +202,44 @@ def test_record_size_max_is_the_largest_record_sent_and_avg_each_batch_mean(make
     metrics = rig.producer.metrics()
     assert metrics["record-size-max"] == len(encoded[1])  # the 500-byte value's record, not the mean
     assert metrics["record-size-avg"] == pytest.approx(sum(map(len, encoded)) / 3)
+
+
+def test_after_a_drain_that_left_nothing_the_sender_waits_for_the_next_deadline(make_rig: MakeRig) -> None:
+    """Java loops again at once after every drain; here only a batch left behind makes the poll 0."""
+    rig = make_rig({"linger.ms": 100}, nodes=1)
+    rig.send(partition=0)
+    rig.clock.advance(40)
+    rig.send(partition=1)  # sendable 60 ms after the first
+    rig.clock.advance(60)
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 0))
+    rig.client.poll_timeouts.clear()
+    rig.run()
+    # The first batch's linger passed: both went in one request (Java's drain takes every partition
+    # of a ready leader), and nothing is left to send, so the poll waits instead of spinning.
+    (body,) = rig.produce_bodies()
+    assert sorted(body.partitions) == [TopicPartition("t", 0), TopicPartition("t", 1)]
+    assert rig.client.poll_timeouts[-1] > 0
+
+
+def test_after_a_drain_that_left_a_batch_behind_the_sender_loops_at_once(make_rig: MakeRig) -> None:
+    rig = make_rig({"linger.ms": 60_000, "batch.size": 1024, "batch.max.size": 1024})
+    for _ in range(7):  # three full batches' worth on one partition: the drain takes the first only
+        rig.send(bytes(300))
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 0))
+    rig.client.poll_timeouts.clear()
+    rig.run()
+    assert [b.record_count for b in rig.batches()] == [3]
+    assert rig.client.poll_timeouts[-1] == 0
+
+
+def test_a_new_batch_tells_the_sender_when_it_becomes_sendable(make_rig: MakeRig) -> None:
+    """Not full and alone in its deque, a new batch needs the Sender by linger.ms (NetworkClient.wakeup_by)."""
+    rig = make_rig({"linger.ms": 25, "batch.size": 1024, "batch.max.size": 1024})
+    wakeups = rig.client.wakeups
+    rig.send(bytes(300))
+    assert rig.client.wakeup_deadlines == [rig.clock() + 25]
+    rig.send(bytes(300))  # appended to the open batch: nobody is told
+    rig.send(bytes(300))
+    assert (rig.client.wakeups - wakeups, rig.client.wakeup_deadlines) == (1, [rig.clock() + 25])
+    rig.send(bytes(300))  # no room: a new batch behind the closed one, which is sendable now
+    assert (rig.client.wakeups - wakeups, len(rig.client.wakeup_deadlines)) == (2, 1)
