@@ -1029,6 +1029,7 @@ typedef struct {
     PyObject *wall_clock;    /* the producer's create-time milliseconds, or NULL: CLOCK_REALTIME read here */
     PyObject *gil_wanted_capsule; /* kproducer.network._sockio.GIL_WANTED, or NULL */
     int *gil_wanted;         /* its counter: Sender threads back from their wait, wanting the GIL */
+    int64_t hand_over_after_ns; /* CLOCK_MONOTONIC: no hand-over before then (one per GIL_HAND_OVER_INTERVAL_NS) */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *partitioner_type;
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
@@ -1786,18 +1787,29 @@ static inline int kw_is(PyObject *name, const char *s) {
 
 /* The longest a send() lets go of the GIL for a Sender thread that wants it, in nanoseconds. */
 #define GIL_HAND_OVER_NS 500000
+/* The least time between two hand-overs by one lane, in nanoseconds. Every hand-over buys the Sender
+   a loop, whose cost the caller waits for; a send() loop handing over at every chance (the Sender
+   wants the GIL back every few hundred microseconds while batches fill fast) spent most of its time
+   in Sender loops that each carried a batch or two. A millisecond keeps the Sender's wait for the GIL
+   a fifth of the switch interval, and the batches a caller fills in between go out together. */
+#define GIL_HAND_OVER_INTERVAL_NS 1000000
 
 /* A Sender thread is back from waiting for its sockets (kproducer.network._sockio.wait_ready) and
  * waits for the GIL, which this caller holds. A caller busy in Python would keep it until its switch
  * interval (5 ms) ran out, and every response and every linger expiry would wait that long to be
  * handled; so the caller lets go of the GIL until the count says that thread has it (or a bounded
- * while has passed: the next send() looks again), then takes it back, waiting its turn. This is a
+ * while has passed: the next send() looks again), then takes it back, waiting its turn; at most once
+ * per GIL_HAND_OVER_INTERVAL_NS (until then the Sender waits, as for any thread holding the GIL). This is a
  * hand-over at a point where the lane holds no lock and has read nothing yet, not a lock elided:
  * CPython's GIL stays what decides who runs. A free-threaded build has no GIL to hand over. */
-static void lane_hand_over_gil(int *wanted) {
+static void lane_hand_over_gil(SendLane *self) {
 #ifndef Py_GIL_DISABLED
+    int *wanted = self->gil_wanted;
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t start_ns = start.tv_sec * 1000000000LL + start.tv_nsec;
+    if (start_ns < self->hand_over_after_ns) return;
+    self->hand_over_after_ns = start_ns + GIL_HAND_OVER_INTERVAL_NS;
     Py_BEGIN_ALLOW_THREADS
     while (__atomic_load_n(wanted, __ATOMIC_SEQ_CST) > 0) {
         sched_yield();
@@ -1812,7 +1824,7 @@ static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size
     SendLane *self = (SendLane *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (self->gil_wanted != NULL && __atomic_load_n(self->gil_wanted, __ATOMIC_RELAXED) > 0)
-        lane_hand_over_gil(self->gil_wanted);
+        lane_hand_over_gil(self);
     if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
     if (self->gate != NULL) {
         /* One dict look-up: a traced send is Python's (kproducer.tracing). */
@@ -1927,6 +1939,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->wall_clock = wall_clock != Py_None ? Py_NewRef(wall_clock) : NULL;
     self->gil_wanted_capsule = gil_wanted != Py_None ? Py_NewRef(gil_wanted) : NULL;
     self->gil_wanted = gil_wanted_counter;
+    self->hand_over_after_ns = 0;
     if (gate != Py_None) {
         Py_INCREF(gate); self->gate = gate;
         Py_INCREF(gate_key); self->gate_key = gate_key;

@@ -201,15 +201,19 @@ class Selector:
         return ch is not None and not ch.connecting
 
     def send(self, conn_id: int, buffers: list[Buffer]) -> None:
-        """Queue buffers for writing; they go out on the next ``poll`` (or now, if the socket allows)."""
+        """Queue buffers for writing; they go out on the next ``poll``.
+
+        ``poll`` writes before it waits, and asks the selector for writability only for
+        what the socket did not take then: registering it here first would cost two
+        ``epoll_ctl`` calls per request (on, then off once written) for a socket that is
+        almost always writable.
+        """
         ch = self._channels[conn_id]
         for b in buffers:
             mv = b if isinstance(b, memoryview) else memoryview(b)
             if mv.nbytes:
                 ch.pending.append(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv)
                 ch.pending_bytes += mv.nbytes
-        if not ch.connecting:
-            self._update_interest(ch)
 
     def pending_bytes(self, conn_id: int) -> int:
         ch = self._channels.get(conn_id)
