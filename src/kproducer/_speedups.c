@@ -1030,6 +1030,10 @@ typedef struct {
     PyObject *gil_wanted_capsule; /* kproducer.network._sockio.GIL_WANTED, or NULL */
     int *gil_wanted;         /* its counter: Sender threads back from their wait, wanting the GIL */
     int64_t hand_over_after_ns; /* CLOCK_MONOTONIC: no hand-over before then (one per GIL_HAND_OVER_INTERVAL_NS) */
+    int64_t last_hand_over_ns;  /* CLOCK_MONOTONIC of the last hand-over */
+    int64_t rate_window_ns;     /* CLOCK_MONOTONIC: since when calls_in_window counts */
+    int64_t calls_in_window;    /* calls to the lane since rate_window_ns */
+    int tight_loop;             /* the last window's calls came more often than GIL_HAND_OVER_TIGHT_LOOP_NS */
     PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *partitioner_type;
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
@@ -1793,13 +1797,27 @@ static inline int kw_is(PyObject *name, const char *s) {
    in Sender loops that each carried a batch or two. A millisecond keeps the Sender's wait for the GIL
    a fifth of the switch interval, and the batches a caller fills in between go out together. */
 #define GIL_HAND_OVER_INTERVAL_NS 1000000
+/* A caller that called send() more often than once per GIL_HAND_OVER_TIGHT_LOOP_NS over the last
+   GIL_HAND_OVER_RATE_WINDOW_NS does little else between sends: its own throughput is what a
+   hand-over costs, and the batches it fills meanwhile are what makes the Sender's next loop worth
+   its cost. It hands the GIL over only once GIL_HAND_OVER_TIGHT_LOOP_INTERVAL_NS have passed
+   (CPython's default switch interval: as long as the Sender would wait for any thread busy in
+   Python). A caller with work of its own between sends (a CPU-bound application, the case the
+   hand-over is for) calls send() less often and keeps the one-millisecond interval; the window is
+   long enough that its burst of sends after a pause (a garbage collection) does not count as a
+   tight loop. */
+#define GIL_HAND_OVER_TIGHT_LOOP_NS 5000
+#define GIL_HAND_OVER_RATE_WINDOW_NS 20000000
+#define GIL_HAND_OVER_TIGHT_LOOP_INTERVAL_NS 5000000
 
 /* A Sender thread is back from waiting for its sockets (kproducer.network._sockio.wait_ready) and
  * waits for the GIL, which this caller holds. A caller busy in Python would keep it until its switch
  * interval (5 ms) ran out, and every response and every linger expiry would wait that long to be
  * handled; so the caller lets go of the GIL until the count says that thread has it (or a bounded
  * while has passed: the next send() looks again), then takes it back, waiting its turn; at most once
- * per GIL_HAND_OVER_INTERVAL_NS (until then the Sender waits, as for any thread holding the GIL). This is a
+ * per GIL_HAND_OVER_INTERVAL_NS, or GIL_HAND_OVER_TIGHT_LOOP_INTERVAL_NS in a tight send() loop (until
+ * then the Sender waits, as for any thread holding the GIL). Only the thread holding the GIL reads or
+ * writes the lane's hand-over fields. This is a
  * hand-over at a point where the lane holds no lock and has read nothing yet, not a lock elided:
  * CPython's GIL stays what decides who runs. A free-threaded build has no GIL to hand over. */
 static void lane_hand_over_gil(SendLane *self) {
@@ -1809,7 +1827,17 @@ static void lane_hand_over_gil(SendLane *self) {
     clock_gettime(CLOCK_MONOTONIC, &start);
     int64_t start_ns = start.tv_sec * 1000000000LL + start.tv_nsec;
     if (start_ns < self->hand_over_after_ns) return;
+    int64_t window = start_ns - self->rate_window_ns;
+    if (window >= GIL_HAND_OVER_RATE_WINDOW_NS) {
+        self->tight_loop = self->calls_in_window * GIL_HAND_OVER_TIGHT_LOOP_NS < window ? 0 : 1;
+        self->rate_window_ns = start_ns;
+        self->calls_in_window = 0;
+    }
+    if (start_ns < self->hand_over_after_ns) return;
+    if (self->tight_loop && start_ns - self->last_hand_over_ns < GIL_HAND_OVER_TIGHT_LOOP_INTERVAL_NS)
+        return;  /* a tight send() loop: see GIL_HAND_OVER_TIGHT_LOOP_NS */
     self->hand_over_after_ns = start_ns + GIL_HAND_OVER_INTERVAL_NS;
+    self->last_hand_over_ns = start_ns;
     Py_BEGIN_ALLOW_THREADS
     while (__atomic_load_n(wanted, __ATOMIC_SEQ_CST) > 0) {
         sched_yield();
@@ -1823,6 +1851,7 @@ static void lane_hand_over_gil(SendLane *self) {
 static PyObject *lane_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     SendLane *self = (SendLane *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    self->calls_in_window++;
     if (self->gil_wanted != NULL && __atomic_load_n(self->gil_wanted, __ATOMIC_RELAXED) > 0)
         lane_hand_over_gil(self);
     if (!self->enabled || nargs < 1 || nargs > 3 || !PyUnicode_CheckExact(args[0])) goto slow;
@@ -1940,6 +1969,10 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->gil_wanted_capsule = gil_wanted != Py_None ? Py_NewRef(gil_wanted) : NULL;
     self->gil_wanted = gil_wanted_counter;
     self->hand_over_after_ns = 0;
+    self->last_hand_over_ns = 0;
+    self->rate_window_ns = 0;
+    self->calls_in_window = 0;
+    self->tight_loop = 0;
     if (gate != Py_None) {
         Py_INCREF(gate); self->gate = gate;
         Py_INCREF(gate_key); self->gate_key = gate_key;
