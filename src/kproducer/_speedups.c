@@ -1833,7 +1833,6 @@ static void lane_hand_over_gil(SendLane *self) {
         self->rate_window_ns = start_ns;
         self->calls_in_window = 0;
     }
-    if (start_ns < self->hand_over_after_ns) return;
     if (self->tight_loop && start_ns - self->last_hand_over_ns < GIL_HAND_OVER_TIGHT_LOOP_INTERVAL_NS)
         return;  /* a tight send() loop: see GIL_HAND_OVER_TIGHT_LOOP_NS */
     self->hand_over_after_ns = start_ns + GIL_HAND_OVER_INTERVAL_NS;
