@@ -438,7 +438,8 @@ class NetworkClient:
         thread's wakeup forward, for the same reason.
 
         This is safe because the Sender runs its ready pass after every poll before it
-        waits again, and because the wait's end is published only while it waits: a
+        waits again (except while it waits for a producer id, when it sends nothing at
+        all), and because the wait's end is published only while it waits: a
         caller that sees NOT_WAITING (the Sender is running, perhaps past this
         batch's partition in its ready pass) wakes it. The deque locks order the
         caller's new batch against the Sender's ready pass, so a caller that sees a
