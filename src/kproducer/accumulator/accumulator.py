@@ -875,7 +875,7 @@ class RecordAccumulator:
         (``NetworkClient.wakeup_by``). A full batch, or one behind another, is sendable
         now and always wakes it.
         """
-        if self.closed or self._flushes_in_progress > 0 or self.free.queued() > 0:
+        if self.closed or self.flush_in_progress() or self.free.queued() > 0:
             return now_ms
         return now_ms + self.linger_ms
 
