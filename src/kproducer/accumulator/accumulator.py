@@ -101,6 +101,11 @@ def batch_backoff_ms(batch: ProducerBatch) -> int:
     return batch.retry_backoff_ms if batch.attempts > 0 else 0
 
 
+# The smallest buffer a new batch gets when sized from its partition's last batch (new_batch_size):
+# a few records of a typical size, so that a partition sending a record or two per batch does not
+# grow its next batch at once.
+MIN_NEW_BATCH_BYTES = 4096
+
 # An open batch drained with at least this many bytes of records is compressed by the compression
 # worker; a smaller one (linger.ms ran out on a quiet partition) here, at once: a few microseconds.
 WORKER_DRAIN_BYTES = 32 * 1024
@@ -301,9 +306,10 @@ class RecordAccumulator:
             ctype = CompressionType(compression_type)
         self.batch_size = batch_size
         # KIP-782: a hot partition's open batch may grow to batch_max_size (0 or <= batch.size: no
-        # growth); a new batch starts at batch_initial_size (0: batch.size, Java's allocation).
+        # growth); a new batch starts at batch_initial_size (at or above batch.size: batch.size,
+        # Java's allocation), or with 0 at the size new_batch_size derives from the partition's last batch.
         self.batch_max_size = max(batch_size, batch_max_size)
-        self.batch_initial_size = batch_initial_size if 0 < batch_initial_size < batch_size else batch_size
+        self.batch_initial_size = min(batch_initial_size, batch_size)
         # Growth past batch.size leaves at least this much of buffer.memory free (see _grow): room
         # for four new batch.size batches, no more, because a buffer full of queued batches is
         # exactly when larger batches pay. Keeping half (or an eighth) free stopped growth under
@@ -493,6 +499,30 @@ class RecordAccumulator:
             topic=topic,
             ratio_estimator=self._ratio_estimator,
         )
+
+    def new_batch_size(self, dq: PartitionDeque, record_bound: int) -> int:
+        """The pool buffer a new batch of ``dq``'s partition takes: never less than ``record_bound``.
+
+        ``batch.initial.size`` when set (KIP-782). By default (0) Java's ``batch.size``, except
+        for an uncompressed partition whose last drained batch held less than a quarter of it:
+        then four times what that batch held (so ``batch.size`` again at that quarter), at
+        least ``MIN_NEW_BATCH_BYTES``. Java gives every new batch ``batch.size``; with many partitions whose
+        batches go out with a few records (keyed records over a thousand partitions), those
+        buffers fill ``buffer.memory`` with empty bytes, callers block in
+        ``BufferPool.allocate`` until responses free some, and the batches opened then go out
+        nearly empty. A partition that speeds up grows its batch as a hot batch grows
+        (KIP-782, :meth:`_grow`), charged and never waiting, and its next batch is sized from
+        that one. Not for compressed batches: their drained size is their compressed bytes,
+        which say little about the records they staged, and sized from it the next batch's
+        staging grew twice as often (docs/architecture.md, "Expandable batches").
+        """
+        size = self.batch_initial_size
+        if size == 0:
+            drained = dq.drained_bytes
+            size = self.batch_size
+            if 0 < drained < size // 4 and self.compression is CompressionType.NONE:
+                size = min(size, max(MIN_NEW_BATCH_BYTES, 4 * drained))
+        return max(size, record_bound)
 
     def _new_batch(self, tp: TopicPartition, buffer: bytearray, magic: int, now_ms: int) -> ProducerBatch:
         """A batch on a pool buffer: sendable at batch.size, or at its one record when that is larger."""
@@ -729,7 +759,8 @@ class RecordAccumulator:
                         max_time_to_block_ms = self._await_room_while_muted(
                             TopicPartition(topic, effective), max_time_to_block_ms, block
                         )
-                    size = max(self.batch_initial_size, rows.size_bound(magic, self.compression))
+                    # dq is the deque this round appended to; its drained size is a hint read without the lock.
+                    size = self.new_batch_size(dq, rows.size_bound(magic, self.compression))
                     if block or memory is not None or max_time_to_block_ms <= 0:
                         # Outside the deque lock: this may block for up to max.block.ms. (Charged memory
                         # never waits; a budget of 0 fails at once, for every caller, as in Java.)
@@ -794,7 +825,7 @@ class RecordAccumulator:
             routing = self._routing
             if magic != 2 or (routing is not None and tp in routing.partitions_to_vacate()):
                 return None
-            size = max(self.batch_initial_size, estimate_size_upper_bound(magic, self.compression, key, value, None))
+            size = self.new_batch_size(dq, estimate_size_upper_bound(magic, self.compression, key, value, None))
             buffer = self.free.try_allocate(size)
             if buffer is None:
                 return None
@@ -1143,7 +1174,9 @@ class RecordAccumulator:
                         tp,
                     )
             batch.close()
-            size += batch.estimated_size_in_bytes()
+            batch_bytes = batch.estimated_size_in_bytes()
+            size += batch_bytes
+            dq.drained_bytes = batch_bytes  # the partition's next new batch is sized from it
             ready.append(batch)
             batch.drained(now_ms)
         if left:

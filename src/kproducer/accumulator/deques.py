@@ -39,11 +39,14 @@ else:
 class PartitionDeque(PartitionDequeCore):
     """The batches of one partition, oldest first, with the lock appends and drains take."""
 
-    __slots__ = ()
+    __slots__ = ("drained_bytes",)
 
     def __init__(self) -> None:
         self.lock = new_lock()
         self.batches: deque[ProducerBatch] = deque()
+        # The size of the batch the Sender last drained from this deque (0: none yet), written by
+        # the drain only; RecordAccumulator.new_batch_size sizes the partition's next buffer from it.
+        self.drained_bytes = 0
 
 
 class TopicInfo:

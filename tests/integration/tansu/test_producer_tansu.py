@@ -538,7 +538,9 @@ def test_completed_batches_give_their_buffers_back_to_the_pool(tansu: TansuBroke
     zero-filled one. The records still arrive whole: a reused buffer never holds a sent batch's bytes
     while its request reads them."""
     create_topic(tansu.bootstrap, topic_name, 20)
-    p = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 0})
+    # Every batch starts at batch.size (batch.initial.size at batch.size, Java's allocation): the
+    # buffers the pool keeps. By default a partition whose batches go out small gets smaller ones.
+    p = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 0, "batch.initial.size": 16384})
     pool = p._pool
     try:
         sent = [(b"key-%d" % (i % 200), b"value-%d" % i) for i in range(3000)]

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproducer.accumulator.accumulator import RecordAccumulator
+from kproducer.accumulator.accumulator import MIN_NEW_BATCH_BYTES, RecordAccumulator
 from kproducer.accumulator.buffer_pool import BufferPool
+from kproducer.accumulator.deques import PartitionDeque
 from kproducer.config import ProducerConfig
 from kproducer.errors import BufferExhaustedError
 from kproducer.record.reader import read_batches
@@ -223,6 +224,56 @@ def test_batch_initial_size_starts_small_and_grows() -> None:
     batches = queued_batches(acc, 2)
     assert batches[0].capacity == 4 * BATCH and batches[0].is_full()
     complete_all(acc, make_cluster(), clock)
+
+
+def test_a_partition_whose_batches_go_out_small_gets_a_smaller_buffer_and_grows_it_back() -> None:
+    """batch.initial.size 0 (the default): Java's batch.size for a partition's first batch, then a
+    buffer sized from the batch last drained from it when that one held under a quarter of
+    batch.size; the next batch is back at batch.size once a batch went out fuller."""
+    big = 16 * BATCH
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=big, batch_max_size=big, memory=64 * big)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    (first,) = queued_batches(acc, 0)
+    assert first.capacity == big  # nothing drained yet: Java's allocation
+    complete_all(acc, cluster, clock)
+    append(acc, 0, clock)
+    (small,) = queued_batches(acc, 0)
+    assert small.capacity == MIN_NEW_BATCH_BYTES  # one ~110-byte record went out
+    free_before = acc.free.available_memory()
+    while acc.free.available_memory() == free_before or small.capacity < big:  # it grows as records come
+        append(acc, 0, clock)
+        assert queued_batches(acc, 0) == [small]
+    complete_all(acc, cluster, clock)
+    append(acc, 0, clock)
+    assert [b.capacity for b in queued_batches(acc, 0)] == [big]  # the last batch went out full
+    assert acc.free.available_memory() == 64 * big - big
+    complete_all(acc, cluster, clock)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    initial=st.sampled_from([0, 0, 0, 512, 4096, 16384, 65536]),
+    drained=st.integers(min_value=0, max_value=40000),
+    bound=st.integers(min_value=0, max_value=70000),
+)
+def test_new_batch_size_follows_its_rule(initial: int, drained: int, bound: int) -> None:
+    acc = make_acc(FakeClock(START_MS), batch_size=16384, batch_initial_size=initial)
+    dq = PartitionDeque()
+    dq.drained_bytes = drained
+    size = acc.new_batch_size(dq, bound)
+    assert size >= bound  # the first record always fits
+    if initial:
+        expected = min(initial, 16384)  # set: fixed, never past batch.size
+    elif 0 < drained < 16384 // 4:
+        expected = max(MIN_NEW_BATCH_BYTES, 4 * drained)
+    else:
+        expected = 16384
+    assert size == max(expected, bound)
+    compressed = make_acc(FakeClock(START_MS), batch_size=16384, batch_initial_size=initial, compression_type="lz4")
+    # A compressed batch's drained size is its compressed bytes: not what the next one stages.
+    assert compressed.new_batch_size(dq, bound) == max(min(initial, 16384) if initial else 16384, bound)
 
 
 def _grown(acc: RecordAccumulator, partition: int, clock: FakeClock, records: int = 50) -> Any:

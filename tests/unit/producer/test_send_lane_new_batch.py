@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kproducer.accumulator.accumulator import MIN_NEW_BATCH_BYTES
 from kproducer.errors import BufferExhaustedError
 from kproducer.murmur2 import partition_for_key
 from kproducer.network.protocol import ApiKey
@@ -153,10 +154,38 @@ def test_a_new_batch_counts_as_an_append_in_progress_until_it_is_incomplete(monk
 
 
 @native_only
+def test_the_lane_sizes_a_new_batch_from_its_partitions_last_batch() -> None:
+    """The lane's new batch takes ``RecordAccumulator.new_batch_size``, as the Python path's does:
+    after the rig's one-record batches, a partition's next buffer is the small one, then batch.size
+    again once a batch went out full."""
+    rig = _rig({"batch.size": 16384})
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        deques, _ = acc.partition_state("a")
+        assert 0 < deques[1].drained_bytes < 16384 // 4
+        calls = lane.fast_calls
+        futures = [rig.producer.send("a", b"v", _key_for(1))]
+        assert lane.fast_calls - calls == 1, "the lane handed the new batch to Python"
+        (batch,) = deques[1].batches
+        assert batch.capacity == MIN_NEW_BATCH_BYTES
+        futures += [rig.producer.send("a", b"x" * 1000, _key_for(1)) for _ in range(12)]  # grows to batch.size
+        assert [b.capacity for b in deques[1].batches] == [16384]
+        _drain_all(rig, futures)
+        assert deques[1].drained_bytes >= 16384 // 4
+        futures.append(rig.producer.send("a", b"v", _key_for(1)))
+        assert [b.capacity for b in deques[1].batches] == [16384]
+        _drain_all(rig, futures)
+        assert all(f.exception() is None for f in futures)
+    finally:
+        rig.close()
+
+
+@native_only
 def test_without_free_memory_the_lane_leaves_the_new_batch_to_python() -> None:
     """The lane never waits for buffer.memory: with none free it hands the record to Python, which
     waits up to max.block.ms (0 here) and fails it with BufferExhaustedError."""
-    rig = _rig({"buffer.memory": 32768, "batch.size": 16384, "max.block.ms": 0})
+    # Every new batch takes batch.size (batch.initial.size at batch.size, Java's allocation): two fill the pool.
+    rig = _rig({"buffer.memory": 32768, "batch.size": 16384, "batch.initial.size": 16384, "max.block.ms": 0})
     try:
         acc, lane = _accumulator(rig), _lane(rig)
         futures = [rig.producer.send("a", b"v%d" % p, _key_for(p)) for p in range(2)]  # both pool buffers
