@@ -506,9 +506,9 @@ class RecordAccumulator:
         ``batch.initial.size`` when set (KIP-782). By default (0) Java's ``batch.size``, except
         for an uncompressed partition whose last drained batch held less than a quarter of it:
         then four times what that batch held (so ``batch.size`` again at that quarter), at
-        least ``MIN_NEW_BATCH_BYTES``. Java gives every new batch ``batch.size``; with many partitions whose
-        batches go out with a few records (keyed records over a thousand partitions), those
-        buffers fill ``buffer.memory`` with empty bytes, callers block in
+        least ``MIN_NEW_BATCH_BYTES``. Java gives every new batch ``batch.size``; with many
+        partitions whose batches go out with a few records (keyed records over a thousand
+        partitions), those buffers fill ``buffer.memory`` with empty bytes, callers block in
         ``BufferPool.allocate`` until responses free some, and the batches opened then go out
         nearly empty. A partition that speeds up grows its batch as a hot batch grows
         (KIP-782, :meth:`_grow`), charged and never waiting, and its next batch is sized from
