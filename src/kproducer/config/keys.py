@@ -488,10 +488,11 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "The bytes a new batch's buffer starts with (KIP-782); it grows by doubling, as records "
         "arrive, to batch.size (and beyond, see batch.max.size), each step charged to "
         "buffer.memory and never waiting. 0 (the default): batch.size, the Java client's "
-        "allocation, except, without compression, for a partition whose last batch went out with less than a quarter "
-        "of batch.size: its next batch starts at four times that batch's size, at least 4 KiB, so "
-        "that many partitions sending a few records a batch do not fill buffer.memory with empty "
-        "buffers. A value at or above batch.size gives every batch batch.size.",
+        "allocation, except, without compression, for a partition whose last batch went out "
+        "with less than a quarter of batch.size: its next batch starts at four times that "
+        "batch's size, at least 4 KiB, so that many partitions sending a few records a batch do "
+        "not fill buffer.memory with empty buffers. A value at or above batch.size gives every "
+        "batch batch.size.",
         _NONNEG,
     ),
     ConfigKey(
