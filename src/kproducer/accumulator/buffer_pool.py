@@ -46,12 +46,20 @@ class MetricsLike(Protocol):
 
 
 def _exported(buffer: bytearray) -> bool:
-    """Whether a memoryview still reads the buffer (a request not yet garbage): then it must not be reused."""
+    """Whether a memoryview still reads the buffer (a request not yet garbage): then it must not be reused.
+
+    A bytearray with exports refuses any resize, so the check is one: a byte taken off the end
+    and put back. Shrinking first keeps the allocation as it is; growing first (an append, then
+    a pop) makes CPython reallocate the buffer an eighth larger, which it keeps, and every pooled
+    buffer would then hold that much memory ``buffer.memory`` does not count.
+    """
+    if not buffer:
+        return False  # never pooled: the pool holds buffers of the poolable size
     try:
-        buffer.append(0)
+        last = buffer.pop()
     except BufferError:
         return True
-    buffer.pop()
+    buffer.append(last)
     return False
 
 

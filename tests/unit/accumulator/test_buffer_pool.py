@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -93,6 +94,20 @@ def test_an_exported_buffer_is_not_pooled() -> None:
     assert pool.free_size() == 0
     assert pool.available_memory() == 2 * POOLABLE
     view.release()
+
+
+def test_a_pooled_buffer_keeps_its_allocation() -> None:
+    # The export check must not resize the buffer: CPython keeps a grown bytearray's larger
+    # allocation, which would make every pooled buffer hold more memory than buffer.memory counts.
+    pool = BufferPool(2 * POOLABLE, POOLABLE)
+    buf = pool.allocate(POOLABLE, 0)
+    buf[:] = bytes(range(256))
+    allocated = sys.getsizeof(buf)  # the object plus its allocation (ob_alloc)
+    pool.deallocate(buf)
+    assert pool.free_size() == 1
+    assert sys.getsizeof(buf) == allocated
+    assert buf == bytes(range(256))  # the byte taken off to check is back
+    assert pool.allocate(POOLABLE, 0) is buf
 
 
 def test_size_above_buffer_memory_is_rejected_naming_the_config() -> None:
