@@ -771,19 +771,24 @@ static PyTypeObject FutureRecordMetadataType = {
  * method. The attribute names are the Python classes' own, so their code reads and writes the
  * fields as before. From C, only the functions of each type below touch its fields: the lane asks
  * the batch to take a record (producer_batch_lane_append), and the batch asks its builder
- * (builder_lane_append). Both leave everything unchanged when they decline or fail, so the Python
+ * (builder_lane_append); the Python builder's close asks its type for the batch header
+ * (builder_write_default_batch_header, whose twin is PyMemoryRecordsBuilderCore's method). Both leave everything unchanged when they decline or fail, so the Python
  * send() can take the record as it came; tests/unit/producer/test_send_lane_twin.py compares the
  * two paths. The fields hold Python objects, as the Python classes' slots did.
  */
 typedef struct {
     PyObject_HEAD
     PyObject *buf, *magic, *compression, *write_limit, *records_start, *pos, *num_records, *base_timestamp,
-        *max_timestamp, *closed, *estimated_ratio, *sealed;
+        *max_timestamp, *closed, *estimated_ratio, *sealed, *timestamp_type, *base_offset, *producer_id,
+        *producer_epoch, *base_sequence, *is_transactional, *partition_leader_epoch, *is_control, *size,
+        *compressed_records_size;
 } BuilderCoreObject;
 
 #define BUILDER_CORE_FIELDS(X) \
     X(buf) X(magic) X(compression) X(write_limit) X(records_start) X(pos) X(num_records) X(base_timestamp) \
-    X(max_timestamp) X(closed) X(estimated_ratio) X(sealed)
+    X(max_timestamp) X(closed) X(estimated_ratio) X(sealed) X(timestamp_type) X(base_offset) X(producer_id) \
+    X(producer_epoch) X(base_sequence) X(is_transactional) X(partition_leader_epoch) X(is_control) X(size) \
+    X(compressed_records_size)
 
 FIELDS_GC_FUNCTIONS(builder_core, BuilderCoreObject, BUILDER_CORE_FIELDS)
 
@@ -802,7 +807,150 @@ static PyMemberDef builder_core_members[] = {
     FIELD_MEMBER(BuilderCoreObject, closed, "_closed", "no more appends: the batch is built"),
     FIELD_MEMBER(BuilderCoreObject, estimated_ratio, "_estimated_ratio", "the compression-ratio estimate"),
     FIELD_MEMBER(BuilderCoreObject, sealed, "_sealed", "the records are compressed already"),
+    FIELD_MEMBER(BuilderCoreObject, timestamp_type, "_timestamp_type", "0 create time, 1 log-append time"),
+    FIELD_MEMBER(BuilderCoreObject, base_offset, "_base_offset", "the batch's first offset"),
+    FIELD_MEMBER(BuilderCoreObject, producer_id, "_producer_id", "the idempotent producer's id, or -1"),
+    FIELD_MEMBER(BuilderCoreObject, producer_epoch, "_producer_epoch", "the producer's epoch, or -1"),
+    FIELD_MEMBER(BuilderCoreObject, base_sequence, "_base_sequence", "the first record's sequence, or -1"),
+    FIELD_MEMBER(BuilderCoreObject, is_transactional, "_is_transactional", "written inside a transaction"),
+    FIELD_MEMBER(BuilderCoreObject, partition_leader_epoch, "_partition_leader_epoch", "the leader epoch, or -1"),
+    FIELD_MEMBER(BuilderCoreObject, is_control, "_is_control", "a control batch (a transaction marker)"),
+    FIELD_MEMBER(BuilderCoreObject, size, "_size", "the finished batch's size, 0 before close"),
+    FIELD_MEMBER(BuilderCoreObject, compressed_records_size, "_compressed_records_size",
+                 "the bytes of the records once final (compressed or not)"),
     {NULL, 0, 0, 0, NULL},
+};
+
+/* struct.error: what struct.pack_into raises for a header field out of range, as the twin does. */
+static PyObject *struct_error;
+static PyObject *s_zero;               /* 0: crc32c's initial value, and its gil_release_mode (keep the GIL) */
+#define RECORD_BATCH_OVERHEAD 61       /* the v2 batch header's size */
+
+/* A header field's value, checked as struct.pack_into checks it for the twin. */
+static int header_field(PyObject *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "the builder's %s is not set", name);
+        return -1;
+    }
+    if (!PyLong_Check(v)) {
+        PyErr_Format(struct_error, "required argument is not an integer (the batch header's %s)", name);
+        return -1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (overflow || x < lo || x > hi) {
+        PyErr_Format(struct_error, "the batch header's %s (%R) is out of range %lld..%lld", name, v, (long long)lo,
+                     (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static inline uint8_t *put_be(uint8_t *p, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; i--) { p[i] = (uint8_t)(v & 0xff); v >>= 8; }
+    return p + bytes;
+}
+
+/* MemoryRecordsBuilderCore.write_default_batch_header(crc32c): the v2 batch header and its CRC, once
+ * the records are final (Java's MemoryRecordsBuilder.writeDefaultBatchHeader). Mirrors
+ * kproducer.record.builder.PyMemoryRecordsBuilderCore.write_default_batch_header field for field:
+ * the same checks in the same order, the header written, crc32c(records view, gil_release_mode=0)
+ * called for the checksum, and _size set last. */
+static PyObject *builder_write_default_batch_header(BuilderCoreObject *self, PyObject *crc32c) {
+    int64_t start, records, compression, ts_type, base_offset, ple, num, base_ts, max_ts, pid, epoch, seq;
+    if (self->buf == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the builder's _buf is not set");
+        return NULL;
+    }
+    if (header_field(self->records_start, "_records_start", INT64_MIN, INT64_MAX, &start) < 0 ||
+        header_field(self->compressed_records_size, "_compressed_records_size", INT64_MIN, INT64_MAX, &records) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(self->buf, &view, PyBUF_WRITABLE) < 0) return NULL;
+    int64_t end = records > INT64_MAX - start ? INT64_MAX : start + records;
+    if (start < RECORD_BATCH_OVERHEAD || end < start || end > view.len || end - 12 > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "the batch's records (bytes %lld..%lld) do not fit its buffer of %zd bytes after the header",
+                     (long long)start, (long long)end, view.len);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int transactional = self->is_transactional == NULL ? -2 : PyObject_IsTrue(self->is_transactional);
+    int control = transactional < 0 ? -1 : self->is_control == NULL ? -2 : PyObject_IsTrue(self->is_control);
+    if (transactional == -2 || control == -2)
+        PyErr_SetString(PyExc_AttributeError, "the builder's _is_transactional or _is_control is not set");
+    if (transactional < 0 || control < 0 ||
+        header_field(self->compression, "_compression", INT16_MIN, INT16_MAX, &compression) < 0 ||
+        header_field(self->timestamp_type, "_timestamp_type", INT16_MIN, INT16_MAX, &ts_type) < 0 ||
+        header_field(self->num_records, "_num_records", 1, INT32_MAX, &num) < 0 ||
+        header_field(self->base_offset, "_base_offset", INT64_MIN, INT64_MAX, &base_offset) < 0 ||
+        header_field(self->partition_leader_epoch, "_partition_leader_epoch", INT32_MIN, INT32_MAX, &ple) < 0 ||
+        header_field(self->base_timestamp, "_base_timestamp", INT64_MIN, INT64_MAX, &base_ts) < 0 ||
+        header_field(self->max_timestamp, "_max_timestamp", INT64_MIN, INT64_MAX, &max_ts) < 0 ||
+        header_field(self->producer_id, "_producer_id", INT64_MIN, INT64_MAX, &pid) < 0 ||
+        header_field(self->producer_epoch, "_producer_epoch", INT16_MIN, INT16_MAX, &epoch) < 0 ||
+        header_field(self->base_sequence, "_base_sequence", INT32_MIN, INT32_MAX, &seq) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t attributes = compression | (ts_type * 8) | (transactional ? 0x10 : 0) | (control ? 0x20 : 0);
+    if (attributes < INT16_MIN || attributes > INT16_MAX) {
+        PyErr_Format(struct_error, "the batch header's attributes (%lld) are out of range", (long long)attributes);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint8_t *p = (uint8_t *)view.buf;
+    p = put_be(p, (uint64_t)base_offset, 8);
+    p = put_be(p, (uint64_t)(end - 12), 4);
+    p = put_be(p, (uint64_t)ple, 4);
+    *p++ = 2;
+    p = put_be(p, 0, 4); /* the CRC, below */
+    p = put_be(p, (uint64_t)attributes, 2);
+    p = put_be(p, (uint64_t)(num - 1), 4);
+    p = put_be(p, (uint64_t)base_ts, 8);
+    p = put_be(p, (uint64_t)max_ts, 8);
+    p = put_be(p, (uint64_t)pid, 8);
+    p = put_be(p, (uint64_t)epoch, 2);
+    p = put_be(p, (uint64_t)seq, 4);
+    put_be(p, (uint64_t)num, 4);
+    /* The checksum from the crc32c package (hardware CRC-32C), on a view of the bytes after the CRC
+       field; the GIL is kept (gil_release_mode=0), as the twin keeps it. Positional arguments:
+       the package parses keywords at several times the cost of the checksum of a small batch. */
+    PyObject *mv = PyMemoryView_FromMemory((char *)view.buf + 21, (Py_ssize_t)(end - 21), PyBUF_READ);
+    PyObject *crc = NULL;
+    if (mv != NULL) {
+        PyObject *args[3] = {mv, s_zero, s_zero}; /* (data, value=0, gil_release_mode=0) */
+        crc = PyObject_Vectorcall(crc32c, args, 3, NULL);
+        if (Py_REFCNT(mv) > 1) {
+            /* Kept by the callee: the view must not outlive this call, since the bytearray may be
+               resized or freed once the export below ends. */
+            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+            if (r == NULL) Py_CLEAR(crc);
+            Py_XDECREF(r);
+        }
+        Py_DECREF(mv);
+    }
+    int64_t value = 0;
+    if (crc != NULL && header_field(crc, "CRC", 0, UINT32_MAX, &value) == 0)
+        put_be((uint8_t *)view.buf + 17, (uint64_t)value, 4);
+    PyBuffer_Release(&view);
+    if (crc == NULL || PyErr_Occurred()) {
+        Py_XDECREF(crc);
+        return NULL;
+    }
+    Py_DECREF(crc);
+    PyObject *size = PyLong_FromLongLong(end);
+    if (size == NULL) return NULL;
+    Py_XSETREF(self->size, size);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef builder_core_methods[] = {
+    {"write_default_batch_header", (PyCFunction)builder_write_default_batch_header, METH_O,
+     "write_default_batch_header(crc32c): the v2 batch header and CRC once the records are final; sets _size."},
+    {NULL, NULL, 0, NULL},
 };
 
 static PyTypeObject BuilderCoreType = {
@@ -815,6 +963,7 @@ static PyTypeObject BuilderCoreType = {
     .tp_traverse = (traverseproc)builder_core_traverse,
     .tp_clear = (inquiry)builder_core_clear,
     .tp_members = builder_core_members,
+    .tp_methods = builder_core_methods,
     .tp_new = PyType_GenericNew,
 };
 
@@ -2363,6 +2512,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_done = PyUnicode_InternFromString("done");
     s_set_result = PyUnicode_InternFromString("set_result");
     if (!s_done || !s_set_result) return NULL;
+    s_zero = PyLong_FromLong(0);
+    PyObject *struct_module = PyImport_ImportModule("struct");
+    if (struct_module == NULL || s_zero == NULL) return NULL;
+    struct_error = PyObject_GetAttrString(struct_module, "error");
+    Py_DECREF(struct_module);
+    if (struct_error == NULL) return NULL;
     if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed ||
         !s_append_new_batch) return NULL;
     PyObject *m = PyModule_Create(&module);

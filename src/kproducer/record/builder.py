@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kproducer.errors import IllegalStateError
@@ -144,11 +144,13 @@ def estimate_size_upper_bound(
 
 
 class PyMemoryRecordsBuilderCore:
-    """The builder's fields the C send lane appends through; the Python twin of the C type.
+    """The builder's fields the C code works on, and its per-batch steps; the Python twin of the C type.
 
-    ``kproducer._speedups.MemoryRecordsBuilderCore`` declares the same fields, and its own C
-    function appends a record for the lane (as :meth:`MemoryRecordsBuilder.try_append` does);
-    :class:`MemoryRecordsBuilder` builds on whichever runs and sets the fields itself.
+    ``kproducer._speedups.MemoryRecordsBuilderCore`` declares the same fields and the same
+    methods: its C functions append a record for the send lane (as
+    :meth:`MemoryRecordsBuilder.try_append` does) and write the batch header when the Sender
+    closes the batch (:meth:`write_default_batch_header`, this class's method being the
+    reference). :class:`MemoryRecordsBuilder` builds on whichever runs and sets the fields itself.
     """
 
     __slots__ = (
@@ -164,7 +166,89 @@ class PyMemoryRecordsBuilderCore:
         "_closed",
         "_estimated_ratio",
         "_sealed",
+        "_timestamp_type",
+        "_base_offset",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_is_transactional",
+        "_partition_leader_epoch",
+        "_is_control",
+        "_size",
+        "_compressed_records_size",
     )
+    # Set by MemoryRecordsBuilder._set_state (declared here for type checkers; slots hold them).
+    _buf: bytearray
+    _magic: int
+    _compression: CompressionType
+    _write_limit: int
+    _records_start: int
+    _pos: int
+    _num_records: int
+    _base_timestamp: int
+    _max_timestamp: int
+    _closed: bool
+    _estimated_ratio: float
+    _sealed: bool
+    _timestamp_type: int
+    _base_offset: int
+    _producer_id: int
+    _producer_epoch: int
+    _base_sequence: int
+    _is_transactional: bool
+    _partition_leader_epoch: int
+    _is_control: bool
+    _size: int
+    _compressed_records_size: int
+
+    def write_default_batch_header(self, crc32c: Callable[..., int]) -> None:
+        """The v2 batch header and its CRC, once the records are final (Java's ``writeDefaultBatchHeader``).
+
+        The records, compressed or not, are the ``_compressed_records_size`` bytes from
+        ``_records_start``; ``_size`` is set to where they end, last. ``crc32c`` is
+        :func:`kproducer.record.crc.crc32c`, called as ``crc32c(data, 0, 0)``: value 0 and
+        ``gil_release_mode=0``. A batch's CRC takes microseconds (hardware CRC-32C), while letting
+        go of the GIL costs the Sender thread up to a switch interval (5 ms) to get it back from a
+        busy caller thread, once per batch (docs/architecture.md, "The GIL and the Sender's system
+        calls"); and the package parses keyword arguments at several times the cost of a small
+        batch's checksum, so they are passed by position. A field out of its header range
+        raises ``struct.error``, as ``struct.pack_into`` does.
+        """
+        buf = self._buf
+        start = self._records_start
+        end = start + self._compressed_records_size
+        if start < RECORD_BATCH_OVERHEAD or end < start or end > len(buf) or end - 12 > 0x7FFFFFFF:
+            raise ValueError(
+                f"the batch's records (bytes {start}..{end}) do not fit its buffer of {len(buf)} bytes after the header"
+            )
+        attributes = int(self._compression) | (self._timestamp_type << 3)
+        if self._is_transactional:
+            attributes |= TRANSACTIONAL_FLAG
+        if self._is_control:
+            attributes |= CONTROL_FLAG
+        num_records = self._num_records
+        if num_records < 1:  # last_offset_delta would be -1: an empty batch has no header
+            raise struct.error(f"the batch header's _num_records ({num_records}) is out of range 1..{0x7FFFFFFF}")
+        # Packed apart first: a field out of range then raises with the buffer untouched.
+        buf[:RECORD_BATCH_OVERHEAD] = BATCH_HEADER.pack(
+            self._base_offset,
+            end - 12,
+            self._partition_leader_epoch,
+            2,
+            0,
+            attributes,
+            num_records - 1,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            num_records,
+        )
+        with memoryview(buf) as mv:
+            crc = crc32c(mv[ATTRIBUTES_OFFSET:end], 0, 0)
+        struct.pack_into(">I", buf, CRC_OFFSET, crc)
+        self._size = end
 
 
 if TYPE_CHECKING:
@@ -178,20 +262,10 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
 
     __slots__ = (
         "_compression_level",
-        "_timestamp_type",
-        "_base_offset",
-        "_producer_id",
-        "_producer_epoch",
-        "_base_sequence",
-        "_is_transactional",
-        "_partition_leader_epoch",
-        "_size",
-        "_compressed_records_size",
         "_uncompressed_records_size",
         "_largest_record_size",
         "_topic",
         "_ratio_estimator",
-        "_is_control",
         "_job",
     )
 
@@ -766,12 +840,9 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
 
     # ------------------------------------------------------------ closing
     def _write_crc(self) -> None:
-        # gil_release_mode=0: keep the GIL. A batch's CRC takes microseconds (hardware CRC-32C),
-        # while letting go of the GIL costs the Sender thread up to a switch interval (5 ms) to
-        # get it back from a busy caller thread, once per batch (docs/architecture.md, "The GIL and
-        # the Sender's system calls").
+        # (data, value 0, gil_release_mode 0): the GIL kept, as write_default_batch_header says why.
         with memoryview(self._buf) as mv:
-            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], gil_release_mode=0)
+            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], 0, 0)
         struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
 
     def close_for_record_appends(self, capacity: int | None = None) -> None:
@@ -904,64 +975,37 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         if self._num_records == 0:
             self._size = 0
             return
+        estimator = self._ratio_estimator
+        topic = self._topic
+        if self._compression is CompressionType.NONE or not topic:
+            estimator = None
         # Judged before compression, by the estimate the batch was filled with (see the estimator).
-        full = self._estimated_bytes_written() * 2 >= self._write_limit
+        full = estimator is not None and self._estimated_bytes_written() * 2 >= self._write_limit
         if self._magic == 2:
             self._close_v2()
         else:
             self._close_legacy()
         if capacity is not None and len(self._buf) > max(capacity, self._size):
             del self._buf[max(capacity, self._size) :]
-        if (
-            self._compression is not CompressionType.NONE
-            and self._ratio_estimator is not None
-            and self._topic
-        ):
-            self._ratio_estimator.update_estimation(
-                self._topic, self._compression, self.compression_rate, full
-            )
+        if estimator is not None and topic:
+            estimator.update_estimation(topic, self._compression, self.compression_rate, full)
 
     def _close_v2(self) -> None:
-        buf = self._buf
-        start = self._records_start
-        end = self._pos
-        ctype = self._compression
-        if self._sealed:
-            end = start + self._compressed_records_size
-        elif ctype is not CompressionType.NONE:
+        """The records final (compressed here unless sealed already), then the header and CRC."""
+        if not self._sealed:
+            buf = self._buf
+            start = self._records_start
+            end = self._pos
+            ctype = self._compression
             self._largest_record_size = _largest_record(buf, start, end)
-            with memoryview(buf) as mv:
-                compressed = compress(ctype, mv[start:end], self._compression_level, 2)
-            end = start + len(compressed)
-            buf[start:end] = compressed
-            self._compressed_records_size = len(compressed)
-        else:
-            self._largest_record_size = _largest_record(buf, start, end)
-            self._compressed_records_size = end - start
-        self._size = end
-        attributes = int(ctype) | (self._timestamp_type << 3)
-        if self._is_transactional:
-            attributes |= TRANSACTIONAL_FLAG
-        if self._is_control:
-            attributes |= CONTROL_FLAG
-        BATCH_HEADER.pack_into(
-            buf,
-            0,
-            self._base_offset,
-            end - 12,
-            self._partition_leader_epoch,
-            2,
-            0,
-            attributes,
-            self._num_records - 1,
-            self._base_timestamp,
-            self._max_timestamp,
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            self._num_records,
-        )
-        self._write_crc()
+            if ctype is not CompressionType.NONE:
+                with memoryview(buf) as mv:
+                    compressed = compress(ctype, mv[start:end], self._compression_level, 2)
+                buf[start : start + len(compressed)] = compressed
+                self._compressed_records_size = len(compressed)
+            else:
+                self._compressed_records_size = end - start
+        self.write_default_batch_header(_crc32c)
 
     def _close_legacy(self) -> None:
         ctype = self._compression

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import inspect
 import os
+import struct
 import types
 from typing import Any
 
@@ -31,6 +32,8 @@ from kproducer.partitioner import BuiltInPartitioner, PyBuiltInPartitionerCore, 
 from kproducer.record import builder as builder_module
 from kproducer.record import native
 from kproducer.record.builder import MemoryRecordsBuilder, PyMemoryRecordsBuilderCore
+from kproducer.record.codecs import CompressionType
+from kproducer.record.reader import read_batches
 
 PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
 native_only = pytest.mark.skipif(PURE, reason="the pure-Python pass has no C types (test_the_classes_build_on_the_pass_types)")
@@ -174,3 +177,85 @@ def test_sticky_partition_info_c_and_python_count_alike(partition: int, counts: 
         c_info.produced_bytes += n
         py_info.produced_bytes += n
         assert (c_info.partition, c_info.produced_bytes) == (py_info.partition, py_info.produced_bytes)
+
+
+# ------------------------------------------------------------------ the batch header (Java's writeDefaultBatchHeader)
+_HEADER_FIELDS: dict[str, tuple[int, int]] = {
+    # name: the range the v2 header holds it in
+    "_base_offset": (-(2**63), 2**63 - 1),
+    "_partition_leader_epoch": (-(2**31), 2**31 - 1),
+    "_base_timestamp": (-(2**63), 2**63 - 1),
+    "_max_timestamp": (-(2**63), 2**63 - 1),
+    "_producer_id": (-(2**63), 2**63 - 1),
+    "_producer_epoch": (-(2**15), 2**15 - 1),
+    "_base_sequence": (-(2**31), 2**31 - 1),
+}
+
+
+def _header_value(low: int, high: int) -> st.SearchStrategy[int]:
+    """Mostly in range, sometimes just past either end."""
+    return st.one_of(st.integers(low, high), st.sampled_from([low, high, low - 1, high + 1, -1, 0]))
+
+
+def _written(core: Any, fields: dict[str, Any], buffer: bytes) -> tuple[Any, ...]:
+    """Set ``fields`` and a copy of ``buffer`` on ``core``, write the header: (outcome, bytes, _size)."""
+    for name, value in fields.items():
+        setattr(core, name, value)
+    core._buf = bytearray(buffer)
+    core._size = 0
+    try:
+        core.write_default_batch_header(builder_module._crc32c)
+    except Exception as e:  # noqa: BLE001 - the exception itself is what is compared
+        outcome: Any = (type(e), str(e) if isinstance(e, ValueError) and not isinstance(e, struct.error) else "")
+    else:
+        outcome = None
+    return outcome, bytes(core._buf), core._size
+
+
+@native_only
+@given(st.data())
+def test_the_batch_header_written_by_c_and_python_alike(data: st.DataObject) -> None:
+    """Every header field, the flags and the records' extent, on both: the same bytes, CRC, _size or error."""
+    start = data.draw(st.sampled_from([builder_module.RECORD_BATCH_OVERHEAD, 0, 60, 70]))
+    records = data.draw(st.integers(-2, 300))
+    spare = data.draw(st.integers(0, 40))
+    buffer = data.draw(st.binary(min_size=max(0, start + records) + spare, max_size=max(0, start + records) + spare))
+    fields: dict[str, Any] = {name: data.draw(_header_value(*bounds)) for name, bounds in _HEADER_FIELDS.items()}
+    fields |= {
+        "_records_start": start,
+        "_compressed_records_size": records,
+        "_num_records": data.draw(_header_value(1, 2**31 - 1)),
+        "_compression": data.draw(st.sampled_from(list(CompressionType))),
+        "_timestamp_type": data.draw(st.sampled_from([0, 1])),
+        "_is_transactional": data.draw(st.booleans()),
+        "_is_control": data.draw(st.booleans()),
+    }
+    c_result = _written(_native("MemoryRecordsBuilderCore")(), fields, buffer)
+    py_result = _written(PyMemoryRecordsBuilderCore(), fields, buffer)
+    assert c_result == py_result
+    outcome, written, size = py_result
+    if outcome is None:
+        # What the reader checks: the CRC over everything after it, and the length.
+        assert size == start + records
+        assert struct.unpack_from(">I", written, 17)[0] == builder_module._crc32c(written[21:size])
+        assert struct.unpack_from(">i", written, 8)[0] == size - 12
+
+
+@pytest.mark.parametrize("kind", CORES)
+def test_a_built_batch_reads_back_from_the_header_either_core_writes(kind: Any) -> None:
+    """A builder closed through either core's header: the reader accepts its CRC and reads its records."""
+    core_type = kind("MemoryRecordsBuilderCore")
+    builder = MemoryRecordsBuilder.for_batch(bytearray(1024), CompressionType.NONE, None, 1024, "t", None)
+    for i in range(3):
+        assert builder.try_append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i)
+    builder.set_producer_state(4000, 3, 17, True)
+    builder._closed = True
+    builder._compressed_records_size = builder._pos - builder._records_start
+    bare = core_type()
+    for name in PyMemoryRecordsBuilderCore.__slots__:
+        setattr(bare, name, getattr(builder, name))
+    bare.write_default_batch_header(builder_module._crc32c)
+    (batch,) = read_batches(bytes(bare._buf[: bare._size]))
+    batch.validate()
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.is_transactional) == (4000, 3, 17, True)
+    assert [(r.key, r.value) for r in batch.records()] == [(b"k0", b"v0"), (b"k1", b"v1"), (b"k2", b"v2")]
