@@ -947,7 +947,7 @@ class RecordAccumulator:
         exhausted: bool,
     ) -> tuple[int, bool]:
         """The next ready-check delay, and whether any of the topic's deques holds a batch."""
-        entries = list(info.batches.items())
+        entries = info.partition_leaders(topic, cluster)
         holds_batches = False
         queue_sizes: list[int] | None = None
         partition_ids: list[int] | None = None
@@ -958,45 +958,47 @@ class RecordAccumulator:
         flushing = self.flush_in_progress()
         breaker = self._routing
         worker = self.compression_worker
-        for partition, dq in entries:
-            tp = TopicPartition(topic, partition)
-            leader = cluster.leader_for(tp)
+        muted = self._muted
+        availability_timeout_ms = self.partition_availability_timeout_ms
+        for partition, dq, tp, leader in entries:
             # Partitions the circuit breaker closed to records stay out of the adaptive choice.
             counted = leader is not None and (breaker is None or not self._closed_to_records(breaker, tp))
             if counted and queue_sizes is not None and partition_ids is not None:
                 index += 1
                 partition_ids[index] = partition
             with dq.lock:
-                if not dq.batches:
+                batches = dq.batches
+                if not batches:
                     continue
                 holds_batches = True
-                batch = dq.batches[0]
-                waited = batch.waited_time_ms(now_ms)
-                backoff_ms = batch_backoff_ms(batch)
-                backing_off = batch.attempts > 0 and waited < backoff_ms
-                deque_size = len(dq.batches)
-                full = deque_size > 1 or batch.is_full()
-                # Still on the compression worker: not drainable yet, and the worker wakes the Sender.
-                compressing = worker is not None and batch.compression_pending()
+                deque_size = len(batches)
+                # Past the queue size, a partition whose leader is unknown or already ready has
+                # nothing more to tell this pass (the drain looks at each batch of a ready node).
+                batch = None if leader is None or leader.id in ready_nodes else batches[0]
+                if batch is not None:
+                    waited = batch.waited_time_ms(now_ms)
+                    backoff_ms = batch_backoff_ms(batch)
+                    backing_off = batch.attempts > 0 and waited < backoff_ms
+                    full = deque_size > 1 or batch.is_full()
+                    # Still on the compression worker: not drainable yet, and the worker wakes the Sender.
+                    compressing = worker is not None and batch.compression_pending()
             if leader is None:
                 unknown_leader_topics.add(topic)
                 continue
             if counted and queue_sizes is not None:
                 queue_sizes[index] = deque_size
-                if self.partition_availability_timeout_ms > 0:
+                if availability_timeout_ms > 0:
                     stats = self._node_stats.get(leader.id)
-                    if (
-                        stats is not None
-                        and stats.ready_time_ms - stats.drain_time_ms > self.partition_availability_timeout_ms
-                    ):
+                    if stats is not None and stats.ready_time_ms - stats.drain_time_ms > availability_timeout_ms:
                         # The leader has not been drainable for too long: keep the partitioner away from it.
                         index -= 1
-            if leader.id in ready_nodes:
+            if batch is None:  # its leader is ready already
                 continue
-            muted_delay = self._muted_delay_ms(tp, now_ms)
-            if muted_delay is not None:
-                next_delay = min(next_delay, muted_delay)
-                continue
+            if tp in muted or self._breaker is not None:  # else _muted_delay_ms is None
+                muted_delay = self._muted_delay_ms(tp, now_ms)
+                if muted_delay is not None:
+                    next_delay = min(next_delay, muted_delay)
+                    continue
             if compressing:
                 continue
             time_to_wait = backoff_ms if backing_off else self.linger_ms

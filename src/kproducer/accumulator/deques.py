@@ -17,6 +17,7 @@ from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.collaborators import StickyPartitioner
 from kproducer.record.c_extension import c
 from kproducer.record.native import new_lock
+from kproducer.structs import TopicPartition
 
 __all__ = ["UNKNOWN_PARTITION", "PartitionDeque", "TopicInfo"]
 
@@ -31,6 +32,9 @@ class PyPartitionDequeCore:
 
 
 if TYPE_CHECKING:
+    from kproducer.metadata.cluster import Cluster
+    from kproducer.structs import Node
+
     PartitionDequeCore = PyPartitionDequeCore
 else:
     PartitionDequeCore = c.PartitionDequeCore if c is not None else PyPartitionDequeCore
@@ -52,12 +56,36 @@ class PartitionDeque(PartitionDequeCore):
 class TopicInfo:
     """Per-topic state: partition → deque, and the topic's built-in partitioner."""
 
-    __slots__ = ("batches", "partitioner", "lock")
+    __slots__ = ("batches", "partitioner", "lock", "_leaders", "_leaders_cluster", "_leaders_count")
 
     def __init__(self, partitioner: StickyPartitioner) -> None:
         self.batches: dict[int, PartitionDeque] = {}
         self.partitioner = partitioner
         self.lock = threading.Lock()
+        # partition_leaders' answer, for the Cluster snapshot and deque count it was made from.
+        self._leaders: list[tuple[int, PartitionDeque, TopicPartition, Node | None]] = []
+        self._leaders_cluster: Cluster | None = None
+        self._leaders_count = 0
+
+    def partition_leaders(
+        self, topic: str, cluster: Cluster
+    ) -> list[tuple[int, PartitionDeque, TopicPartition, Node | None]]:
+        """Each deque of the topic, in the order they were made, with its partition and leader in ``cluster``.
+
+        The Sender's ready check visits every deque on every loop; over a thousand partitions,
+        making each ``TopicPartition`` and looking up its leader again took a third of that visit.
+        A ``Cluster`` is an immutable snapshot and deques are never removed, so the answer holds
+        until the snapshot is replaced or a deque is added. Called by the Sender thread only.
+        """
+        if cluster is not self._leaders_cluster or len(self.batches) != self._leaders_count:
+            with self.lock:  # deque_for adds deques under it
+                entries = list(self.batches.items())
+            leaders = []
+            for partition, dq in entries:
+                tp = TopicPartition(topic, partition)
+                leaders.append((partition, dq, tp, cluster.leader_for(tp)))
+            self._leaders, self._leaders_cluster, self._leaders_count = leaders, cluster, len(entries)
+        return self._leaders
 
     def deque_for(self, partition: int) -> PartitionDeque:
         dq = self.batches.get(partition)

@@ -12,6 +12,7 @@ import pytest
 from kproducer.accumulator.accumulator import RecordAccumulator
 from kproducer.accumulator.batch import ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool
+from kproducer.accumulator.deques import TopicInfo
 from kproducer.accumulator.futures import RecordFuture
 from kproducer.errors import (
     BufferExhaustedError,
@@ -227,6 +228,47 @@ def test_ready_reports_unknown_leaders_and_skips_muted_partitions() -> None:
     b.done(0, -1, None)
     acc.deallocate(b)
     complete_all(acc, make_cluster(), clock)
+
+
+def test_ready_follows_a_new_leader_and_a_new_partition() -> None:
+    # The ready check keeps each topic's (partition, deque, leader) list for one Cluster snapshot:
+    # a snapshot that moves a leader, and a deque made since, must both be seen.
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster()
+    append(acc, 0, clock)
+    assert acc.ready(cluster, clock.now).ready_nodes == {0}
+    moved = make_cluster(leaders={0: 1})
+    assert acc.ready(moved, clock.now).ready_nodes == {1}
+    (b,) = acc.drain(moved, {1}, 10**6, clock.now)[1]
+    assert b.topic_partition == TopicPartition("t", 0)
+    b.done(0, -1, None)
+    acc.deallocate(b)
+    assert acc.ready(moved, clock.now).ready_nodes == set()
+    append(acc, 3, clock)  # a partition with no deque until now, led by node 1
+    assert acc.ready(moved, clock.now).ready_nodes == {1}
+    (b,) = acc.drain(moved, {1}, 10**6, clock.now)[1]
+    assert b.topic_partition == TopicPartition("t", 3)
+    b.done(0, -1, None)
+    acc.deallocate(b)
+    complete_all(acc, moved, clock)
+
+
+def test_partition_leaders_is_remade_only_for_a_new_snapshot_or_deque() -> None:
+    info = TopicInfo(BuiltInPartitioner("t", BATCH))
+    cluster = make_cluster()
+    info.deque_for(2)
+    first = info.partition_leaders("t", cluster)
+    assert [(p, tp, leader.id if leader else None) for p, _dq, tp, leader in first] == [
+        (2, TopicPartition("t", 2), 0)
+    ]
+    assert info.partition_leaders("t", cluster) is first
+    info.deque_for(1)
+    second = info.partition_leaders("t", cluster)
+    assert [(p, leader.id if leader else None) for p, _dq, _tp, leader in second] == [(2, 0), (1, 1)]
+    assert second[0][1] is info.deque_for(2)
+    third = info.partition_leaders("t", make_cluster(leaders={2: -1, 1: 0}))
+    assert [(p, leader.id if leader else None) for p, _dq, _tp, leader in third] == [(2, None), (1, 0)]
 
 
 def test_retry_backoff_is_exponential_and_sets_the_next_check() -> None:
