@@ -54,7 +54,7 @@ def _exported(buffer: bytearray) -> bool:
     buffer would then hold that much memory ``buffer.memory`` does not count.
     """
     if not buffer:
-        return False  # never pooled: the pool holds buffers of the poolable size
+        return False  # no byte a reader could see change (and nothing to take off)
     try:
         last = buffer.pop()
     except BufferError:

@@ -72,10 +72,11 @@ class TopicInfo:
     ) -> list[tuple[int, PartitionDeque, TopicPartition, Node | None]]:
         """Each deque of the topic, in the order they were made, with its partition and leader in ``cluster``.
 
-        The Sender's ready check visits every deque on every loop; over a thousand partitions,
-        making each ``TopicPartition`` and looking up its leader again took a third of that visit.
-        A ``Cluster`` is an immutable snapshot and deques are never removed, so the answer holds
-        until the snapshot is replaced or a deque is added. Called by the Sender thread only.
+        The Sender's ready check visits every deque on every loop (as Java's does), and over
+        thousands of partitions making each ``TopicPartition`` and looking up its leader again on
+        every loop is a cost per partition that need not recur. A ``Cluster`` is an immutable
+        snapshot and deques are never removed, so the answer holds until the snapshot is
+        replaced or a deque is added. Called by the Sender thread only.
         """
         if cluster is not self._leaders_cluster or len(self.batches) != self._leaders_count:
             with self.lock:  # deque_for adds deques under it
