@@ -958,7 +958,6 @@ class RecordAccumulator:
         flushing = self.flush_in_progress()
         breaker = self._routing
         worker = self.compression_worker
-        muted = self._muted
         availability_timeout_ms = self.partition_availability_timeout_ms
         for partition, dq, tp, leader in entries:
             # Partitions the circuit breaker closed to records stay out of the adaptive choice.
@@ -994,11 +993,10 @@ class RecordAccumulator:
                         index -= 1
             if batch is None:  # its leader is ready already
                 continue
-            if tp in muted or self._breaker is not None:  # else _muted_delay_ms is None
-                muted_delay = self._muted_delay_ms(tp, now_ms)
-                if muted_delay is not None:
-                    next_delay = min(next_delay, muted_delay)
-                    continue
+            muted_delay = self._muted_delay_ms(tp, now_ms)
+            if muted_delay is not None:
+                next_delay = min(next_delay, muted_delay)
+                continue
             if compressing:
                 continue
             time_to_wait = backoff_ms if backing_off else self.linger_ms

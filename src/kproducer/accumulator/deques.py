@@ -56,16 +56,15 @@ class PartitionDeque(PartitionDequeCore):
 class TopicInfo:
     """Per-topic state: partition → deque, and the topic's built-in partitioner."""
 
-    __slots__ = ("batches", "partitioner", "lock", "_leaders", "_leaders_cluster", "_leaders_count")
+    __slots__ = ("batches", "partitioner", "lock", "_leaders", "_leaders_cluster")
 
     def __init__(self, partitioner: StickyPartitioner) -> None:
         self.batches: dict[int, PartitionDeque] = {}
         self.partitioner = partitioner
         self.lock = threading.Lock()
-        # partition_leaders' answer, for the Cluster snapshot and deque count it was made from.
+        # partition_leaders' answer (one entry per deque), for the Cluster snapshot it was made from.
         self._leaders: list[tuple[int, PartitionDeque, TopicPartition, Node | None]] = []
         self._leaders_cluster: Cluster | None = None
-        self._leaders_count = 0
 
     def partition_leaders(
         self, topic: str, cluster: Cluster
@@ -78,14 +77,14 @@ class TopicInfo:
         snapshot and deques are never removed, so the answer holds until the snapshot is
         replaced or a deque is added. Called by the Sender thread only.
         """
-        if cluster is not self._leaders_cluster or len(self.batches) != self._leaders_count:
+        if cluster is not self._leaders_cluster or len(self.batches) != len(self._leaders):
             with self.lock:  # deque_for adds deques under it
                 entries = list(self.batches.items())
             leaders = []
             for partition, dq in entries:
                 tp = TopicPartition(topic, partition)
                 leaders.append((partition, dq, tp, cluster.leader_for(tp)))
-            self._leaders, self._leaders_cluster, self._leaders_count = leaders, cluster, len(entries)
+            self._leaders, self._leaders_cluster = leaders, cluster
         return self._leaders
 
     def deque_for(self, partition: int) -> PartitionDeque:

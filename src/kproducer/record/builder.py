@@ -92,8 +92,6 @@ MAX_TIMESTAMP = (1 << 63) - 1
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
-PRODUCER_STATE = struct.Struct(">qhi")  # producer id, epoch, base sequence at offset 43
-PRODUCER_ID_OFFSET = 43
 
 
 _ZERO = NO_HEADERS  # a headers block with no headers: a count of 0
@@ -831,20 +829,10 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         self._is_transactional = bool(is_transactional)
         if self._size == 0:
             return
-        buf = self._buf
-        PRODUCER_STATE.pack_into(buf, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
-        (attrs,) = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)
-        attrs = (attrs | TRANSACTIONAL_FLAG) if is_transactional else (attrs & ~TRANSACTIONAL_FLAG)
-        struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, attrs)
-        self._write_crc()
+        # The other fields are those the batch was closed with: the header is written again whole.
+        self.write_default_batch_header(_crc32c)
 
     # ------------------------------------------------------------ closing
-    def _write_crc(self) -> None:
-        # (data, value 0, gil_release_mode 0): the GIL kept, as write_default_batch_header says why.
-        with memoryview(self._buf) as mv:
-            crc = _crc32c(mv[ATTRIBUTES_OFFSET : self._size], 0, 0)
-        struct.pack_into(">I", self._buf, CRC_OFFSET, crc)
-
     def close_for_record_appends(self, capacity: int | None = None) -> None:
         """No more records: compress them now, so that a batch waiting to be drained holds its
         compressed bytes rather than its records (Java's closeForRecordAppends closes the
