@@ -322,7 +322,11 @@ class Sender:
         batches_by_node: Mapping[int, list[ProducerBatch]] = acc.drain(cluster, ready_nodes, self._max_request_size, now) if ready_nodes else {}
         for batches in batches_by_node.values():
             for batch in batches:
-                self._in_flight_batches.setdefault(batch.topic_partition, []).append(batch)
+                in_flight = self._in_flight_batches.get(batch.topic_partition)
+                if in_flight is None:
+                    self._in_flight_batches[batch.topic_partition] = [batch]
+                else:
+                    in_flight.append(batch)
                 if self._guarantee_order:
                     acc.mute_partition(batch.topic_partition)
                 if self._tm is not None and batch.base_sequence != NO_SEQUENCE:

@@ -115,6 +115,10 @@ class MockClient:
         """Queue responses for the next requests of ``api_key``, in order."""
         self._scripts.setdefault(int(api_key), deque()).extend(responses)
 
+    def prepared(self, api_key: int) -> int:
+        """How many responses queued by :meth:`prepare` for ``api_key`` are still unused."""
+        return len(self._scripts.get(int(api_key), ()))
+
     def requests(self, api_key: int) -> list[Any]:
         """Bodies sent for ``api_key`` so far, in order."""
         return [b for r, b in zip(self.sent, self.sent_bodies, strict=True) if r.api_key == api_key]

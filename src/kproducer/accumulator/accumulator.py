@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import random
 import threading
 import time
@@ -94,6 +95,10 @@ class NodeLatencyStats:
     def __init__(self, now_ms: int) -> None:
         self.ready_time_ms = now_ms
         self.drain_time_ms = now_ms
+
+
+# A drain candidate's position among its node's partitions (the sort and search key of the drain's visit order).
+_position = operator.itemgetter(0)
 
 
 def batch_backoff_ms(batch: ProducerBatch) -> int:
@@ -376,7 +381,7 @@ class RecordAccumulator:
         self._unsealed_bytes = 0
         self._seal_backlog_bytes = 4 * max(self.batch_size, MAX_STAGING_BYTES)
         # Per node: the Cluster snapshot and each of its partitions' place in partitions_for_node().
-        self._node_index: dict[int, tuple[Cluster, dict[tuple[str, int], int]]] = {}
+        self._node_index: dict[int, tuple[Cluster, dict[TopicPartition, int]]] = {}
         # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
         self._appends_in_progress: list[None] = []
         self._flushes_in_progress = 0
@@ -449,7 +454,7 @@ class RecordAccumulator:
             with self._topic_lock:
                 info = self._topic_info.get(topic)
                 if info is None:
-                    info = self._topic_info[topic] = TopicInfo(self._partitioner_factory(topic, self.batch_size))
+                    info = self._topic_info[topic] = TopicInfo(topic, self._partitioner_factory(topic, self.batch_size))
         return info
 
     def partition_state(self, topic: str) -> tuple[dict[int, PartitionDeque], StickyPartitioner]:
@@ -474,9 +479,9 @@ class RecordAccumulator:
         return self._topic(tp.topic).deque_for(tp.partition)
 
     def _all_deques(self) -> Iterator[tuple[TopicPartition, PartitionDeque]]:
-        for topic, info in list(self._topic_info.items()):
-            for partition, dq in list(info.batches.items()):
-                yield TopicPartition(topic, partition), dq
+        for info in list(self._topic_info.values()):
+            for dq in list(info.batches.values()):
+                yield dq.topic_partition, dq
 
     def _builder(
         self, buffer: bytearray, magic: int, topic: str, staging: bytearray | None = None
@@ -520,7 +525,7 @@ class RecordAccumulator:
         if size == 0:
             drained = dq.drained_bytes
             size = self.batch_size
-            if 0 < drained < size // 4 and self.compression is CompressionType.NONE:
+            if 0 < drained < size // 4 and not self._stages:
                 size = min(size, max(MIN_NEW_BATCH_BYTES, 4 * drained))
         return max(size, record_bound)
 
@@ -720,7 +725,7 @@ class RecordAccumulator:
                         full = len(batches) > 1 or crossed
                     if rows.left and buffer is not None and (second or not one):
                         # Another thread may have opened a batch meanwhile (tried above); else a new batch.
-                        tp = TopicPartition(topic, effective)
+                        tp = dq.topic_partition
                         batch = self._new_batch(tp, buffer, magic if one else self._magic(), now)
                         buffer = None
                         new_batch = True
@@ -757,7 +762,7 @@ class RecordAccumulator:
                 if buffer is None:
                     if not sticky and breaker is not None:
                         max_time_to_block_ms = self._await_room_while_muted(
-                            TopicPartition(topic, effective), max_time_to_block_ms, block
+                            dq.topic_partition, max_time_to_block_ms, block
                         )
                     # dq is the deque this round appended to; its drained size is a hint read without the lock.
                     size = self.new_batch_size(dq, rows.size_bound(magic, self.compression))
@@ -821,7 +826,7 @@ class RecordAccumulator:
             if self.closed:
                 return None
             magic = self._magic()
-            tp = TopicPartition(topic, partition)
+            tp = dq.topic_partition
             routing = self._routing
             if magic != 2 or (routing is not None and tp in routing.partitions_to_vacate()):
                 return None
@@ -947,7 +952,7 @@ class RecordAccumulator:
         exhausted: bool,
     ) -> tuple[int, bool]:
         """The next ready-check delay, and whether any of the topic's deques holds a batch."""
-        entries = info.partition_leaders(topic, cluster)
+        entries = info.partition_leaders(cluster)
         holds_batches = False
         queue_sizes: list[int] | None = None
         partition_ids: list[int] | None = None
@@ -1057,27 +1062,27 @@ class RecordAccumulator:
 
     def _partition_index(
         self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
-    ) -> dict[tuple[str, int], int]:
+    ) -> dict[TopicPartition, int]:
         cached = self._node_index.get(node_id)
         if cached is not None and cached[0] is cluster:
             return cached[1]
-        index = {(p.topic, p.partition): i for i, p in enumerate(parts)}
+        index = {TopicPartition(p.topic, p.partition): i for i, p in enumerate(parts)}
         self._node_index[node_id] = (cluster, index)
         return index
 
     def _drain_candidates(
         self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
-    ) -> list[int]:
-        """Positions in ``parts`` of the node's partitions that hold batches, in order."""
+    ) -> list[tuple[int, PartitionDeque]]:
+        """The node's partitions that hold batches, with their positions in ``parts``, in that order."""
         index = self._partition_index(cluster, node_id, parts)
-        found: list[int] = []
-        for topic, info in list(self._active.items()):
-            for partition, dq in list(info.batches.items()):
+        found: list[tuple[int, PartitionDeque]] = []
+        for info in list(self._active.values()):
+            for dq in list(info.batches.values()):
                 if dq.batches:  # a peek; the drain looks again under the lock
-                    i = index.get((topic, partition))
+                    i = index.get(dq.topic_partition)
                     if i is not None:
-                        found.append(i)
-        found.sort()
+                        found.append((i, dq))
+        found.sort(key=_position)
         return found
 
     def _drain_node(
@@ -1096,20 +1101,16 @@ class RecordAccumulator:
         # The partitions holding batches, in the node's order, from the rotating drain index on:
         # the same visit order as walking every partition, without the empty ones.
         candidates = self._drain_candidates(cluster, node_id, parts)
-        k = bisect.bisect_left(candidates, start)
+        k = bisect.bisect_left(candidates, start, key=_position)
         # Whether a deque visited here still holds a batch when the drain is done; a partition
         # passed over keeps its batches (every ``continue`` below the emptiness check).
         left = False
-        for i in candidates[k:] + candidates[:k]:
+        for i, dq in candidates[k:] + candidates[:k]:
             # Next time start after this partition, unless we stop at it below.
             self._drain_index[node_id] = (i + 1) % n
-            part = parts[i]
-            tp = TopicPartition(part.topic, part.partition)
+            tp = dq.topic_partition
             if tp in self._muted:
                 left = True
-                continue
-            dq = self._deque(tp)
-            if dq is None:
                 continue
             with dq.lock:
                 if not dq.batches:

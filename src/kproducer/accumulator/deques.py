@@ -43,9 +43,12 @@ else:
 class PartitionDeque(PartitionDequeCore):
     """The batches of one partition, oldest first, with the lock appends and drains take."""
 
-    __slots__ = ("drained_bytes",)
+    __slots__ = ("topic_partition", "drained_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, topic_partition: TopicPartition) -> None:
+        # The partition's one TopicPartition: its batches, the drain and the ready check all use
+        # it, so no per-batch or per-loop step makes another.
+        self.topic_partition = topic_partition
         self.lock = new_lock()
         self.batches: deque[ProducerBatch] = deque()
         # The size of the batch the Sender last drained from this deque (0: none yet), written by
@@ -56,9 +59,10 @@ class PartitionDeque(PartitionDequeCore):
 class TopicInfo:
     """Per-topic state: partition → deque, and the topic's built-in partitioner."""
 
-    __slots__ = ("batches", "partitioner", "lock", "_leaders", "_leaders_cluster")
+    __slots__ = ("topic", "batches", "partitioner", "lock", "_leaders", "_leaders_cluster")
 
-    def __init__(self, partitioner: StickyPartitioner) -> None:
+    def __init__(self, topic: str, partitioner: StickyPartitioner) -> None:
+        self.topic = topic
         self.batches: dict[int, PartitionDeque] = {}
         self.partitioner = partitioner
         self.lock = threading.Lock()
@@ -67,7 +71,7 @@ class TopicInfo:
         self._leaders_cluster: Cluster | None = None
 
     def partition_leaders(
-        self, topic: str, cluster: Cluster
+        self, cluster: Cluster
     ) -> list[tuple[int, PartitionDeque, TopicPartition, Node | None]]:
         """Each deque of the topic, in the order they were made, with its partition and leader in ``cluster``.
 
@@ -80,10 +84,9 @@ class TopicInfo:
         if cluster is not self._leaders_cluster or len(self.batches) != len(self._leaders):
             with self.lock:  # deque_for adds deques under it
                 entries = list(self.batches.items())
-            leaders = []
-            for partition, dq in entries:
-                tp = TopicPartition(topic, partition)
-                leaders.append((partition, dq, tp, cluster.leader_for(tp)))
+            leaders = [
+                (partition, dq, dq.topic_partition, cluster.leader_for(dq.topic_partition)) for partition, dq in entries
+            ]
             self._leaders, self._leaders_cluster = leaders, cluster
         return self._leaders
 
@@ -93,5 +96,5 @@ class TopicInfo:
             with self.lock:
                 dq = self.batches.get(partition)
                 if dq is None:
-                    dq = self.batches[partition] = PartitionDeque()
+                    dq = self.batches[partition] = PartitionDeque(TopicPartition(self.topic, partition))
         return dq

@@ -99,6 +99,9 @@ _ZERO = NO_HEADERS  # a headers block with no headers: a count of 0
 # else its reference, kproducer.record.default_record.append_record.
 _append_record = native.append_record
 _largest_record = native.largest_record
+# CompressionType.NONE as a global: read through the Enum class it is a lookup through the
+# metaclass that the interpreter does not specialise, and the size estimate asks it per record.
+_NO_COMPRESSION = CompressionType.NONE
 
 
 def _headers_size(headers: Sequence[Header] | None) -> int:
@@ -320,7 +323,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             raise ValueError(f"a control batch (transaction markers) needs magic 2, got magic {magic}")
         if magic == 2:
             start = RECORD_BATCH_OVERHEAD
-        elif ctype is not CompressionType.NONE:
+        elif ctype is not _NO_COMPRESSION:
             start = LOG_OVERHEAD + record_overhead(magic)
         else:
             start = 0
@@ -499,7 +502,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
                 self._pos,
                 self._write_limit,
                 self._records_start,
-                0.0 if self._compression is CompressionType.NONE else self._estimated_ratio,
+                0.0 if self._compression is _NO_COMPRESSION else self._estimated_ratio,
                 n,
                 timestamp - self._base_timestamp if n else 0,
                 key,
@@ -549,7 +552,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             self._pos,
             self._write_limit,
             self._records_start,
-            0.0 if self._compression is CompressionType.NONE else self._estimated_ratio,
+            0.0 if self._compression is _NO_COMPRESSION else self._estimated_ratio,
             n,
             timestamp - self._base_timestamp if n else 0,
             values,
@@ -613,7 +616,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         key = _coerce_bytes("key", key)
         value = _coerce_bytes("value", value)
         n = self._num_records
-        compressed = self._compression is not CompressionType.NONE
+        compressed = self._compression is not _NO_COMPRESSION
         # Inner offsets of a compressed v1 set are relative; v0 keeps absolute offsets (as Java).
         offset = n if (compressed and self._magic > 0) else self._base_offset + n
         attributes = (self._timestamp_type << 3) if self._magic == 1 else 0
@@ -637,7 +640,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
 
     def _estimated_bytes_written(self) -> int:
         uncompressed = self._pos - self._records_start
-        if self._compression is CompressionType.NONE:
+        if self._compression is _NO_COMPRESSION:
             return self._records_start + uncompressed
         return self._records_start + int(
             uncompressed * self._estimated_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
@@ -656,7 +659,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         n = self._num_records
         if n == 0:
             return True
-        ratio = 0.0 if self._compression is CompressionType.NONE else self._estimated_ratio
+        ratio = 0.0 if self._compression is _NO_COMPRESSION else self._estimated_ratio
         pos, limit, start = self._pos, self._write_limit, self._records_start
         try:
             k = len(key) if key.__class__ is bytes else _byte_len(_coerce_bytes("key", key))
@@ -676,7 +679,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         """Closed, or at least one record and the estimated size reached ``write_limit``."""
         if self._closed or self._sealed:
             return True
-        if self._compression is CompressionType.NONE:
+        if self._compression is _NO_COMPRESSION:
             return self._num_records > 0 and self._write_limit <= self._pos
         return self._num_records > 0 and self._write_limit <= self._estimated_bytes_written()
 
@@ -686,7 +689,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             return self._size
         if self._sealed:
             return self._records_start + self._compressed_records_size
-        if self._compression is CompressionType.NONE:
+        if self._compression is _NO_COMPRESSION:
             return self._pos
         return self._estimated_bytes_written()
 
@@ -788,7 +791,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
     def compression_rate(self) -> float:
         """Compressed / uncompressed records size after close (1.0 without compression or records)."""
         uncompressed = self._uncompressed_records()
-        if not self._closed or uncompressed == 0 or self._compression is CompressionType.NONE:
+        if not self._closed or uncompressed == 0 or self._compression is _NO_COMPRESSION:
             return 1.0
         return self._compressed_records_size / uncompressed
 
@@ -847,7 +850,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             if self._sealed:
                 self._trim(capacity, self._records_start + self._compressed_records_size)
                 return
-        if self._closed or self._sealed or self._magic != 2 or self._compression is CompressionType.NONE:
+        if self._closed or self._sealed or self._magic != 2 or self._compression is _NO_COMPRESSION:
             return
         if self._num_records == 0:
             return
@@ -965,7 +968,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             return
         estimator = self._ratio_estimator
         topic = self._topic
-        if self._compression is CompressionType.NONE or not topic:
+        if self._compression is _NO_COMPRESSION or not topic:
             estimator = None
         # Judged before compression, by the estimate the batch was filled with (see the estimator).
         full = estimator is not None and self._estimated_bytes_written() * 2 >= self._write_limit
@@ -986,7 +989,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
             end = self._pos
             ctype = self._compression
             self._largest_record_size = _largest_record(buf, start, end)
-            if ctype is not CompressionType.NONE:
+            if ctype is not _NO_COMPRESSION:
                 with memoryview(buf) as mv:
                     compressed = compress(ctype, mv[start:end], self._compression_level, 2)
                 buf[start : start + len(compressed)] = compressed
@@ -997,7 +1000,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
 
     def _close_legacy(self) -> None:
         ctype = self._compression
-        if ctype is CompressionType.NONE:
+        if ctype is _NO_COMPRESSION:
             self._size = self._pos
             self._compressed_records_size = self._pos
             return

@@ -255,20 +255,48 @@ def test_ready_follows_a_new_leader_and_a_new_partition() -> None:
 
 
 def test_partition_leaders_is_remade_only_for_a_new_snapshot_or_deque() -> None:
-    info = TopicInfo(BuiltInPartitioner("t", BATCH))
+    info = TopicInfo("t", BuiltInPartitioner("t", BATCH))
     cluster = make_cluster()
     info.deque_for(2)
-    first = info.partition_leaders("t", cluster)
+    first = info.partition_leaders(cluster)
     assert [(p, tp, leader.id if leader else None) for p, _dq, tp, leader in first] == [
         (2, TopicPartition("t", 2), 0)
     ]
-    assert info.partition_leaders("t", cluster) is first
+    assert info.partition_leaders(cluster) is first
     info.deque_for(1)
-    second = info.partition_leaders("t", cluster)
+    second = info.partition_leaders(cluster)
     assert [(p, leader.id if leader else None) for p, _dq, _tp, leader in second] == [(2, 0), (1, 1)]
     assert second[0][1] is info.deque_for(2)
-    third = info.partition_leaders("t", make_cluster(leaders={2: -1, 1: 0}))
+    # Each entry's TopicPartition is its deque's own, made once with the deque.
+    assert all(tp is dq.topic_partition for _p, dq, tp, _leader in second)
+    third = info.partition_leaders(make_cluster(leaders={2: -1, 1: 0}))
     assert [(p, leader.id if leader else None) for p, _dq, _tp, leader in third] == [(2, None), (1, 0)]
+
+
+def test_a_partitions_batches_share_the_topic_partition_its_deque_made() -> None:
+    """One TopicPartition per partition: every batch opened on it, by either append path, and the
+    drain use the deque's own, so no batch or drain pass makes another."""
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, linger_ms=0)
+    cluster = make_cluster(partitions=3, nodes=1)
+    for p in range(3):
+        for _ in range(9):  # two batches per partition: the second opened beside a full one
+            append(acc, p, clock)
+    deques, _partitioner = acc.partition_state("t")
+    for p in range(3):
+        dq = deques[p]
+        assert dq.topic_partition == TopicPartition("t", p)
+        assert all(b.topic_partition is dq.topic_partition for b in dq.batches)
+        # The C send lane opens its batches through append_new_batch, which names the deque.
+        result = acc.append_new_batch(dq, "t", p, clock.now, b"k", VALUE, None, clock.now)
+        assert result is not None and dq.batches[-1].topic_partition is dq.topic_partition
+    drained = acc.drain(cluster, {0}, 1 << 30, clock.now)[0]
+    assert sorted(b.topic_partition.partition for b in drained) == [0, 1, 2]
+    assert all(b.topic_partition is deques[b.topic_partition.partition].topic_partition for b in drained)
+    for b in drained:
+        b.done(0, -1, None)
+        acc.deallocate(b)
+    complete_all(acc, cluster, clock)
 
 
 def test_retry_backoff_is_exponential_and_sets_the_next_check() -> None:

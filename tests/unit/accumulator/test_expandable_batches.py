@@ -259,7 +259,7 @@ def test_a_partition_whose_batches_go_out_small_gets_a_smaller_buffer_and_grows_
 )
 def test_new_batch_size_follows_its_rule(initial: int, drained: int, bound: int) -> None:
     acc = make_acc(FakeClock(START_MS), batch_size=16384, batch_initial_size=initial)
-    dq = PartitionDeque()
+    dq = PartitionDeque(TopicPartition("t", 0))
     dq.drained_bytes = drained
     size = acc.new_batch_size(dq, bound)
     assert size >= bound  # the first record always fits

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import io
 import struct
+from typing import Any
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -46,6 +47,23 @@ def test_produce_request_matches_kio_decoding(version: int) -> None:
     assert got == {(tp.topic, tp.partition): bytes(v) for tp, v in BATCHES.items()}
 
 
+# The compact length of a partition's records is the length + 1 as an unsigned varint; these
+# lengths put it on each side of the 1-, 2-, 3- and 4-byte boundaries.
+_VARINT_EDGES = [0, 126, 127, 128, 16382, 16383, 16384, 2097150, 2097151, 2097152]
+
+
+@pytest.mark.parametrize("version", [9, 11])
+def test_flexible_produce_request_frames_every_length_of_compact_records(version: int) -> None:
+    batches = {TopicPartition("t", p): memoryview(bytearray([p % 251]) * n) for p, n in enumerate(_VARINT_EDGES)}
+    req = build_produce_request(version, 1, 100, None, batches)
+    blob = _joined(req.buffers)
+    assert len(blob) == req.size
+    decoded, size = entity_reader(protocol.request_class(ApiKey.PRODUCE, version))(blob, 0)
+    assert size == len(blob)
+    got = {(t.name, p.index): bytes(p.records) for t in decoded.topic_data for p in t.partition_data}
+    assert got == {(tp.topic, tp.partition): bytes(v) for tp, v in batches.items()}
+
+
 def test_produce_request_does_not_copy_batches() -> None:
     big = memoryview(bytearray(16384))
     req = build_produce_request(9, 1, 100, None, {TopicPartition("t", 0): big})
@@ -85,13 +103,7 @@ def test_parse_produce_response_matches_kio_encoding(version: int) -> None:
         )
         kw_part["error_message"] = "not leader"
     part = mod.PartitionProduceResponse(**kw_part)
-    body = mod.ProduceResponse(
-        responses=(mod.TopicProduceResponse(name="tp", partition_responses=(part,)),),
-        throttle_time=datetime.timedelta(milliseconds=12),
-    )
-    buf = io.BytesIO()
-    entity_writer(type(body))(buf, body)
-    parts, throttle = parse_produce_response(version, buf.getvalue())
+    parts, throttle = parse_produce_response(version, _produce_response_body(mod, part, throttle_ms=12))
     assert throttle == 12
     r = parts[TopicPartition("tp", 4)]
     assert (r.error_code, r.base_offset) == (6, 42)
@@ -99,6 +111,38 @@ def test_parse_produce_response_matches_kio_encoding(version: int) -> None:
     if version >= 8:
         assert r.error_message == "not leader"
         assert r.record_errors == (protocol.RecordError(2, "bad"),)
+    assert [type(k) for k in parts] == [TopicPartition] and type(r) is protocol.PartitionProduceResponse
+
+
+@pytest.mark.parametrize("version", range(9, 12))
+def test_parse_produce_response_reads_the_usual_error_free_tail(version: int) -> None:
+    """A partition with no record errors, no message and no tagged fields: the parser's short path."""
+    mod = __import__(f"kio.schema.produce.v{version}.response", fromlist=["x"])
+    part = mod.PartitionProduceResponse(
+        index=1,
+        error_code=protocol_error(0),
+        base_offset=7,
+        log_append_time=datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),
+        log_start_offset=3,
+        record_errors=(),
+        error_message=None,
+    )
+    parts, _throttle = parse_produce_response(version, _produce_response_body(mod, part, throttle_ms=0))
+    ((key, r),) = parts.items()
+    assert type(key) is TopicPartition and key == TopicPartition("tp", 1)
+    assert r == protocol.PartitionProduceResponse(0, None, 7, 1704067200000, 3, ())
+    assert type(r) is protocol.PartitionProduceResponse
+
+
+def _produce_response_body(mod: Any, part: Any, *, throttle_ms: int) -> bytes:
+    """kio's encoding of a Produce response of topic "tp" holding ``part`` (``mod``: its version's schema)."""
+    body = mod.ProduceResponse(
+        responses=(mod.TopicProduceResponse(name="tp", partition_responses=(part,)),),
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+    )
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    return buf.getvalue()
 
 
 def protocol_error(code: int) -> object:
