@@ -13,11 +13,14 @@ names as kio's generated classes).
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
+
+from kio.serial import entity_reader
 
 from kproducer.errors import KafkaError
 from kproducer.metadata import Cluster, Metadata
@@ -28,6 +31,7 @@ from kproducer.network.protocol import (
     ProduceRequestData,
     ProduceResponseData,
     RecordError,
+    request_class,
 )
 from kproducer.structs import Node, PartitionInfo, TopicPartition
 from tests.support.clock import FakeClock
@@ -364,9 +368,35 @@ def partitions_of(produce_body: ProduceRequestData) -> Iterable[TopicPartition]:
 
 
 def batches_of(produce_body: ProduceRequestData) -> dict[TopicPartition, bytes]:
-    """The record batch bytes of a Produce request, per partition (they sit between the framing chunks)."""
-    data = produce_body.buffers[1::2]
-    return {tp: bytes(b) for tp, b in zip(produce_body.partitions, data, strict=False)}
+    """The record batch bytes of a Produce request, per partition, read back from its framed bytes.
+
+    v3 and later are decoded by kio's generated reader (an implementation independent of
+    ``build_produce_request``); v0-v2, which kio does not have, by hand from the protocol guide's
+    layout: acks, timeout, then [topic [partition records]].
+    """
+    blob = b"".join(bytes(b) for b in produce_body.buffers)
+    if produce_body.version >= 3:
+        decoded, size = entity_reader(request_class(ApiKey.PRODUCE, produce_body.version))(blob, 0)
+        assert size == len(blob) == produce_body.size, "the framed request has bytes past its end"
+        return {TopicPartition(str(t.name), int(p.index)): bytes(p.records or b"") for t in decoded.topic_data
+                for p in t.partition_data}  # fmt: skip
+    out: dict[TopicPartition, bytes] = {}
+    pos = 6  # acks (int16), timeout (int32)
+    (topics,) = struct.unpack_from(">i", blob, pos)
+    pos += 4
+    for _ in range(topics):
+        (name_len,) = struct.unpack_from(">h", blob, pos)
+        topic = blob[pos + 2 : pos + 2 + name_len].decode()
+        pos += 2 + name_len
+        (partitions,) = struct.unpack_from(">i", blob, pos)
+        pos += 4
+        for _ in range(partitions):
+            partition, length = struct.unpack_from(">ii", blob, pos)
+            pos += 8
+            out[TopicPartition(topic, partition)] = blob[pos : pos + length]
+            pos += length
+    assert pos == len(blob) == produce_body.size, "the framed request has bytes past its end"
+    return out
 
 
 def records_of(produce_body: ProduceRequestData, tp: TopicPartition) -> list[tuple[bytes | None, bytes | None]]:

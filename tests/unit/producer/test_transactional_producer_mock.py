@@ -31,6 +31,7 @@ from tests.support.clock import FakeClock
 from tests.support.mock_client import (
     MockClient,
     add_partitions_response,
+    batches_of,
     error_response,
     find_coordinator_response,
     init_producer_id_response,
@@ -120,7 +121,7 @@ def test_init_begin_send_commit_through_the_public_api(rig: Rig) -> None:
     assert all(o >= 40 for o in offsets) and len(offsets) == 5
     for body in rig.produce_bodies():
         assert body.transactional_id == "tid"  # type: ignore[attr-defined]
-        batch = bytes(body.buffers[1])  # type: ignore[attr-defined]
+        batch = next(iter(batches_of(body).values()))  # type: ignore[arg-type]
         assert int.from_bytes(batch[21:23], "big") & 0x10  # the transactional attribute bit
     end = rig.client.requests(ApiKey.END_TXN)
     assert [(e.committed, e.producer_id, e.producer_epoch) for e in end] == [(True, 500, 2)]

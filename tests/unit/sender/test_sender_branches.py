@@ -6,6 +6,7 @@ a script, the clock moves only when a test advances it.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +22,7 @@ from kproducer.errors import (
 from kproducer.network.protocol import ApiKey
 from kproducer.structs import TopicPartition
 from tests.support.mock_client import (
+    batches_of,
     init_producer_id_response,
     produce_response,
 )
@@ -42,9 +44,7 @@ def rig() -> Iterator[Rig]:
 def _batch_state(rig: Rig, index: int = -1) -> tuple[int, int, int]:
     """(producer id, epoch, base sequence) written in the index-th produce request's first batch."""
     body = rig.produce_bodies()[index]
-    import struct
-
-    batch = bytes(body.buffers[1])  # type: ignore[attr-defined]
+    batch = next(iter(batches_of(body).values()))  # type: ignore[arg-type]
     pid, epoch, seq = struct.unpack_from(">qhi", batch, 43)
     return pid, epoch, seq
 

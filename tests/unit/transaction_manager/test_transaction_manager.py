@@ -30,6 +30,7 @@ from kproducer.transaction_manager import (
 )
 from tests.support.mock_client import (
     add_partitions_response,
+    batches_of,
     error_response,
     find_coordinator_response,
     init_producer_id_response,
@@ -148,7 +149,7 @@ def test_a_partition_drains_only_after_add_partitions_and_commit_waits_for_acks(
     assert len(rig.produce_bodies()) == 1
     body = rig.produce_bodies()[0]
     assert body.transactional_id == "tid"  # type: ignore[attr-defined]
-    batch = bytes(body.buffers[1])  # type: ignore[attr-defined]
+    batch = next(iter(batches_of(body).values()))  # type: ignore[arg-type]
     assert int.from_bytes(batch[21:23], "big") & 0x10  # the transactional attribute bit
     commit = tm.begin_commit()
     rig.run(3)
