@@ -46,7 +46,8 @@ from kproducer.structs import TopicPartition  # noqa: E402
 PRODUCE_VERSION = 8  # non-flexible, supported by Tansu and every Kafka since 2.4
 
 
-def _proc_cpu_s(pid: int) -> float:
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -91,7 +92,7 @@ def run(bootstrap: str, topic: str, partitions: int, size: int, batch_size: int,
     hv = response_header_version(ApiKey.PRODUCE, PRODUCE_VERSION)
     pending: deque[int] = deque()
     errors = 0
-    b0 = _proc_cpu_s(broker_pid) if broker_pid else 0.0
+    b0 = proc_cpu_s(broker_pid) if broker_pid else 0.0
     t0 = time.perf_counter()
     nxt = 0
     while nxt < requests or pending:
@@ -107,7 +108,7 @@ def run(bootstrap: str, topic: str, partitions: int, size: int, batch_size: int,
         parts, _ = parse_produce_response(PRODUCE_VERSION, frame[off:])
         errors += sum(1 for r in parts.values() if r.error_code != 0)
     elapsed = time.perf_counter() - t0
-    broker_cpu = (_proc_cpu_s(broker_pid) - b0) if broker_pid else float("nan")
+    broker_cpu = (proc_cpu_s(broker_pid) - b0) if broker_pid else float("nan")
     sock.close()
     n = requests * per_request * records_per_batch
     return {

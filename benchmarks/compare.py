@@ -6,7 +6,9 @@ fresh topic; before the first, 200 MB written by a child process warm the broker
 (``broker_warmup.py``), and the client that goes first changes from repeat to
 repeat. Prints records/s, MB/s, client CPU µs per record and per partition batch (process CPU
 time over the batches the client's own metrics count: kproducer's ``byte-total`` over
-``batch-size-avg``, librdkafka's ``batchcnt`` statistics), p99 delivery
+``batch-size-avg``, librdkafka's ``batchcnt`` statistics), the broker's CPU µs per record
+over the client's whole run (Tansu's CPU time from /proc, when it was started here: a client
+that sends smaller batches costs the broker more a record), p99 delivery
 latency (send → acknowledgement) and peak RSS, with ratios against confluent-kafka,
 each client's config, and the machine's load average; writes a Markdown table
 (and a PNG bar chart with --png).
@@ -712,7 +714,15 @@ def count_on_topic(bootstrap: str, topic: str, partitions: int, expected: int, t
         c.close()
 
 
-def run_client(client: str, bootstrap: str, topic: str, cell: Cell, args: argparse.Namespace) -> dict[str, Any]:
+def run_client(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    cell: Cell,
+    args: argparse.Namespace,
+    broker_cpu_s: Callable[[], float] | None = None,
+) -> dict[str, Any]:
+    """Run ``client`` on ``cell`` in a child process; ``broker_cpu_s`` reads the broker's CPU seconds, when known."""
     cmd = [
         sys.executable, __file__, "--child", client, "--bootstrap", bootstrap, "--topic", topic,
         "--records", str(cell.records), "--size", str(cell.size), "--acks", cell.acks,
@@ -722,10 +732,13 @@ def run_client(client: str, bootstrap: str, topic: str, cell: Cell, args: argpar
     ]  # fmt: skip
     if cell.batch_size is not None:
         cmd += ["--batch-size", str(cell.batch_size)]
+    broker_cpu_before = broker_cpu_s() if broker_cpu_s is not None else 0.0
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
         return {"client": client, "error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
     res: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if broker_cpu_s is not None:
+        res["broker_cpu_us_per_record"] = (broker_cpu_s() - broker_cpu_before) / res["records"] * 1e6
     res["records_per_s"] = res["records"] / res["elapsed_s"]
     res["mb_per_s"] = res["records"] * cell.size / res["elapsed_s"] / 1e6
     res["cpu_us_per_record"] = res["cpu_s"] / res["records"] * 1e6
@@ -814,6 +827,7 @@ def main() -> int:
                                 cell_for(args.records, args.size, args.acks, args.compression))))  # fmt: skip
         return 0
 
+    from broker_ceiling import proc_cpu_s
     from broker_warmup import warm_broker
     from tests.support.readback import create_topic
     from tests.support.tansu import tansu_unless
@@ -838,6 +852,7 @@ def main() -> int:
     chart: list[tuple[str, list[dict[str, Any]]]] = []
     with tansu_unless(args.bootstrap) as (bootstrap, broker):
         warm_broker(bootstrap)
+        broker_cpu_s = None if broker is None else (lambda: proc_cpu_s(broker.process.pid))
         for cell in cells:
             load = os.getloadavg()
             runs: list[list[dict[str, Any]]] = []
@@ -851,7 +866,7 @@ def main() -> int:
                     create_topic(bootstrap, topic, cell.partitions)
                     print(f"running {client} ({cell.records:,} x {cell.size} B, acks={cell.acks}, {cell.compression}) ...",
                           file=sys.stderr, flush=True)  # fmt: skip
-                    by_client[client] = run_client(client, bootstrap, topic, cell, args)
+                    by_client[client] = run_client(client, bootstrap, topic, cell, args, broker_cpu_s)
                 runs.append([by_client[c] for c in clients])
             load_after = os.getloadavg()
             table, ok = _report(runs, cell, clients, (load[0], load_after[0]))
@@ -922,8 +937,8 @@ def _report(
         f"{os.cpu_count()} CPUs. Latency: one record in {cell.sample_every:,} carries a callback, on every client.",
         "",
         "| client | records/s | vs confluent-kafka (same run) | MB/s | CPU µs/record | CPU µs/batch | records/batch "
-        "| p99 ms | peak RSS MB | RSS growth MB | failed | on topic |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| broker CPU µs/record | p99 ms | peak RSS MB | RSS growth MB | failed | on topic |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     best: list[dict[str, Any]] = []
     for client in clients:
@@ -931,7 +946,7 @@ def _report(
         good = [r for r in rs if "error" not in r]
         if not good:
             err = rs[0]["error"][0][:80] if rs else "not run"
-            lines.append(f"| {client} | error: {err} | | | | | | | | | | |")
+            lines.append(f"| {client} | error: {err} | | | | | | | | | | | |")
             continue
         ratios = []
         for run in runs:
@@ -943,7 +958,8 @@ def _report(
             f"| {client} | {_fmt_range([r['records_per_s'] for r in good], ',.0f')} | "
             f"{_fmt_range(ratios, '.2f') + 'x' if ratios else 'n/a'} | {_fmt_range([r['mb_per_s'] for r in good], '.1f')} | "
             f"{_fmt_range([r['cpu_us_per_record'] for r in good], '.2f')} | {_optional_range(good, 'cpu_us_per_batch', '.1f')} | "
-            f"{_optional_range(good, 'records_per_batch', '.1f')} | {_fmt_range([r['p99_ms'] for r in good], '.1f')} | "
+            f"{_optional_range(good, 'records_per_batch', '.1f')} | {_optional_range(good, 'broker_cpu_us_per_record', '.2f')} | "
+            f"{_fmt_range([r['p99_ms'] for r in good], '.1f')} | "
             f"{_fmt_range([r['peak_rss_mb'] for r in good], '.0f')} | {_fmt_range([r['rss_growth_mb'] for r in good], '.0f')} | "
             f"{max(r['failed'] for r in good)} | {', '.join(f'{x:,}' if isinstance(x, int) else x for x in sorted(on_topic, key=str))} |"
         )
