@@ -91,7 +91,7 @@ def run(partitions: int, per_batch: int, rounds: int, size: int, config: dict[st
         # Only this round's futures are kept, as an application keeps the futures it still waits
         # for: kept across rounds they would make every full collection of the cyclic garbage
         # collector walk hundreds of thousands of objects that belong to the benchmark, not to the
-        # producer, a cost a batch that grew with the number of rounds.
+        # producer, a cost per batch that grew with the number of rounds.
         futures = []
         t0 = cpu()
         for p in range(partitions):

@@ -377,7 +377,7 @@ def batches_of(produce_body: ProduceRequestData) -> dict[TopicPartition, bytes]:
     blob = b"".join(bytes(b) for b in produce_body.buffers)
     if produce_body.version >= 3:
         decoded, size = entity_reader(request_class(ApiKey.PRODUCE, produce_body.version))(blob, 0)
-        assert size == len(blob) == produce_body.size, "the framed request has bytes past its end"
+        assert size == len(blob) == produce_body.size, "the framed bytes do not match the request's declared size"
         return {TopicPartition(str(t.name), int(p.index)): bytes(p.records or b"") for t in decoded.topic_data
                 for p in t.partition_data}  # fmt: skip
     out: dict[TopicPartition, bytes] = {}
@@ -395,7 +395,7 @@ def batches_of(produce_body: ProduceRequestData) -> dict[TopicPartition, bytes]:
             pos += 8
             out[TopicPartition(topic, partition)] = blob[pos : pos + length]
             pos += length
-    assert pos == len(blob) == produce_body.size, "the framed request has bytes past its end"
+    assert pos == len(blob) == produce_body.size, "the framed bytes do not match the request's declared size"
     return out
 
 

@@ -206,11 +206,11 @@ _PART_HEAD = struct.Struct(">ii")  # partition index + legacy records length
 # varint) for lengths under 2**21, the varint's bytes packed with the index in one call: a
 # request carries one per batch, a thousand of them over a thousand partitions.
 _FLEX_PART_HEAD = (struct.Struct(">iB"), struct.Struct(">iBB"), struct.Struct(">iBBB"))
-# A batch up to this size is copied into the request's current chunk rather than passed as a view
-# of its own: each buffer costs the selector a memoryview, a deque entry and an iovec slot (a few
-# hundred ns, and a sendmsg call per 512 of them), where copying a few KiB costs less. Keyed records
-# over a thousand partitions make requests of a thousand small batches; a full batch.size batch
-# (16 KiB) still reaches sendmsg uncopied.
+# A batch smaller than this is copied into the request's current chunk rather than passed as a
+# view of its own: each buffer costs the selector a memoryview, a deque entry and an iovec slot (a
+# few hundred ns, and a sendmsg call per 512 of them), where copying a few KiB costs less. Keyed
+# records over a thousand partitions make requests of a thousand small batches; a full batch.size
+# batch (16 KiB) still reaches sendmsg uncopied.
 COPY_BATCH_BELOW = 4096
 # The fixed start of a partition's produce response, by version: index, error code, base offset,
 # then log-append time (v2+) and log start offset (v5+); one unpack instead of five reads.
@@ -416,9 +416,9 @@ class PartitionProduceResponse(NamedTuple):
     """One partition's answer in a Produce response.
 
     A NamedTuple, like the ``TopicPartition`` it is keyed by: immutable, and the parser makes one
-    per partition of every response with ``tuple.__new__`` (a frozen dataclass's constructor sets
-    each field through ``object.__setattr__``, several times the cost; at a thousand partitions a
-    response that was a cost per batch).
+    per partition of every response with ``tuple.__new__``. A frozen dataclass's constructor sets
+    each field through ``object.__setattr__``, several times the cost, and a response over a
+    thousand partitions makes a thousand of them.
     """
 
     error_code: int

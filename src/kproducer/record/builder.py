@@ -100,7 +100,8 @@ _ZERO = NO_HEADERS  # a headers block with no headers: a count of 0
 _append_record = native.append_record
 _largest_record = native.largest_record
 # CompressionType.NONE as a global: read through the Enum class it is a lookup through the
-# metaclass that the interpreter does not specialise, and the size estimate asks it per record.
+# metaclass that the interpreter does not specialise, and the Python append asks for it per
+# record, the size estimate, the fullness check and close several times a batch.
 _NO_COMPRESSION = CompressionType.NONE
 
 
