@@ -699,16 +699,19 @@ static int frm_init(FutureRecordMetadataObject *self, PyObject *args, PyObject *
     return 0;
 }
 
-/* A new future of `type` (this type or a subclass) whose fields are set later by frm_set: made
-   before the send lane takes a partition's lock, so that an allocation (which may start a
-   collection and run Python code) never happens under it. It is kept out of the cyclic GC: it
-   refers to its batch's result and, after a split, to another future, neither of which refers
-   back to it, and millions are alive at once under load. */
+/* A new future of `type` (this type or a subclass) whose fields are set later by frm_set or
+   __init__: the send lane makes it before it takes a partition's lock, so that an allocation
+   (which may start a collection and run Python code) never happens under it. It is kept out of
+   the cyclic GC: it refers to its batch's result and, after a split, to another future, neither
+   of which refers back to it, and millions are alive at once under load. Every future is made
+   here, the send lane's and the Python send()'s alike (the type's tp_new). */
 static PyObject *frm_alloc_untracked(PyTypeObject *type) {
     PyObject *f = type->tp_alloc(type, 0);
     if (f != NULL && PyObject_GC_IsTracked(f)) PyObject_GC_UnTrack(f);
     return f;
 }
+
+static PyObject *frm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) { return frm_alloc_untracked(type); }
 
 /* The fields settle_group needs; -1 (TypeError) when `o` is not of this type. *next is borrowed. */
 static int frm_fields(PyObject *o, PyObject **next, long long *relative_offset, long long *create_timestamp,
@@ -758,7 +761,7 @@ static PyTypeObject FutureRecordMetadataType = {
     .tp_clear = (inquiry)frm_clear,
     .tp_members = frm_members,
     .tp_init = (initproc)frm_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = frm_new,
 };
 
 
@@ -1074,8 +1077,12 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
                                       const uint8_t *v, Py_ssize_t vlen, int keyed, PyObject *future,
                                       PyObject *thunk, PyObject *callback, Py_ssize_t *before, Py_ssize_t *after,
                                       int64_t *write_limit, int64_t *ready_size) {
+    /* A batch makes its thunks list with its first callback (ProducerBatch._keep), and the lane
+       allocates nothing tracked by the cyclic GC under the deque lock: a record with a callback
+       for a batch that has no list yet goes to the Python send(), which makes it. */
     if (batch->writable != Py_True || batch->builder == NULL || batch->thunks == NULL || batch->result == NULL ||
-        !Py_IS_TYPE(batch->builder, builder_type) || !PyList_CheckExact(batch->thunks))
+        !Py_IS_TYPE(batch->builder, builder_type) ||
+        !(thunk == NULL ? batch->thunks == Py_None || PyList_CheckExact(batch->thunks) : PyList_CheckExact(batch->thunks)))
         return 0;
     int64_t count;
     if (!field_int(batch->record_count, &count) || !field_int(batch->ready_size, ready_size)) return 0;

@@ -272,7 +272,9 @@ class ProducerBatch(ProducerBatchCore):
         self.drained_ms = 0
         self.attempts = 0
         self.record_count = 0
-        self.thunks: list[Thunk | BulkRange] = []
+        # Made with the first record that has a callback: a batch of records without one (futures
+        # only, or keyed traffic spread over many partitions) allocates no list for them.
+        self.thunks: list[Thunk | BulkRange] | None = None
         self.result = ProduceRequestResult(topic_partition)
         self.is_split_batch = is_split_batch
         self.buffer = buffer
@@ -337,7 +339,7 @@ class ProducerBatch(ProducerBatchCore):
         if callback is not None:
             # Only callbacks need the batch to hold the future; a caller's future finds its
             # outcome through the batch's result, and follows a split through ``result.moved``.
-            self.thunks.append(Thunk(callback, future))
+            self._keep(Thunk(callback, future))
         self.record_count += 1
         return future
 
@@ -364,7 +366,7 @@ class ProducerBatch(ProducerBatchCore):
                 rows: range | memoryview = range(start, start + count)
             else:
                 rows = memoryview(indices).cast("B").cast("q")[start : start + count]
-            self.thunks.append(BulkRange(self.record_count, count, sink, rows, callback, timestamp))
+            self._keep(BulkRange(self.record_count, count, sink, rows, callback, timestamp))
             sink.appended(count)
             self.record_count += count
             self.last_append_ms = now_ms
@@ -377,7 +379,7 @@ class ProducerBatch(ProducerBatchCore):
         """
         out: dict[int, Thunk] = {}
         result = self.result
-        for entry in self.thunks:
+        for entry in self.thunks or ():
             if entry.__class__ is BulkRange:
                 rng: BulkRange = entry
                 futures = [RecordFuture(result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
@@ -411,9 +413,17 @@ class ProducerBatch(ProducerBatchCore):
             return False
         self.builder.append(timestamp, key, value, headers)
         if thunk is not None:
-            self.thunks.append(thunk)
+            self._keep(thunk)
         self.record_count += 1
         return True
+
+    def _keep(self, entry: Thunk | BulkRange) -> None:
+        """Keep a record's callback (or a bulk range) in append order, making the list on the first one."""
+        thunks = self.thunks
+        if thunks is None:
+            self.thunks = [entry]
+        else:
+            thunks.append(entry)
 
     # ------------------------------------------------------------------ state
     def _transition(self, to: BatchState) -> BatchState:
@@ -488,7 +498,7 @@ class ProducerBatch(ProducerBatchCore):
         """Set the result, run each callback in append order (one failing never stops the rest), open the latch."""
         self.result.set(base_offset, log_append_time, error_fn)
         tp = self.topic_partition
-        for entry in self.thunks:
+        for entry in self.thunks or ():
             if entry.__class__ is BulkRange:
                 rng: BulkRange = entry
                 if rng.callback is not None:
@@ -593,7 +603,7 @@ class ProducerBatch(ProducerBatchCore):
             partition=self.topic_partition.partition,
         )
         self._transition(BatchState.FAILED)
-        self.thunks = []
+        self.thunks = None
         self.result.moved = moved  # before done(): whoever wakes up finds where the records went
         self.result.set(NO_OFFSET, NO_TIMESTAMP, lambda _i: too_large)
         self.result.done()

@@ -215,3 +215,36 @@ def test_a_keyless_record_without_a_batch_takes_the_python_path() -> None:
         assert future.result().offset == 0
     finally:
         rig.close()
+
+
+@native_only
+def test_a_batchs_first_callback_makes_its_list_in_python_and_later_ones_stay_in_the_lane() -> None:
+    """A batch holds no list of callbacks until a record with one arrives (``ProducerBatch._keep``).
+
+    The lane allocates nothing the cyclic GC tracks under the deque lock, so the first record with
+    a callback in a batch opened without one goes to the Python ``send()``, which makes the list;
+    the records after it stay in the lane. Callbacks still run in send order.
+    """
+    rig = _rig()
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        key = _key_for(0)
+        calls = lane.fast_calls
+        order: list[int] = []
+        futures = [rig.producer.send("a", b"v0", key)]
+        assert lane.fast_calls - calls == 1
+        deques, _ = acc.partition_state("a")
+        (batch,) = deques[0].batches
+        assert batch.thunks is None, "a batch without callbacks must not make a list for them"
+        futures.append(rig.producer.send("a", b"v1", key, callback=lambda md, exc: order.append(md.offset)))
+        assert lane.fast_calls - calls == 1, "the lane took a first callback into a batch with no list"
+        assert batch.thunks is not None and len(batch.thunks) == 1
+        futures += [rig.producer.send("a", b"v%d" % i, key, callback=lambda md, exc: order.append(md.offset)) for i in (2, 3)]
+        assert lane.fast_calls - calls == 3, "the lane handed later callbacks to Python"
+        assert len(batch.thunks) == 3 and batch.record_count == 4
+        _drain_all(rig, futures)
+        offsets = [f.result().offset for f in futures]
+        assert offsets == [offsets[0] + i for i in range(4)]
+        assert order == offsets[1:]
+    finally:
+        rig.close()
