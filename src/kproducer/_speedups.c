@@ -981,9 +981,10 @@ static inline int field_int(PyObject *v, int64_t *out) {
 }
 
 /* The builder appends one v2 record without headers, as MemoryRecordsBuilder.try_append does, when
- * it is open, holds `expected_records` records and the record fits: 1. Not taken: 0, nothing
- * changed. -1 with an exception, nothing changed. *before and *after are the estimated sizes
- * around the append, *write_limit the builder's. */
+ * it is open, holds `expected_records` records and the record fits (the first record always
+ * does, and sets the base timestamp the others are written relative to): 1. Not taken: 0,
+ * nothing changed. -1 with an exception, nothing changed. *before and *after are the estimated
+ * sizes around the append, *write_limit the builder's. */
 static int builder_lane_append(BuilderCoreObject *b, PyObject *none_compression, int64_t expected_records,
                                int64_t timestamp, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
                                Py_ssize_t vlen, Py_ssize_t *before, Py_ssize_t *after, int64_t *write_limit) {
@@ -994,7 +995,7 @@ static int builder_lane_append(BuilderCoreObject *b, PyObject *none_compression,
     if (!field_int(b->magic, &magic) || magic != 2 || !field_int(b->write_limit, write_limit) ||
         !field_int(b->records_start, &records_start) || !field_int(b->pos, &pos) ||
         !field_int(b->num_records, &num) || !field_int(b->base_timestamp, &base_ts) ||
-        !field_int(b->max_timestamp, &max_ts) || num < 1 || num != expected_records)
+        !field_int(b->max_timestamp, &max_ts) || num < 0 || num != expected_records)
         return 0;
     batch_t w;
     w.buf = b->buf;
@@ -1003,15 +1004,17 @@ static int builder_lane_append(BuilderCoreObject *b, PyObject *none_compression,
     w.records_start = (Py_ssize_t)records_start;
     w.ratio = b->compression == none_compression ? 0.0 : PyFloat_AS_DOUBLE(b->estimated_ratio);
     w.num_records = num;
-    w.ts_delta = timestamp - base_ts;
+    w.ts_delta = num > 0 ? timestamp - base_ts : 0;
     w.headers = NO_HEADERS;
     w.headers_len = 1;
     /* The new values before the first write, so that a failure changes nothing. */
     PyObject *n_num = PyLong_FromLongLong(num + 1);
     PyObject *n_max = timestamp > max_ts ? PyLong_FromLongLong(timestamp) : NULL;
-    if (n_num == NULL || (timestamp > max_ts && n_max == NULL)) {
+    PyObject *n_base = num == 0 ? PyLong_FromLongLong(timestamp) : NULL;
+    if (n_num == NULL || (timestamp > max_ts && n_max == NULL) || (num == 0 && n_base == NULL)) {
         Py_XDECREF(n_num);
         Py_XDECREF(n_max);
+        Py_XDECREF(n_base);
         return -1;
     }
     *before = estimated_size(&w);
@@ -1022,12 +1025,14 @@ static int builder_lane_append(BuilderCoreObject *b, PyObject *none_compression,
     if (ok != 1 || n_pos == NULL) {  /* the bytes past the old position are ignored */
         Py_DECREF(n_num);
         Py_XDECREF(n_max);
+        Py_XDECREF(n_base);
         return ok == 1 ? -1 : ok;
     }
     *after = estimated_size(&w);
     Py_SETREF(b->pos, n_pos);
     Py_SETREF(b->num_records, n_num);
     if (n_max != NULL) Py_SETREF(b->max_timestamp, n_max);
+    if (n_base != NULL) Py_SETREF(b->base_timestamp, n_base);
     return 1;
 }
 
@@ -1124,7 +1129,8 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
  * the Python accumulator uses, through the functions of the C types they build on
  * (each type writes only its own fields), under the same partition-deque lock. A keyed
  * record whose partition has no open batch gets one from the accumulator's own Python step
- * (RecordAccumulator.append_new_batch, called under that lock; it never waits). Whenever
+ * (RecordAccumulator.open_new_batch, called under that lock; it never waits), and the lane
+ * appends the record to it as to any open batch. Whenever
  * anything else is out of the ordinary (a keyless record with no open batch, the record does
  * not fit, no memory free now, an argument the lane does not handle) it changes nothing and
  * hands the call, as it came, to the Python send(), which defines the semantics. So does every call once
@@ -1136,7 +1142,7 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
 
 
 static PyObject *s_acquire, *s_release, *s_muted, *s_cluster_view, *s_touch, *s_update_partition_info, *s_closed,
-    *s_append_new_batch;
+    *s_open_new_batch;
 
 /* One topic the lane knows: the accumulator's state for it. */
 typedef struct {
@@ -1773,8 +1779,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
                               Py_ssize_t partition, int keyed, const uint8_t *k, Py_ssize_t klen, const uint8_t *v,
                               Py_ssize_t vlen, PyObject *callback, int64_t now, int64_t timestamp, PyObject **out) {
     int rc = LANE_SLOW;
-    PyObject *opened = NULL;  /* the future of a record that opened a new batch (RecordAccumulator.append_new_batch) */
-    int opened_sendable = 0;  /* ... and a batch of its deque is sendable now (full, or another queued before it) */
+    int opened = 0;  /* the record opened a new batch (RecordAccumulator.open_new_batch) */
     int taken = 0;  /* the deque lock acquired (and to be released) */
     PyObject *future = NULL, *thunk = NULL, *batch = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
@@ -1816,32 +1821,30 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
             if (!Py_IS_TYPE(batch, self->batch_type)) goto out;
         }
         if (batch == NULL || ((BatchCoreObject *)batch)->writable != Py_True) {
-            /* No open batch to append to: a keyed record opens one through the accumulator's own
-               step, under this lock and without waiting (None: the Python path decides, and waits
-               for memory if it must). A keyless record's new batch also moves the sticky
-               partition (KIP-794), and that is the Python path's. */
+            /* No open batch to append to: for a keyed record the accumulator's own step opens and
+               queues one, under this lock and without waiting (None: the Python path decides, and
+               waits for memory if it must), and the record goes into it below, as into any open
+               batch. A keyless record's new batch also moves the sticky partition (KIP-794), and
+               that is the Python path's. */
             if (!keyed) goto out;
-            PyObject *ts = PyLong_FromLongLong(timestamp), *now_obj = PyLong_FromLongLong(now);
-            PyObject *res = NULL;  /* (future, sendable now) or None */
-            if (ts != NULL && now_obj != NULL) {
-                PyObject *args[9] = {self->accumulator, dq, topic, pkey, ts, key, value, callback, now_obj};
-                res = PyObject_VectorcallMethod(s_append_new_batch, args, 9 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            PyObject *now_obj = PyLong_FromLongLong(now);
+            PyObject *res = NULL;  /* the new batch, or None */
+            if (now_obj != NULL) {
+                PyObject *args[7] = {self->accumulator, dq, topic, key, value, callback, now_obj};
+                res = PyObject_VectorcallMethod(s_open_new_batch, args, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                Py_DECREF(now_obj);
             }
-            Py_XDECREF(ts);
-            Py_XDECREF(now_obj);
             if (res == NULL) { rc = -1; goto out; }
             if (res == Py_None) { Py_DECREF(res); goto out; }
-            if (!PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2) {
+            if (!Py_IS_TYPE(res, self->batch_type)) {
                 Py_DECREF(res);
-                PyErr_SetString(PyExc_TypeError, "RecordAccumulator.append_new_batch must return (future, bool) or None");
+                PyErr_SetString(PyExc_TypeError, "RecordAccumulator.open_new_batch must return a ProducerBatch or None");
                 rc = -1;
                 goto out;
             }
-            opened = Py_NewRef(PyTuple_GET_ITEM(res, 0));
-            opened_sendable = PyTuple_GET_ITEM(res, 1) == Py_True;
-            Py_DECREF(res);
-            rc = 0;
-            goto out;
+            Py_XSETREF(batch, res);
+            nb++;
+            opened = 1;
         }
         Py_ssize_t before = 0, after = 0;
         int64_t write_limit = 0, ready_size = 0;
@@ -1849,7 +1852,9 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
             (BatchCoreObject *)batch, self->builder_type, self->none_compression, now, timestamp, k, klen, v, vlen,
             keyed, future, thunk, callback, &before, &after, &write_limit, &ready_size);
         if (taken_by_batch < 0) { rc = -1; goto out; }
-        if (taken_by_batch == 0) goto out;  /* no room (or not an open v2 batch): the Python path decides */
+        /* No room (or not an open v2 batch): the Python path decides. A batch just opened stays
+           queued and open, and that path appends the record to it. */
+        if (taken_by_batch == 0) goto out;
         appended = after - before;
         /* ProducerBatch.is_full(), before and after (the batch is writable and holds records): its
            estimated size reached the builder's write limit or the batch's ready size (KIP-782: it
@@ -1896,18 +1901,17 @@ out:
     if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
     Py_XDECREF(thunk);
-    if (rc != 0 || opened != NULL) {
+    if (rc != 0) {
         Py_DECREF(future);
-        if (rc != 0) { Py_XDECREF(opened); return rc; }
-        future = opened;
+        return rc;
     }
-    if (nb > 1 || full || opened_sendable || (opened != NULL && self->wake_for_new_batch == NULL)) {
+    if (nb > 1 || full || (opened && self->wake_for_new_batch == NULL)) {
         /* A batch is sendable (this one just filled, or an older one): wake the Sender, as the
            Python path does. */
         PyObject *r = PyObject_CallNoArgs(self->wakeup);
         if (r == NULL) { Py_DECREF(future); return -1; }
         Py_DECREF(r);
-    } else if (opened != NULL) {
+    } else if (opened) {
         /* A new batch alone in its deque: the Sender needs waking only if it would look later than
            the batch becomes sendable (RecordRouter.wake_for_new_batch, as the Python path). */
         PyObject *now_obj = PyLong_FromLongLong(now);
@@ -2515,7 +2519,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_touch = PyUnicode_InternFromString("touch");
     s_update_partition_info = PyUnicode_InternFromString("update_partition_info");
     s_closed = PyUnicode_InternFromString("closed");
-    s_append_new_batch = PyUnicode_InternFromString("append_new_batch");
+    s_open_new_batch = PyUnicode_InternFromString("open_new_batch");
     s_done = PyUnicode_InternFromString("done");
     s_set_result = PyUnicode_InternFromString("set_result");
     if (!s_done || !s_set_result) return NULL;
@@ -2526,7 +2530,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_DECREF(struct_module);
     if (struct_error == NULL) return NULL;
     if (!s_acquire || !s_release || !s_muted || !s_cluster_view || !s_touch || !s_update_partition_info || !s_closed ||
-        !s_append_new_batch) return NULL;
+        !s_open_new_batch) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddType(m, &LockType) < 0 || PyModule_AddType(m, &FutureRecordMetadataType) < 0 ||

@@ -791,33 +791,32 @@ class RecordAccumulator:
         self._active[batch.topic_partition.topic] = topic_info
         self._incomplete.add(batch)
 
-    def append_new_batch(
+    def open_new_batch(
         self,
         dq: PartitionDeque,
         topic: str,
-        partition: int,
-        timestamp: int,
         key: bytes,
         value: bytes | None,
         callback: DeliveryCallback | None,
         now_ms: int,
-    ) -> tuple[RecordFuture, bool] | None:
-        """Open a batch for one keyed record, for the C send lane, which holds ``dq``'s lock (Java's ``appendNewBatch``).
+    ) -> ProducerBatch | None:
+        """Open and queue an empty batch on ``dq`` for a keyed record of the C send lane, which holds ``dq``'s lock.
 
-        The lane appends to a partition's open batch itself; when the partition has none
-        (every batch drained, or the last one closed for appends) it calls this instead of
-        the whole Python ``send()`` path, whose new-batch step (:meth:`_new_batch` and
-        :meth:`_enqueue_new_batch`) it shares. It never waits, so it may run under the
-        deque lock: None, with nothing appended or charged, where the Python path would
-        decide or wait (the producer closing, a pre-v2 broker, no memory free now, a
-        partition the circuit breaker is vacating); the lane then runs that path. A batch
-        whose last record has no room is not this method's either: the Python path first
-        lets it grow (KIP-782). The record is pinned to its partition, as keyed records are.
+        The first half of Java's ``appendNewBatch``: the lane appends to a partition's open
+        batch itself, and when the partition has none (every batch drained, or the last one
+        closed for appends) it calls this instead of the whole Python ``send()`` path, whose
+        new-batch steps (:meth:`_new_batch` and :meth:`_enqueue_new_batch`) it shares. The
+        lane then appends the record to the returned batch as to any open batch, still under
+        the lock, so no other thread sees the batch empty: the Sender drains and a forced
+        close aborts under that lock. The buffer is sized for ``key`` and ``value``, so the
+        record always fits. With a ``callback`` the batch gets its list of thunks here,
+        because the lane allocates nothing the cyclic GC tracks under the lock.
 
-        Returns the record's future and whether a batch of the deque is sendable now
-        (Java's ``batchIsFull``: this one is full, or another is queued before it): the
-        lane then wakes the Sender, and otherwise tells it of the new batch through
-        ``RecordRouter.wake_for_new_batch``.
+        It never waits, so it may run under the lock: None, with nothing queued or charged,
+        where the Python path would decide or wait (the producer closing, a pre-v2 broker, no
+        memory free now, a partition the circuit breaker is vacating); the lane then runs that
+        path. A batch whose last record has no room is not this method's either: the Python
+        path first lets it grow (KIP-782).
         """
         # Counted as an append in progress until the batch is incomplete, so that a forced
         # close (abort_incomplete_batches) started meanwhile waits for it and aborts it.
@@ -835,13 +834,10 @@ class RecordAccumulator:
             if buffer is None:
                 return None
             batch = self._new_batch(tp, buffer, magic, now_ms)
-            batch.pinned = True
-            future = batch.try_append(timestamp, key, value, None, callback, now_ms)
-            if future is None:  # pragma: no cover - the first record always fits (size covers it)
-                self.free.deallocate(buffer, len(buffer))
-                raise IllegalStateError(f"a new batch for {tp} refused its first record")
+            if callback is not None:
+                batch.thunks = []
             self._enqueue_new_batch(self._topic(topic), dq, batch)
-            return future, len(dq.batches) > 1 or batch.is_full()
+            return batch
         finally:
             self._appends_in_progress.pop()
 

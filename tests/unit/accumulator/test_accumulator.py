@@ -287,8 +287,8 @@ def test_a_partitions_batches_share_the_topic_partition_its_deque_made() -> None
         dq = deques[p]
         assert dq.topic_partition == TopicPartition("t", p)
         assert all(b.topic_partition is dq.topic_partition for b in dq.batches)
-        # The C send lane opens its batches through append_new_batch, which names the deque.
-        result = acc.append_new_batch(dq, "t", p, clock.now, b"k", VALUE, None, clock.now)
+        # The C send lane opens its batches through open_new_batch, which names the deque.
+        result = acc.open_new_batch(dq, "t", b"k", VALUE, None, clock.now)
         assert result is not None and dq.batches[-1].topic_partition is dq.topic_partition
     drained = acc.drain(cluster, {0}, 1 << 30, clock.now)[0]
     assert sorted(b.topic_partition.partition for b in drained) == [0, 1, 2]

@@ -1,9 +1,10 @@
-"""The C send lane opens a keyed record's new batch through ``RecordAccumulator.append_new_batch``.
+"""The C send lane opens a keyed record's new batch through ``RecordAccumulator.open_new_batch``.
 
 When a partition has no open batch (every batch drained, or the last one closed for appends), a
 keyed record no longer leaves the lane for the whole Python ``send()`` path: the lane calls the
-accumulator's ``append_new_batch`` under the deque lock it holds, which opens the batch with the
-same steps as the Python path and appends the record. Where that path would decide or wait
+accumulator's ``open_new_batch`` under the deque lock it holds, which opens and queues the batch
+with the same steps as the Python path, and the lane appends the record to it, its first (the
+builder's base timestamp is that record's). Where that path would decide or wait
 (no memory free now, a keyless record whose new batch moves the sticky partition, a record that
 does not fit an open batch and may grow it), the lane still hands the call to Python.
 ``test_send_lane_twin.py`` compares whole runs of both paths; these tests pin each branch.
@@ -24,8 +25,9 @@ from kproducer.errors import BufferExhaustedError
 from kproducer.murmur2 import partition_for_key
 from kproducer.network.protocol import ApiKey
 from kproducer.record import native
+from kproducer.record.reader import read_batches
 from kproducer.structs import TopicPartition
-from tests.support.mock_client import produce_response
+from tests.support.mock_client import batches_of, produce_response
 from tests.support.producer_rig import ProducerRig
 
 PURE = os.environ.get("KPRODUCER_PURE_PYTHON", "").strip() not in ("", "0")
@@ -246,5 +248,36 @@ def test_a_batchs_first_callback_makes_its_list_in_python_and_later_ones_stay_in
         offsets = [f.result().offset for f in futures]
         assert offsets == [offsets[0] + i for i in range(4)]
         assert order == offsets[1:]
+    finally:
+        rig.close()
+
+
+@native_only
+def test_the_lane_writes_a_new_batchs_first_record_with_the_base_timestamp() -> None:
+    """The lane appends a new batch's first record itself: it sets the builder's base timestamp,
+    and the records after it are written relative to it, as the Python path writes them."""
+    wall = [1_700_000_000_000]
+    rig = ProducerRig({"acks": "1", "linger.ms": LINGER_MS}, topics={"a": PARTITIONS}, wall_clock=lambda: wall[0])
+    try:
+        _drain_all(rig, [rig.producer.send("a", b"warm", _key_for(p)) for p in range(PARTITIONS)])
+        lane = _lane(rig)
+        calls, bodies = lane.fast_calls, len(rig.produce_bodies())
+        key = _key_for(2)
+        futures = []
+        for step, value in ((0, b"first"), (5, b"second"), (1, None)):
+            wall[0] += step
+            futures.append(rig.producer.send("a", value, key))
+        assert lane.fast_calls - calls == 3, "the lane handed a send to Python"
+        _drain_all(rig, futures)
+        (data,) = [d for body in rig.produce_bodies()[bodies:] if (d := batches_of(body).get(TopicPartition("a", 2)))]
+        (batch,) = read_batches(data)
+        assert batch.base_timestamp == 1_700_000_000_000
+        records = [(r.offset - futures[0].result().offset, r.timestamp, r.key, r.value) for r in batch.records()]
+        assert records == [
+            (0, 1_700_000_000_000, key, b"first"),
+            (1, 1_700_000_000_005, key, b"second"),
+            (2, 1_700_000_000_006, key, None),
+        ]
+        assert [f.result().timestamp for f in futures] == [r[1] for r in records]
     finally:
         rig.close()
