@@ -966,7 +966,9 @@ class RecordAccumulator:
             if counted and queue_sizes is not None and partition_ids is not None:
                 index += 1
                 partition_ids[index] = partition
-            with dq.lock:
+            lock = dq.lock
+            lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+            try:
                 batches = dq.batches
                 if not batches:
                     continue
@@ -982,6 +984,8 @@ class RecordAccumulator:
                     full = deque_size > 1 or batch.is_full()
                     # Still on the compression worker: not drainable yet, and the worker wakes the Sender.
                     compressing = worker is not None and batch.compression_pending()
+            finally:
+                lock.release()
             if leader is None:
                 unknown_leader_topics.add(topic)
                 continue
@@ -1108,7 +1112,9 @@ class RecordAccumulator:
             if tp in self._muted:
                 left = True
                 continue
-            with dq.lock:
+            lock = dq.lock
+            lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+            try:
                 if not dq.batches:
                     continue
                 left_before, left = left, True  # until its batch is taken below
@@ -1170,6 +1176,8 @@ class RecordAccumulator:
                         batch.record_count,
                         tp,
                     )
+            finally:
+                lock.release()
             batch.close()
             batch_bytes = batch.estimated_size_in_bytes()
             size += batch_bytes
@@ -1733,7 +1741,9 @@ class RecordAccumulator:
     # ------------------------------------------------------------------ completion
     def deallocate(self, batch: ProducerBatch) -> None:
         """Forget a completed batch and return its buffer to the pool: exactly once per batch."""
-        with self._incomplete.lock:
+        lock = self._incomplete.lock
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             self._incomplete.remove_locked(batch)
             if batch.growth_node >= 0:
                 self.release_growth_locked(batch)
@@ -1741,6 +1751,8 @@ class RecordAccumulator:
                 log.debug("batch %r was already deallocated", batch)
                 return
             batch.deallocated = True
+        finally:
+            lock.release()
         if not batch.is_split_batch and batch.buffer is not None:
             self.free.deallocate(batch.buffer, batch.capacity)
 

@@ -433,11 +433,14 @@ class ProducerBatch(ProducerBatchCore):
         the Sender and a closing producer may change the same batch, and with one state field a
         move made without the lock could overwrite a final state another thread had just set.
         """
-        with _state_lock:
+        _state_lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             current = self._state
             if to in _NEXT[current]:
                 self._state = to
                 self._writable = False  # ``to`` is never OPEN
+        finally:
+            _state_lock.release()
         return current
 
     @property
@@ -660,12 +663,16 @@ class ProducerBatch(ProducerBatchCore):
         if self.builder.is_closed:
             return
         self.builder.wait_for_compression()  # outside the lock, as in seal()
-        with _bytes_lock(self):
+        lock = _bytes_lock(self)
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             if self.staging_recycler is None:
                 self.builder.close(self.capacity or None)
             else:
                 self.builder.close(None)
                 self._leave_staging()
+        finally:
+            lock.release()
 
     def _leave_staging(self) -> None:
         """Move a compressed batch's bytes out of its staging buffer into ``buffer``, and recycle the staging.

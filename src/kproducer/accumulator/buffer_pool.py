@@ -136,7 +136,9 @@ class BufferPool:
         if size < 0:
             raise ValueError(f"Attempt to allocate a negative size ({size} bytes)")
         buffer: bytearray | None = None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             if self._closed:
                 raise ProducerClosedError("Producer closed while allocating memory")
             try:
@@ -156,6 +158,8 @@ class BufferPool:
                 # Pass the baton: there is memory left, so let the next waiter try.
                 if not (self._non_pooled_available_memory == 0 and not self._free) and self._waiters:
                     self._waiters[0].notify()
+        finally:
+            lock.release()
         if buffer is not None:
             return buffer
         return self._safe_allocate(size)
@@ -314,13 +318,17 @@ class BufferPool:
         """
         if size is None:
             size = len(buffer)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             if size == self._poolable_size and len(buffer) == self._poolable_size and not _exported(buffer):
                 self._free.append(buffer)
             else:
                 self._non_pooled_available_memory += size
             if self._waiters:
                 self._waiters[0].notify()
+        finally:
+            lock.release()
         listener = self._free_listener
         if listener is not None:
             listener()

@@ -92,19 +92,26 @@ class ProduceRequestResult:
         whoever wakes from ``await_()`` (``flush()``) finds every callback already run.
         The result counts as completed from the start, so a callback reading it does not wait.
         """
-        with _RESULTS_LOCK:
+        lock = _RESULTS_LOCK
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             if self._done:
                 return
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
+        finally:
+            lock.release()
         for cb in callbacks or ():
             try:
                 cb()
             except Exception:
                 log.exception("error in a future done-callback for %s", self.topic_partition)
-        with _RESULTS_LOCK:
+        lock.acquire()
+        try:
             self._open = True
             event = self._event
+        finally:
+            lock.release()
         if event is not None:
             event.set()
 

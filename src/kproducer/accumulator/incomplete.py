@@ -30,11 +30,15 @@ class IncompleteBatches:
         self._created_floor_ms: int | None = None
 
     def add(self, batch: ProducerBatch) -> None:
-        with self.lock:
+        lock = self.lock
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
+        try:
             self._batches[batch] = None
             floor = self._created_floor_ms
             if floor is None or batch.created_ms < floor:
                 self._created_floor_ms = batch.created_ms
+        finally:
+            lock.release()
 
     def none_created_before(self, cutoff_ms: int) -> bool:
         """True when no incomplete batch was created before ``cutoff_ms``.
