@@ -1369,7 +1369,7 @@ class RecordAccumulator:
         """
         was_writable = batch.is_writable
         batch.close_for_record_appends()
-        if not was_writable or self.compression is CompressionType.NONE:
+        if not was_writable or not self._stages:  # _stages: compressed (no enum look-up per batch)
             return  # (append's second try meets the same full batch again)
         worker = self.compression_worker
         if worker is not None:

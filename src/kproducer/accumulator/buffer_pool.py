@@ -383,8 +383,12 @@ class BufferPool:
 
     def queued(self) -> int:
         """Callers waiting for memory (ready() treats > 0 as 'exhausted'), threads or event-loop tasks."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path"): asked per new batch
+        try:
             return len(self._waiters) + self._external_waiters
+        finally:
+            lock.release()
 
     @property
     def closed(self) -> bool:

@@ -86,12 +86,17 @@ class CompressionRatioEstimator:
                 del self._ratios[key]
 
 
+# Read once: an enum member looked up on its class costs about 0.1 µs on CPython 3.11, and this
+# runs for every new batch.
+_NONE = CompressionType.NONE
+
+
 def _initial_ratio(estimator: CompressionRatioEstimator, topic: str, compression: CompressionType | int) -> float:
     """The estimate a new batch is built with: the topic's, never below the staging floor.
 
     1.0 for an uncompressed batch, without a look-up: its size is exact and never reads the
     estimate.
     """
-    if compression == CompressionType.NONE:
+    if compression == _NONE:
         return 1.0
     return max(float(estimator.estimation(topic, compression)), STAGING_RATIO_FLOOR)
