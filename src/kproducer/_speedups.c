@@ -1853,7 +1853,8 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
             keyed, future, thunk, callback, &before, &after, &write_limit, &ready_size);
         if (taken_by_batch < 0) { rc = -1; goto out; }
         /* No room (or not an open v2 batch): the Python path decides. A batch just opened stays
-           queued and open, and that path appends the record to it. */
+           queued and open, and that path appends the record to it (as to a batch it did not open,
+           so the Sender is woken below for the new one). */
         if (taken_by_batch == 0) goto out;
         appended = after - before;
         /* ProducerBatch.is_full(), before and after (the batch is writable and holds records): its
@@ -1903,6 +1904,14 @@ out:
     Py_XDECREF(thunk);
     if (rc != 0) {
         Py_DECREF(future);
+        if (rc == LANE_SLOW && opened) {
+            /* A batch opened here and left to the Python path (its record declined, which a new
+               batch's record never is as the types stand): tell the Sender of it, as any new
+               batch does, rather than leave it to the Sender's next loop. */
+            PyObject *r = PyObject_CallNoArgs(self->wakeup);
+            if (r == NULL) return -1;
+            Py_DECREF(r);
+        }
         return rc;
     }
     if (nb > 1 || full || (opened && self->wake_for_new_batch == NULL)) {

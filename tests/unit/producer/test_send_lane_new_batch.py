@@ -281,3 +281,34 @@ def test_the_lane_writes_a_new_batchs_first_record_with_the_base_timestamp() -> 
         assert [f.result().timestamp for f in futures] == [r[1] for r in records]
     finally:
         rig.close()
+
+
+@native_only
+def test_a_batch_the_lane_opened_and_left_to_python_still_wakes_the_sender(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the new batch's record be declined (nothing the accumulator builds does that today),
+    the Python ``send()`` appends it to the batch already queued, and the Sender is still told of
+    the new batch."""
+    rig = _rig()
+    try:
+        acc, lane = _accumulator(rig), _lane(rig)
+        opened = acc.open_new_batch
+
+        def open_without_thunks_list(*args: Any) -> Any:
+            batch = opened(*args)
+            if batch is not None:
+                batch.thunks = None  # a record with a callback is then the Python path's
+            return batch
+
+        monkeypatch.setattr(acc, "open_new_batch", open_without_thunks_list)
+        calls, wakeups = lane.fast_calls, rig.client.wakeups
+        seen: list[int] = []
+        future = rig.producer.send("a", b"v", _key_for(1), callback=lambda md, exc: seen.append(md.offset))
+        assert lane.fast_calls == calls, "the lane took a record its batch declined"
+        assert rig.client.wakeups > wakeups, "the Sender was not told of the new batch"
+        deques, _ = acc.partition_state("a")
+        (batch,) = deques[1].batches
+        assert batch.record_count == 1 and batch.thunks is not None and len(batch.thunks) == 1
+        _drain_all(rig, [future])
+        assert seen == [future.result().offset]
+    finally:
+        rig.close()
