@@ -36,6 +36,7 @@ from functools import partial, update_wrapper
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kproducer.accumulator import BufferPool, RecordAccumulator, RecordFuture
+from kproducer.accumulator.adaptive_linger import AdaptiveLinger
 from kproducer.callback_errors import CallbackErrors, attributed_to, run_as_callback_thread
 from kproducer.common import monotonic_ms, wall_clock_ms
 from kproducer.config import ProducerConfig
@@ -176,6 +177,7 @@ class Producer:
         _client: KafkaClient | None = None,
         _metadata: Metadata | None = None,
         _start_io_thread: bool = True,
+        _sender_cpu_clock: Callable[[], float] | None = None,
         client_error_listener: ClientErrorListener | None = None,
         **kwargs: Any,
     ) -> None:
@@ -187,7 +189,8 @@ class Producer:
         # Sender without a broker. With ``_start_io_thread=False`` no I/O thread runs: the test
         # calls :meth:`run_sender_once` itself, so that a whole producer runs deterministically on
         # one thread. ``_wall_clock`` stamps records sent without a timestamp (Java's ``Time`` does
-        # both), so that a test can make batches' bytes repeatable.
+        # both), so that a test can make batches' bytes repeatable. ``_sender_cpu_clock`` (ms of CPU
+        # the Sender's thread used) turns the adaptive linger on under a test clock (see below).
         cfg = ProducerConfig(config, **kwargs)
         self.config = cfg
         self.client_id: str = cfg.client_id or f"producer-{next(_client_ids)}"
@@ -297,6 +300,14 @@ class Producer:
         self._breaker, self._breaker_manager = _resolve_breaker(cfg, self._metadata, self._clock, self._metrics)
         self._keyed_reroute = bool(cfg.producer_circuit_breaker_keyed_reroute)
 
+        # The Sender stretches linger.ms while its own work keeps the batches small, judged by the
+        # CPU its thread uses against the clock: on the real clock, or under a test clock with a
+        # CPU clock the test moves (a test clock does not move with the CPU time a loop takes).
+        adaptive_linger: AdaptiveLinger | None = None
+        if _sender_cpu_clock is not None:
+            adaptive_linger = AdaptiveLinger(cfg.linger_ms, sender_cpu_ms=_sender_cpu_clock)
+        elif self._clock is monotonic_ms:
+            adaptive_linger = AdaptiveLinger(cfg.linger_ms)
         self._accumulator = RecordAccumulator.from_config(
             cfg,
             buffer_pool=self._pool,
@@ -305,6 +316,7 @@ class Producer:
             transaction_manager=self._tm,
             magic=self._client.max_usable_produce_magic,
             circuit_break_manager=self._breaker_manager,
+            adaptive_linger=adaptive_linger,
         )
         self._sensors.bind_gauges(self._pool, self._client)
         self._metadata.bind_metrics(self._sensors, on_evict=self._sensors.remove_topic)
@@ -356,6 +368,7 @@ class Producer:
             max_in_flight=cfg.max_in_flight_requests_per_connection,
             failure_log=self._failure_log,
             router=self._router,
+            adaptive_linger=adaptive_linger,
         )
         if isinstance(self._client, NetworkClient):
             # lz4/zstd batches compressed on a native thread (record.compression_worker); a test's

@@ -57,6 +57,7 @@ from kproducer.transaction_manager import NO_SEQUENCE, TransactionManager
 
 if TYPE_CHECKING:
     from kproducer.accumulator.accumulator import RecordAccumulator
+    from kproducer.accumulator.adaptive_linger import AdaptiveLinger
     from kproducer.accumulator.batch import ProducerBatch
     from kproducer.circuit_breaker import CircuitBreakManager, PartitionCircuitBreaker
     from kproducer.metadata import Metadata
@@ -104,6 +105,7 @@ class Sender:
         max_in_flight: int = 5,
         failure_log: FailureLog | None = None,
         router: RecordRouter | None = None,
+        adaptive_linger: AdaptiveLinger | None = None,
     ) -> None:
         self._client = client
         self._metadata = metadata
@@ -124,6 +126,9 @@ class Sender:
         self._max_in_flight = max_in_flight
         self._failure_log = failure_log if failure_log is not None else FailureLog(log)
         self._router = router
+        # Told of every drain, it stretches the accumulator's linger while this thread's work keeps
+        # the batches small (accumulator/adaptive_linger.py); None: linger.ms as configured.
+        self._adaptive_linger = adaptive_linger
         # Batches handed to the network and not yet completed, per partition, for in-flight expiry.
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._running = True
@@ -320,7 +325,9 @@ class Sender:
                 self._log_moved(moved_batches, moved_records, now)
 
         batches_by_node: Mapping[int, list[ProducerBatch]] = acc.drain(cluster, ready_nodes, self._max_request_size, now) if ready_nodes else {}
+        drained = 0
         for batches in batches_by_node.values():
+            drained += len(batches)
             for batch in batches:
                 in_flight = self._in_flight_batches.get(batch.topic_partition)
                 if in_flight is None:
@@ -331,6 +338,8 @@ class Sender:
                     acc.mute_partition(batch.topic_partition)
                 if self._tm is not None and batch.base_sequence != NO_SEQUENCE:
                     self._tm.add_in_flight(batch)
+        if drained and self._adaptive_linger is not None:
+            self._adaptive_linger.on_drain(drained, now)
 
         for batch in acc.expired_batches(now):
             self._fail_expired(batch, now)

@@ -64,9 +64,12 @@ class ProducerRig:
         known_topics: bool = True,
         build_producer: bool = True,
         wall_clock: Callable[[], int] | None = None,
+        sender_cpu_clock: Callable[[], float] | None = None,
     ) -> None:
         """``build_producer=False``: the test builds the Producer from :meth:`seams` (an
-        ``AsyncProducer`` does, in ``start()``) and sets :attr:`producer` to it."""
+        ``AsyncProducer`` does, in ``start()``) and sets :attr:`producer` to it.
+        ``sender_cpu_clock``: the Sender thread's CPU ms, which turns the adaptive linger on
+        (without it the linger is linger.ms, as the fake clock does not move with CPU time)."""
         conf: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 0, **(config or {})}
         cfg = ProducerConfig(conf)
         self.config = cfg
@@ -88,6 +91,7 @@ class ProducerRig:
             serve_metadata=serve_metadata,
         )
         self._wall_clock = wall_clock
+        self._sender_cpu_clock = sender_cpu_clock
         self.producer: Producer
         if build_producer:
             self.producer = Producer(conf, **self.seams())
@@ -106,6 +110,7 @@ class ProducerRig:
             "_client": self.client,
             "_metadata": self.metadata,
             "_start_io_thread": False,
+            "_sender_cpu_clock": self._sender_cpu_clock,
         }
 
     # ------------------------------------------------------------ driving

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
+from kproducer.accumulator.adaptive_linger import AdaptiveLinger
 from kproducer.accumulator.batch import NO_SEQUENCE, BulkSink, DeliveryCallback, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool, MetricsLike, SensorLike
 from kproducer.accumulator.collaborators import (
@@ -302,6 +303,7 @@ class RecordAccumulator:
         circuit_break_manager: CircuitBreakManagerLike | None = None,
         partitioner_factory: Callable[[str, int], StickyPartitioner] | None = None,
         rng: random.Random | None = None,
+        adaptive_linger: AdaptiveLinger | None = None,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch.size must be > 0, got {batch_size}")
@@ -329,6 +331,13 @@ class RecordAccumulator:
         self.compression = ctype
         self.compression_level = validate_compression_level(ctype, compression_level)
         self.linger_ms = linger_ms
+        # The linger the ready check applies: linger.ms, stretched by the Sender while its own work
+        # keeps the batches small (adaptive_linger.py); without a Sender feeding it, linger.ms.
+        if adaptive_linger is not None and adaptive_linger.configured_ms != linger_ms:
+            raise ValueError(
+                f"adaptive_linger is for linger.ms={adaptive_linger.configured_ms}, the accumulator's is {linger_ms}"
+            )
+        self.adaptive_linger = adaptive_linger if adaptive_linger is not None else AdaptiveLinger(linger_ms)
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -388,17 +397,10 @@ class RecordAccumulator:
         self._flush_lock = threading.Lock()
         self.closed = False
 
-        self._queue_time_sensor: SensorLike | None = None
-        self._batch_size_sensor: SensorLike | None = None
-        self._compression_rate_sensor: SensorLike | None = None
         self._moved_sensor: SensorLike | None = None
         if metrics is not None:
             # Feeds circuit-breaker-moved-records-total/-rate (registered with the breaker's metrics).
             self._moved_sensor = metrics.sensor("circuit-breaker-moved-records")
-            # record-queue-time-avg/max, batch-size-avg/max, compression-rate-avg hang off these (Java's names).
-            self._queue_time_sensor = metrics.sensor("queue-time")
-            self._batch_size_sensor = metrics.sensor("batch-size")
-            self._compression_rate_sensor = metrics.sensor("compression-rate")
 
     @classmethod
     def from_config(
@@ -411,6 +413,7 @@ class RecordAccumulator:
         transaction_manager: TransactionManagerLike | None = None,
         magic: Callable[[], int] | None = None,
         circuit_break_manager: CircuitBreakManagerLike | None = None,
+        adaptive_linger: AdaptiveLinger | None = None,
     ) -> RecordAccumulator:
         """Build from a ProducerConfig (snake_case attributes)."""
         ctype = compression_type_for_name(str(cfg.compression_type))
@@ -445,6 +448,7 @@ class RecordAccumulator:
             magic=magic,
             transaction_manager=transaction_manager,
             circuit_break_manager=circuit_break_manager,
+            adaptive_linger=adaptive_linger,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -902,20 +906,22 @@ class RecordAccumulator:
         """When a batch opened at ``now_ms``, not full, becomes sendable by :meth:`ready`'s rule.
 
         At once while the producer closes, a flush is in progress or a thread waits for
-        memory; else when linger.ms has passed. The caller that opened the batch wakes
+        memory; else when the linger has passed (linger.ms, or longer while the Sender
+        stretches it: adaptive_linger.py). The caller that opened the batch wakes
         the Sender only if it would not look at its partitions by then
         (``NetworkClient.wakeup_by``). A full batch, or one behind another, is sendable
         now and always wakes it.
         """
-        if self.closed or self.flush_in_progress() or self.free.queued() > 0:
+        if self.closed or self._flushes_in_progress > 0 or self.free.queued() > 0:
             return now_ms
-        return now_ms + self.linger_ms
+        return now_ms + self.adaptive_linger.linger_ms
 
     def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
         """Leader nodes with at least one sendable partition (Java's ``RecordAccumulator.ready``).
 
         A partition is sendable when its first batch is full (or more than one is
-        queued), linger.ms has passed, the pool has waiters, the accumulator is
+        queued), the linger has passed (linger.ms, or longer while the Sender stretches
+        it: adaptive_linger.py), the pool has waiters, the accumulator is
         closing, or a flush is in progress, and it is not backing off after a
         retry. Muted partitions are skipped. Along the way each topic's queue sizes
         feed its partitioner's load stats (KIP-794 adaptive partitioning).
@@ -957,6 +963,7 @@ class RecordAccumulator:
             partition_ids = [0] * len(entries)
         index = -1
         flushing = self.flush_in_progress()
+        linger_ms = self.adaptive_linger.linger_ms
         breaker = self._routing
         worker = self.compression_worker
         availability_timeout_ms = self.partition_availability_timeout_ms
@@ -1004,7 +1011,7 @@ class RecordAccumulator:
                 continue
             if compressing:
                 continue
-            time_to_wait = backoff_ms if backing_off else self.linger_ms
+            time_to_wait = backoff_ms if backing_off else linger_ms
             expired = waited >= time_to_wait
             sendable = full or expired or exhausted or self.closed or flushing
             if sendable and not backing_off:
@@ -1186,21 +1193,7 @@ class RecordAccumulator:
             batch.drained(now_ms)
         if left:
             self.drain_left_batches = True
-        if ready:
-            self._record_drained(ready, now_ms)
         return ready
-
-    def _record_drained(self, batches: list[ProducerBatch], now_ms: int) -> None:
-        """Queue time, batch size and compression rate of each drained batch (one lock per sensor)."""
-        sensor = self._queue_time_sensor
-        if sensor is not None:
-            sensor.record_each([float(b.queue_time_ms()) for b in batches], now_ms)
-        sensor = self._batch_size_sensor
-        if sensor is not None:
-            sensor.record_each([float(b.estimated_size_in_bytes()) for b in batches], now_ms)
-        sensor = self._compression_rate_sensor
-        if sensor is not None:
-            sensor.record_each([b.compression_rate() for b in batches], now_ms)
 
     # ------------------------------------------------------------------ growth: KIP-782 expandable batches and the in-flight growth budget
     # KIP-782 expandable batches: growing a hot partition's open batch, and the in-flight growth budget per leader.

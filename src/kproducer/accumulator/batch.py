@@ -293,7 +293,7 @@ class ProducerBatch(ProducerBatchCore):
         # batch of keyless records the built-in partitioner placed may move to another partition.
         self.pinned = is_split_batch
         # The leader node whose in-flight growth budget this batch's bytes past batch.size are
-        # charged to while it is in flight (-1: not charged); see RecordAccumulator._record_drained.
+        # charged to while it is in flight (-1: not charged); see RecordAccumulator._drain_node.
         self.growth_node = -1
         # Compressed batches: where the staging buffer goes once the records are compressed and
         # moved into ``buffer`` (the accumulator's recycler, see _leave_staging); None otherwise.
@@ -659,17 +659,19 @@ class ProducerBatch(ProducerBatchCore):
 
     def close(self) -> None:
         """Finish the batch bytes (compression, header, CRC): done once, when drained."""
-        self.close_for_record_appends()
-        if self.builder.is_closed:
+        if self._writable:
+            self._transition(_CLOSED)  # close_for_record_appends()
+        builder = self.builder
+        if builder.is_closed:
             return
-        self.builder.wait_for_compression()  # outside the lock, as in seal()
+        builder.wait_for_compression()  # outside the lock, as in seal()
         lock = _bytes_lock(self)
         lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
         try:
             if self.staging_recycler is None:
-                self.builder.close(self.capacity or None)
+                builder.close(self.initial_capacity + self.grown or None)  # the capacity
             else:
-                self.builder.close(None)
+                builder.close(None)
                 self._leave_staging()
         finally:
             lock.release()

@@ -148,7 +148,8 @@ class BufferPool:
                 free_list_size = len(self._free) * self._poolable_size
                 if self._non_pooled_available_memory + free_list_size >= size:
                     # Enough memory without waiting: shrink the free list if needed.
-                    self._free_up(size)
+                    if self._non_pooled_available_memory < size:
+                        self._free_up(size)
                     self._non_pooled_available_memory -= size
                 elif max_time_to_block_ms is None:
                     return None
@@ -162,7 +163,16 @@ class BufferPool:
             lock.release()
         if buffer is not None:
             return buffer
-        return self._safe_allocate(size)
+        # Made outside the lock (Java's safeAllocateByteBuffer): if making it fails, the memory
+        # charged above goes back and the next waiter is woken.
+        try:
+            return bytearray(size)
+        except BaseException:
+            with lock:
+                self._non_pooled_available_memory += size
+                if self._waiters:
+                    self._waiters[0].notify()
+            raise
 
     def reserve(self, size: int, max_time_to_block_ms: int) -> None:
         """Charge ``size`` bytes to ``buffer.memory`` without making a buffer, blocking like :meth:`allocate`.
@@ -269,20 +279,6 @@ class BufferPool:
         """Release pooled buffers into non-pooled memory until ``size`` bytes are there (lock held)."""
         while self._free and self._non_pooled_available_memory < size:
             self._non_pooled_available_memory += len(self._free.pop())
-
-    def _safe_allocate(self, size: int) -> bytearray:
-        """Create the buffer outside the lock; if that fails, return the memory and wake a waiter."""
-        ok = False
-        try:
-            buf = bytearray(size)
-            ok = True
-            return buf
-        finally:
-            if not ok:
-                with self._lock:
-                    self._non_pooled_available_memory += size
-                    if self._waiters:
-                        self._waiters[0].notify()
 
     # ------------------------------------------------------------------ growth (KIP-782)
     def try_grow(self, size: int, keep_free: int = 0) -> bool:

@@ -99,9 +99,17 @@ class ProduceRequestResult:
                 return
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
+            if callbacks is None:
+                # Nothing to run first: open the latch in the same turn of the lock.
+                self._open = True
+                event = self._event
         finally:
             lock.release()
-        for cb in callbacks or ():
+        if callbacks is None:
+            if event is not None:
+                event.set()
+            return
+        for cb in callbacks:
             try:
                 cb()
             except Exception:

@@ -59,11 +59,11 @@ UNDEFINED_UNTIL_EVENT: dict[str, str] = {
     "produce-throttle-time-avg": "a produce response",
     "produce-throttle-time-max": "a produce response",
     "records-per-request-avg": "a produce request",
-    "batch-size-avg": "a batch drained",
-    "batch-size-max": "a batch drained",
-    "compression-rate-avg": "a batch drained",
-    "record-queue-time-avg": "a batch drained",
-    "record-queue-time-max": "a batch drained",
+    "batch-size-avg": "a batch sent",
+    "batch-size-max": "a batch sent",
+    "compression-rate-avg": "a batch sent",
+    "record-queue-time-avg": "a batch sent",
+    "record-queue-time-max": "a batch sent",
     "record-size-avg": "a batch sent",
     "record-size-max": "a batch sent",
     "metadata-topics-per-request-avg": "a metadata request",
@@ -88,6 +88,8 @@ class _DrainedBatch(Protocol):
     def estimated_size_in_bytes(self) -> int: ...
 
     def compression_rate(self) -> float: ...
+
+    def queue_time_ms(self) -> int: ...
 
 
 class _PoolLike(Protocol):
@@ -179,9 +181,11 @@ class ProducerSensors:
     # -------------------------------------------------------------- recording helpers (Sender thread)
 
     def record_drained(self, batches: Sequence[_DrainedBatch], now_ms: int | None = None) -> None:
-        """One produce request built from ``batches``: request, record and per-topic counts.
+        """One produce request built from ``batches``: request, record, batch and per-topic figures.
 
-        Queue time, batch size and compression are recorded by the accumulator at drain.
+        Per batch, as Java's ``SenderMetrics.updateProduceRequestMetrics`` records them for each
+        request: ``record-queue-time`` (creation to drain), ``batch-size`` and
+        ``compression-rate``, one sample each, in the same pass as the request's other figures.
 
         ``record-size-avg``/``-max`` get one value per batch, as Java's Sender records
         ``record-size`` once per batch drained: the average the mean size of the batch's
@@ -198,6 +202,9 @@ class ProducerSensors:
         per_topic: dict[str, list[float]] = {}
         sizes: list[float] = []
         largest: list[float] = []
+        queue_times: list[float] = []
+        batch_sizes: list[float] = []
+        rates: list[float] = []
         for batch in batches:
             count = batch.record_count
             records += count
@@ -207,18 +214,18 @@ class ProducerSensors:
                 sizes.append(mean)
                 # 0: not read (magic 0/1, whose records are not v2 records): the mean stands in.
                 largest.append(builder.largest_record_size or mean)
+            batch_bytes = batch.estimated_size_in_bytes()
+            rate = batch.compression_rate()
+            queue_times.append(float(batch.queue_time_ms()))
+            batch_sizes.append(float(batch_bytes))
+            rates.append(rate)
             acc = per_topic.get(batch.topic_partition[0])
             if acc is None:
-                per_topic[batch.topic_partition[0]] = [
-                    count,
-                    batch.estimated_size_in_bytes(),
-                    batch.compression_rate(),
-                    1,
-                ]
+                per_topic[batch.topic_partition[0]] = [count, batch_bytes, rate, 1]
             else:
                 acc[0] += count
-                acc[1] += batch.estimated_size_in_bytes()
-                acc[2] += batch.compression_rate()
+                acc[1] += batch_bytes
+                acc[2] += rate
                 acc[3] += 1
         if now_ms is None:
             now_ms = self.request.clock_ms()
@@ -236,6 +243,9 @@ class ProducerSensors:
         self.records_per_request.record(records, now_ms)
         self.record_size.record_each(sizes, now_ms)
         self.record_size_max.record_each(largest, now_ms)
+        self.record_queue_time.record_each(queue_times, now_ms)
+        self.batch_size.record_each(batch_sizes, now_ms)
+        self.compression_rate.record_each(rates, now_ms)
 
     def record_request_latency(self, latency_ms: float, node_id: int | None = None) -> None:
         """Send-to-response time of one produce request (``node_id`` kept for per-node metrics)."""

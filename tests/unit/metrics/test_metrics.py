@@ -360,11 +360,17 @@ class _Builder:
 
 
 class _Batch:
-    def __init__(self, topic: str, partition: int, records: int, size: int, largest: int = 0) -> None:
+    def __init__(
+        self, topic: str, partition: int, records: int, size: int, largest: int = 0, queue_ms: int = 0
+    ) -> None:
         self.topic_partition = (topic, partition)
         self.record_count = records
         self._size = size
+        self._queue_ms = queue_ms
         self.builder = _Builder(size, largest)
+
+    def queue_time_ms(self) -> int:
+        return self._queue_ms
 
     def estimated_size_in_bytes(self) -> int:
         return self._size
@@ -405,6 +411,17 @@ def test_sender_helpers_record_request_and_topic_metrics(metrics: Metrics) -> No
     assert snap["request-latency-max"] == 8.0 and snap["produce-throttle-time-max"] == 0.0
     assert snap["record-retry-total"] == 3.0 and snap["record-retry-total[topic=a]"] == 3.0
     assert snap["record-error-total"] == 2.0 and snap["record-error-total[topic=b]"] == 2.0
+
+
+def test_record_drained_records_each_batch_s_queue_time_size_and_compression(metrics: Metrics) -> None:
+    """One sample per batch of the request for record-queue-time, batch-size and compression-rate."""
+    ps = register_producer_metrics(metrics)
+    ps.record_drained([_Batch("a", 0, 10, 500, queue_ms=25), _Batch("b", 0, 1, 50, queue_ms=5)], 1_000)
+    ps.record_drained([_Batch("b", 1, 2, 80, queue_ms=9)], 1_001)
+    snap = metrics.snapshot(1_001)
+    assert snap["record-queue-time-avg"] == 13.0 and snap["record-queue-time-max"] == 25.0
+    assert snap["batch-size-avg"] == pytest.approx(630 / 3) and snap["batch-size-max"] == 500.0
+    assert snap["compression-rate-avg"] == pytest.approx((0.5 + 1.0 + 1.0) / 3)  # three samples, one a batch
 
 
 def test_bind_gauges_reads_pool_and_client(metrics: Metrics) -> None:

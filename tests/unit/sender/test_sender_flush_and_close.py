@@ -8,8 +8,6 @@ gives the Sender (a latch, not a timer), then drives the Sender until flush() re
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from kproducer.errors import KafkaError, ProducerClosedError
@@ -18,20 +16,10 @@ from kproducer.structs import TopicPartition
 from tests.support.latch import LATCH_S
 from tests.support.mock_client import produce_response
 from tests.support.producer_rig import ProducerRig
-from tests.unit.sender.conftest import MakeRig
+from tests.unit.sender.conftest import MakeRig, flush_in_thread
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
-
-
-def _flush_in_thread(rig: ProducerRig) -> tuple[threading.Thread, list[int]]:
-    woken = threading.Event()
-    rig.client.on_wakeup = woken.set
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(rig.producer.flush()), daemon=True)
-    thread.start()
-    assert woken.wait(LATCH_S), "flush() never woke the Sender"
-    return thread, result
 
 
 def test_flush_sends_lingering_batches_now_and_returns_when_they_complete(make_rig: MakeRig) -> None:
@@ -39,7 +27,7 @@ def test_flush_sends_lingering_batches_now_and_returns_when_they_complete(make_r
     futs = [rig.send(partition=p) for p in (0, 1, 0)]
     rig.run()
     assert rig.produce_bodies() == []  # lingering
-    thread, result = _flush_in_thread(rig)
+    thread, result = flush_in_thread(rig)
     rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 1), produce_response(0, 2))
     rig.run()  # the clock has not moved: only the flush makes them ready
     thread.join(LATCH_S)
@@ -51,7 +39,7 @@ def test_flush_sends_lingering_batches_now_and_returns_when_they_complete(make_r
 def test_flush_waits_for_a_retry_too(make_rig: MakeRig) -> None:
     rig = make_rig({"linger.ms": 60_000, "retry.backoff.ms": 100, "retry.backoff.max.ms": 100})
     fut = rig.send()
-    thread, result = _flush_in_thread(rig)
+    thread, result = flush_in_thread(rig)
     rig.client.prepare(ApiKey.PRODUCE, produce_response(6))
     rig.run()
     assert not fut.done() and thread.is_alive()
@@ -65,7 +53,7 @@ def test_flush_waits_for_a_retry_too(make_rig: MakeRig) -> None:
 def test_flush_counts_failed_records_as_completed(make_rig: MakeRig) -> None:
     rig = make_rig({"linger.ms": 60_000, "enable.idempotence": False})
     fut = rig.send()
-    thread, result = _flush_in_thread(rig)
+    thread, result = flush_in_thread(rig)
     rig.client.prepare(ApiKey.PRODUCE, produce_response(87))
     rig.run()
     thread.join(LATCH_S)
