@@ -304,10 +304,11 @@ class Producer:
         # CPU its thread uses against the clock: on the real clock, or under a test clock with a
         # CPU clock the test moves (a test clock does not move with the CPU time a loop takes).
         adaptive_linger: AdaptiveLinger | None = None
+        linger_budget_ms = cfg.delivery_timeout_ms - cfg.request_timeout_ms
         if _sender_cpu_clock is not None:
-            adaptive_linger = AdaptiveLinger(cfg.linger_ms, sender_cpu_ms=_sender_cpu_clock)
+            adaptive_linger = AdaptiveLinger(cfg.linger_ms, max_ms=linger_budget_ms, sender_cpu_ms=_sender_cpu_clock)
         elif self._clock is monotonic_ms:
-            adaptive_linger = AdaptiveLinger(cfg.linger_ms)
+            adaptive_linger = AdaptiveLinger(cfg.linger_ms, max_ms=linger_budget_ms)
         self._accumulator = RecordAccumulator.from_config(
             cfg,
             buffer_pool=self._pool,

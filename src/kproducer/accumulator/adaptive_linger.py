@@ -62,12 +62,23 @@ def _thread_cpu_ms() -> float:
 class AdaptiveLinger:
     """The effective linger the accumulator's ready check uses: ``linger.ms``, or longer (see the module)."""
 
-    __slots__ = ("_linger_ms", "linger_ms", "_sender_cpu_ms", "_window_start", "_largest_drain")
+    __slots__ = ("_linger_ms", "_max_ms", "linger_ms", "_sender_cpu_ms", "_window_start", "_largest_drain")
 
-    def __init__(self, linger_ms: int, *, sender_cpu_ms: Callable[[], float] = _thread_cpu_ms) -> None:
+    def __init__(
+        self,
+        linger_ms: int,
+        *,
+        max_ms: int = MAX_STRETCH_MS,
+        sender_cpu_ms: Callable[[], float] = _thread_cpu_ms,
+    ) -> None:
+        """``max_ms``: the longest effective linger, at most :data:`MAX_STRETCH_MS`. The producer
+        passes ``delivery.timeout.ms - request.timeout.ms``, the time the Java client's config
+        check leaves a record for lingering, so that a stretched linger never makes a record
+        expire that ``linger.ms`` would have sent in time."""
         if linger_ms < 0:
             raise ValueError(f"linger.ms must be >= 0, got {linger_ms}")
         self._linger_ms = linger_ms
+        self._max_ms = min(MAX_STRETCH_MS, max_ms)
         #: The effective linger in ms: read by the ready check and by callers opening a batch
         #: (an int written by the Sender thread only).
         self.linger_ms = linger_ms
@@ -108,7 +119,7 @@ class AdaptiveLinger:
             # Once stretched it stays so while the drains take many batches, set so that the
             # Sender's share comes to the bound: judged against the bound again, a share just
             # under it would put linger.ms back and flip it on every window.
-            self.linger_ms = max(self._linger_ms, min(MAX_STRETCH_MS, int(sender / MAX_SENDER_SHARE)))
+            self.linger_ms = max(self._linger_ms, min(self._max_ms, int(sender / MAX_SENDER_SHARE)))
         else:
             self.linger_ms = self._linger_ms
         if (self.linger_ms > self._linger_ms) != (before > self._linger_ms):

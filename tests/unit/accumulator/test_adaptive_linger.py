@@ -80,6 +80,20 @@ def test_it_never_passes_the_cap_nor_goes_under_linger_ms() -> None:
     assert policy.linger_ms == MAX_STRETCH_MS
 
 
+def test_the_producer_s_lingering_budget_caps_it_too() -> None:
+    """max_ms (delivery.timeout.ms - request.timeout.ms): a stretched linger never makes a record expire."""
+    cpu = CpuClock()
+    policy = AdaptiveLinger(5, max_ms=40, sender_cpu_ms=cpu)
+    policy.on_drain(1, 0)
+    _window(policy, cpu, 0, batches=1_000, elapsed=100, sender_ms=100)
+    assert policy.linger_ms == 40
+    # No budget at all (delivery.timeout.ms under request.timeout.ms): linger.ms, always.
+    policy = AdaptiveLinger(5, max_ms=-1, sender_cpu_ms=cpu)
+    policy.on_drain(1, 0)
+    _window(policy, cpu, 0, batches=1_000, elapsed=100, sender_ms=100)
+    assert policy.linger_ms == 5
+
+
 def test_stretched_it_follows_the_sender_s_share_and_returns_when_the_drains_take_few_batches() -> None:
     policy, cpu, now = _started()
     now = _window(policy, cpu, now, batches=1_000, elapsed=20, sender_ms=10)
