@@ -330,7 +330,6 @@ class RecordAccumulator:
         self._in_flight_growth: dict[int, int] = {}
         self.compression = ctype
         self.compression_level = validate_compression_level(ctype, compression_level)
-        self.linger_ms = linger_ms
         # The linger the ready check applies: linger.ms, stretched by the Sender while its own work
         # keeps the batches small (adaptive_linger.py); without a Sender feeding it, linger.ms.
         if adaptive_linger is not None and adaptive_linger.configured_ms != linger_ms:
@@ -912,7 +911,7 @@ class RecordAccumulator:
         (``NetworkClient.wakeup_by``). A full batch, or one behind another, is sendable
         now and always wakes it.
         """
-        if self.closed or self._flushes_in_progress > 0 or self.free.queued() > 0:
+        if self.closed or self.flush_in_progress() or self.free.queued() > 0:
             return now_ms
         return now_ms + self.adaptive_linger.linger_ms
 

@@ -659,8 +659,7 @@ class ProducerBatch(ProducerBatchCore):
 
     def close(self) -> None:
         """Finish the batch bytes (compression, header, CRC): done once, when drained."""
-        if self._writable:
-            self._transition(_CLOSED)  # close_for_record_appends()
+        self.close_for_record_appends()
         builder = self.builder
         if builder.is_closed:
             return
@@ -669,7 +668,7 @@ class ProducerBatch(ProducerBatchCore):
         lock.acquire()  # not ``with`` (docs/architecture.md, "Locks on the record path")
         try:
             if self.staging_recycler is None:
-                builder.close(self.initial_capacity + self.grown or None)  # the capacity
+                builder.close(self.capacity or None)
             else:
                 builder.close(None)
                 self._leave_staging()

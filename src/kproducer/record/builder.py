@@ -411,11 +411,7 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         every ``batch.size`` bytes, so the argument checks are paid once, at config time.
         """
         self = cls.__new__(cls)
-        # An uncompressed batch's size is exact and never reads the estimate (as _initial_ratio says).
-        if ratio_estimator is None or compression is _NO_COMPRESSION:
-            ratio = 1.0
-        else:
-            ratio = _initial_ratio(ratio_estimator, topic, compression)
+        ratio = 1.0 if ratio_estimator is None else _initial_ratio(ratio_estimator, topic, compression)
         self._set_state(
             buffer, 2, compression, compression_level, write_limit, RECORD_BATCH_OVERHEAD, topic, ratio_estimator, ratio
         )
