@@ -115,9 +115,6 @@ def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> No
         def move_off(self, partition: int, cluster: Cluster) -> None:
             self.updates.append((partition, 0, True))
 
-        def uses_load_stats(self) -> bool:
-            return True
-
         def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
             self.load_stats.append((queue_sizes, partition_ids, length))
 
@@ -702,24 +699,16 @@ def test_load_stats_and_availability_timeout() -> None:
             recorded.append((list(queue_sizes) if queue_sizes else None, list(partition_ids) if partition_ids else None, length))
             super().update_partition_load_stats(queue_sizes, partition_ids, length)
 
-    partitioners: list[StatsPartitioner] = []
-
-    def factory(topic: str, size: int) -> StatsPartitioner:
-        partitioners.append(StatsPartitioner(topic, size, random.Random(1)))
-        return partitioners[-1]
-
     clock = FakeClock(START_MS)
-    acc = make_acc(clock, partition_availability_timeout_ms=100, partitioner_factory=factory)
+    acc = make_acc(
+        clock,
+        partition_availability_timeout_ms=100,
+        partitioner_factory=lambda topic, size: StatsPartitioner(topic, size, random.Random(1)),
+    )
     cluster = make_cluster(partitions=4, nodes=2)
     for p, n in enumerate([3, 1, 2, 1]):
         for _ in range(n * 8):
             append(acc, p, clock)
-    acc.ready(cluster, clock.now)
-    # Only explicit partitions so far: the partitioner was never asked, so no queue sizes were counted.
-    assert recorded == [(None, None, 0)]
-    # The sticky choice a keyless record starts with (without adding to a queue): from now on
-    # every pass counts them.
-    partitioners[0].peek_current_partition(cluster)
     acc.ready(cluster, clock.now)
     queue_sizes, ids, length = recorded[-1]
     assert length == 4
@@ -755,56 +744,6 @@ def test_no_load_stats_without_adaptive_partitioning() -> None:
     append(acc, 1, clock)
     acc.ready(cluster, clock.now)
     assert recorded == [(None, None, 0)]
-    complete_all(acc, cluster, clock)
-
-
-class _CountingLock:
-    """Stands in for a deque's lock and counts how often the ready check takes it."""
-
-    def __init__(self) -> None:
-        self.acquired = 0
-        self._lock = threading.Lock()
-
-    def acquire(self) -> bool:
-        self.acquired += 1
-        return self._lock.acquire()
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-@pytest.mark.parametrize("keyless_first", [False, True])
-def test_ready_skips_the_partitions_of_a_ready_leader_unless_it_counts_queue_sizes(keyless_first: bool) -> None:
-    clock = FakeClock(START_MS)
-    acc = make_acc(clock)
-    cluster = make_cluster(partitions=4, nodes=1)
-    if keyless_first:
-        # A keyless record's sticky choice: the partitioner reads queue sizes from now on.
-        acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster)
-    for p in range(4):
-        append(acc, p, clock)
-    clock.now += LINGER  # every partition's batch has lingered: partition 0 makes node 0 ready
-    deques = acc.partition_state("t")[0]
-    locks = {p: _CountingLock() for p in range(4)}
-    for p, lock in locks.items():
-        deques[p].lock = lock  # type: ignore[assignment]
-    result = acc.ready(cluster, clock.now)
-    assert result.ready_nodes == {0}
-    counts = [locks[p].acquired for p in range(4)]
-    # Without queue sizes to count, partitions 1-3 can tell this pass nothing once node 0 is ready.
-    assert counts == ([1, 1, 1, 1] if keyless_first else [1, 0, 0, 0])
-    # The drain still takes every partition's batch.
-    drained = acc.drain(cluster, {0}, 10**9, clock.now)
-    assert sorted(b.topic_partition.partition for b in drained[0]) == [0, 1, 2, 3]
-    for batch in drained[0]:
-        batch.done(0, -1, None)
-        acc.deallocate(batch)
     complete_all(acc, cluster, clock)
 
 
@@ -1023,44 +962,6 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
     assert order == [1, 3, 4]
 
 
-@pytest.mark.parametrize("idle_topics", [0, 6])
-def test_drain_visits_the_node_s_partitions_in_order_however_many_deques_are_idle(idle_topics: int) -> None:
-    # With idle topics, most of the node's deques are empty, and the drain gathers the deques of
-    # the topics holding batches instead of walking every deque: the order must not change.
-    clock = FakeClock(START_MS)
-    acc = make_acc(clock, linger_ms=0, memory=256 * BATCH)
-    topics = ["t"] + [f"idle-{n}" for n in range(idle_topics)]
-    node = Node(0, "localhost", 9092)
-    cluster = Cluster([node], [PartitionInfo(topic, p, 0) for topic in topics for p in range(4)])
-    for topic in topics[1:]:
-        for p in range(4):
-            append(acc, p, clock, topic=topic)
-    # The idle topics' batches go first (one request takes them all) and their deques stay, empty.
-    first = acc.drain(cluster, {0}, 10**9, clock.now)[0]
-    assert len(first) == 4 * idle_topics
-    for batch in first:
-        batch.done(0, -1, None)
-        acc.deallocate(batch)
-    acc.ready(cluster, clock.now)  # no batch left: the idle topics are not active any more
-    for p in (0, 2, 3):
-        append(acc, p, clock)
-    order = []
-    for _ in range(3):
-        (batch,) = acc.drain(cluster, {0}, 1, clock.now)[0]  # one batch a request
-        order.append(batch.topic_partition)
-        batch.done(0, -1, None)
-        acc.deallocate(batch)
-    assert order == [TopicPartition("t", 0), TopicPartition("t", 2), TopicPartition("t", 3)]
-    assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == []
-    # A deque added after the node's deques were listed is drained too.
-    append(acc, 1, clock)
-    (batch,) = acc.drain(cluster, {0}, 10**9, clock.now)[0]
-    assert batch.topic_partition == TopicPartition("t", 1)
-    batch.done(0, -1, None)
-    acc.deallocate(batch)
-    complete_all(acc, cluster, clock)
-
-
 def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
     """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
     clock = FakeClock(START_MS)
@@ -1154,9 +1055,6 @@ class FixedPartitioner:
 
     def move_off(self, partition: int, cluster: Cluster) -> None:
         pass
-
-    def uses_load_stats(self) -> bool:
-        return True
 
     def update_partition_load_stats(self, queue_sizes: Any, partition_ids: Any, length: int) -> None:
         pass
