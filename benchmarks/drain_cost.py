@@ -3,10 +3,10 @@
 Every partition of one leader holds a batch; the drain is called with ``--request-bytes`` as
 ``max.request.size`` until nothing is left, as the Sender does when a request reaches its size
 (keyed 1 KB records over 1,000 partitions: about 66 full batches a 1 MiB request). The drain
-first gathers and sorts the deques of the node that hold batches, then takes batches from its
-rotating start until the request is full, so each request pays for every deque of the node as
-well as for the batches it takes. Prints the best of ``--repeat`` runs (the least disturbed by
-other work on the machine).
+first gathers every deque of the topics holding batches, keeps those of the node's partitions
+that hold a batch and sorts them, then takes batches from its rotating start until the request is
+full, so each request pays for every deque of those topics as well as for the batches it takes.
+Prints the best of ``--repeat`` runs (the least disturbed by other work on the machine).
 
     .venv/bin/python benchmarks/drain_cost.py                             # 1,000 partitions, 64 KiB requests
     .venv/bin/python benchmarks/drain_cost.py --request-bytes 1048576 --records-per-batch 15
