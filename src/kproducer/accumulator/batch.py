@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
+from kproducer.accumulator.staging import MIN_RECYCLED_BYTES
 from kproducer.callback_errors import callback_raised
 from kproducer.errors import IllegalStateError, InvalidRecordError, KafkaError, RecordListTooLargeError
 from kproducer.record.builder import MemoryRecordsBuilder, estimate_size_upper_bound
@@ -694,6 +695,14 @@ class ProducerBatch(ProducerBatchCore):
         if staging is final:
             if len(staging) <= self.initial_capacity:
                 return  # it never outgrew its pool buffer: nothing to move
+            if len(staging) < MIN_RECYCLED_BYTES:
+                # Too small to keep for another batch: it stays this batch's buffer, cut back
+                # (its allocation stays charged until the batch completes). Moving the bytes to a
+                # fresh buffer cost one more allocation a batch, and the freed staging became a
+                # hole between longer-lived buffers that the C allocator kept (benchmarks/RESULTS.md,
+                # "buffer.memory with compression over many partitions").
+                builder.cut_back(self.initial_capacity)
+                return
             final = bytearray(self.initial_capacity)
         builder.move_to(final)
         self.buffer = final

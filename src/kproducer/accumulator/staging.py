@@ -8,7 +8,8 @@ one page fault per 4 KiB for the next batch: for 1 KB records and lz4, half of t
 appending thread's time went to the kernel (benchmarks/RESULTS.md, "Staging buffers").
 So the staging buffer of a compressed batch is kept for the next one once the
 batch's compressed bytes have moved into its pool buffer
-(``ProducerBatch._leave_staging``).
+(``ProducerBatch._leave_staging``). A staging buffer under :data:`MIN_RECYCLED_BYTES` is
+not kept: it stays its batch's buffer, cut back once the records are compressed.
 
 The buffers kept idle are bounded (:data:`IDLE_BYTES`); they are not part of
 ``buffer.memory``, which counts the pool buffers and what batches grew by.

@@ -877,16 +877,24 @@ class MemoryRecordsBuilder(MemoryRecordsBuilderCore):
         """The bytearray this builder writes into (a staging buffer until ``move_to``)."""
         return self._buf
 
+    def _final_bytes(self, caller: str) -> int:
+        """Bytes of the buffer in use once the records are compressed or the batch closed."""
+        if self._closed:
+            return self._size
+        if self._sealed:
+            return self._records_start + self._compressed_records_size
+        raise IllegalStateError(f"{caller}() needs the records compressed or the batch closed")
+
+    def cut_back(self, capacity: int) -> None:
+        """Shorten the buffer to ``capacity``, or to the bytes in use when they do not fit in it.
+        Only once the records are compressed or the batch is closed (as :meth:`move_to`)."""
+        self._trim(capacity, self._final_bytes("cut_back"))
+
     def move_to(self, final: bytearray) -> None:
         """Continue in ``final``: copy the bytes written so far (compressed records, or the whole
         closed batch) to its start, growing it if they do not fit. Only once the records are
         compressed or the batch is closed, when what is left to write is the header."""
-        if self._closed:
-            used = self._size
-        elif self._sealed:
-            used = self._records_start + self._compressed_records_size
-        else:
-            raise IllegalStateError("move_to() needs the records compressed or the batch closed")
+        used = self._final_bytes("move_to")
         if final is self._buf:
             return
         with memoryview(self._buf) as mv:

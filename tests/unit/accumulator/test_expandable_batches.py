@@ -455,6 +455,35 @@ def test_compressed_bytes_move_to_the_pool_buffer_and_the_staging_buffer_is_reus
     assert flush_and_decode(acc, make_cluster(partitions=2, nodes=1), clock, partition=0) == values
 
 
+def test_a_staging_buffer_too_small_to_recycle_stays_the_batch_buffer_cut_back() -> None:
+    """Records that compress about 2:1: the first batch stages past its 16 KB pool buffer but under
+    MIN_RECYCLED_BYTES. Sealed, it keeps that buffer cut back to 16 KB, with no fresh one, and its
+    charge stays until it completes."""
+    import os
+
+    from kproducer.accumulator.staging import MIN_RECYCLED_BYTES
+
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, batch_size=16_384, memory=4 * 1024 * 1024, compression_type="lz4")
+    _observed_ratio(acc, 0.5)
+    values = [os.urandom(500) + bytes(500) for _ in range(60)]
+    for v in values:
+        append(acc, 0, clock, value=v)
+    first = queued_batches(acc, 0)[0]
+    staging = first.builder.buffer_object
+    assert staging is first.buffer and 16_384 < len(staging) < MIN_RECYCLED_BYTES
+    charged = first.capacity
+    acc.seal_full_batches()
+    assert first.buffer is staging and first.builder.buffer_object is staging
+    assert len(staging) == 16_384 and first.builder.records_size > 16_384
+    assert first.capacity == charged
+    assert acc._staging_free.idle_bytes == 0
+    held = sum(b.capacity for b in acc._incomplete.copy_all())
+    assert acc.free.available_memory() == acc.free.total_memory - held
+    assert flush_and_decode(acc, make_cluster(partitions=1, nodes=1), clock) == values
+    assert acc.free.available_memory() == acc.free.total_memory
+
+
 def test_idle_staging_buffers_are_bounded() -> None:
     from kproducer.accumulator.staging import MIN_RECYCLED_BYTES, StagingBuffers
 
