@@ -4,8 +4,9 @@ Every client runs in its own child process against one Tansu broker started here
 so the CPU time and peak RSS reported are the client's alone. Each run writes to a
 fresh topic; before the first, 200 MB written by a child process warm the broker
 (``broker_warmup.py``), and the client that goes first changes from repeat to
-repeat. Prints records/s, MB/s, client CPU µs per record and per partition batch (process CPU
-time over the batches the client's own metrics count: kproducer's ``byte-total`` over
+repeat. Prints records/s, MB/s, client CPU µs per record and per partition batch (the process's
+CPU time while the clock ran, every thread, user and system: not the imports, the client's start
+or its close; over the batches the client's own metrics count: kproducer's ``byte-total`` over
 ``batch-size-avg``, librdkafka's ``batchcnt`` statistics), the broker's CPU µs per record
 over the client's whole run (Tansu's CPU time from /proc, when it was started here: a client
 that sends smaller batches costs the broker more a record), p99 delivery
@@ -151,6 +152,9 @@ class Timing:
     loop_gap_ms: float | None = None  # asyncio clients: a 1 ms ticker's worst gap during the run
     idle_gap_ms: float | None = None  # the same ticker alone for 0.5 s before the run: the machine's own share
     batches: float | None = None  # partition batches sent, from the client's own metrics (None: not exposed)
+    # Process CPU (every thread, user and system) while the clock ran: imports, the client's start
+    # and its close are outside it, so that CPU per record and per batch is the record path's.
+    cpu_s: float | None = None
 
 
 def _rss_mb() -> float:
@@ -207,7 +211,7 @@ def _kproducer(cell: Cell, bootstrap: str, topic: str, lat: Latency, mode: str) 
 
         arrow_chunk = arrow_chunk.append_column("key", pa.array([keys[i % len(keys)] for i in range(BULK_CHUNK)], pa.binary()))
     rss_before = _rss_mb()
-    t0 = perf()
+    t0, c0 = perf(), time.process_time()
     if mode == "send" and keys is None:
         send = p.send
         for i in range(n):
@@ -242,10 +246,11 @@ def _kproducer(cell: Cell, bootstrap: str, topic: str, lat: Latency, mode: str) 
             fut.add_done_callback(cb)
     p.flush()
     elapsed = perf() - t0
+    cpu = time.process_time() - c0
     metrics = p.metrics()
     failed = int(metrics.get("record-error-total", 0.0))
     p.close()
-    return Timing(elapsed, rss_before, failed, batches=kproducer_batches(metrics, topic))
+    return Timing(elapsed, rss_before, failed, batches=kproducer_batches(metrics, topic), cpu_s=cpu)
 
 
 def kproducer_batches(metrics: dict[str, float], topic: str) -> float | None:
@@ -292,16 +297,17 @@ def _confluent(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
     keys = bench_keys(cell)
     perf = time.perf_counter
     rss_before = _rss_mb()
-    t0 = perf()
+    t0, c0 = perf(), time.process_time()
     confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback, keys)
     cp.flush()
     elapsed = perf() - t0
+    cpu = time.process_time() - c0
     # One more report covers the last window's batches (outside the clock).
     seen = len(batch_counts)
     deadline = time.monotonic() + 3
     while len(batch_counts) == seen and time.monotonic() < deadline:
         cp.poll(0.1)
-    return Timing(elapsed, rss_before, 0, batches=float(sum(batch_counts)) if batch_counts else None)
+    return Timing(elapsed, rss_before, 0, batches=float(sum(batch_counts)) if batch_counts else None, cpu_s=cpu)
 
 
 def _confluent_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
@@ -314,12 +320,13 @@ def _confluent_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> T
     payload = os.urandom(cell.size)
     perf = time.perf_counter
     rss_before = _rss_mb()
-    t0 = perf()
+    t0, c0 = perf(), time.process_time()
     confluent_produce(cp, topic, payload, cell.records, lat.every, lat.callback)
     cp.flush()
     elapsed = perf() - t0
+    cpu = time.process_time() - c0
     cp.close(10)
-    return Timing(elapsed, rss_before, 0)
+    return Timing(elapsed, rss_before, 0, cpu_s=cpu)
 
 
 # ---------------------------------------------------------------- aiokafka
@@ -410,7 +417,7 @@ def _async_run(cell: Cell, lat: Latency, start: Any, send: Any, finish: Any) -> 
         stop = asyncio.Event()
         ticker = asyncio.ensure_future(_ticker(gaps, stop))
         rss_before = _rss_mb()
-        t = perf()
+        t, c0 = perf(), time.process_time()
         futs = []
         for i in range(n):
             key = keys[i % nkeys] if keys else None
@@ -426,9 +433,10 @@ def _async_run(cell: Cell, lat: Latency, start: Any, send: Any, finish: Any) -> 
                 futs.clear()
         await asyncio.gather(*futs)
         elapsed = perf() - t
+        cpu = time.process_time() - c0
         stop.set()
         await ticker
-        out.append(Timing(elapsed, rss_before, loop_gap_ms=gaps[0] * 1000, idle_gap_ms=idle[0] * 1000))
+        out.append(Timing(elapsed, rss_before, loop_gap_ms=gaps[0] * 1000, idle_gap_ms=idle[0] * 1000, cpu_s=cpu))
         await finish(client)
 
     asyncio.run(run())
@@ -527,7 +535,7 @@ def _kafka_python(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timin
     keys = bench_keys(cell)
     nkeys = len(keys) if keys else 0
     rss_before = _rss_mb()
-    t0 = perf()
+    t0, c0 = perf(), time.process_time()
     for i in range(n):
         key = keys[i % nkeys] if keys else None
         if i % every == 0:
@@ -537,8 +545,9 @@ def _kafka_python(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timin
             kp.send(topic, payload, key=key)
     kp.flush()
     elapsed = perf() - t0
+    cpu = time.process_time() - c0
     kp.close()
-    return Timing(elapsed, rss_before)
+    return Timing(elapsed, rss_before, cpu_s=cpu)
 
 
 def _kafka_python_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -> Timing:
@@ -550,7 +559,7 @@ def _kafka_python_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -
     perf = time.perf_counter
     n, every = cell.records, lat.every
     rss_before = _rss_mb()
-    t0 = perf()
+    t0, c0 = perf(), time.process_time()
     for i in range(n):
         if i % every == 0:
             cb = lat.callback()
@@ -559,8 +568,9 @@ def _kafka_python_compat(cell: Cell, bootstrap: str, topic: str, lat: Latency) -
             kp.send(topic, payload)
     kp.flush()
     elapsed = perf() - t0
+    cpu = time.process_time() - c0
     kp.close()
-    return Timing(elapsed, rss_before)
+    return Timing(elapsed, rss_before, cpu_s=cpu)
 
 
 # ---------------------------------------------------------------- the table of clients
@@ -675,7 +685,8 @@ def _child(client: str, bootstrap: str, topic: str, cell: Cell) -> dict[str, Any
         "records": cell.records,
         "failed": t.failed,
         "elapsed_s": t.elapsed_s,
-        "cpu_s": ru.ru_utime + ru.ru_stime,
+        # CPU while the clock ran when the runner measured it; else the whole child's.
+        "cpu_s": t.cpu_s if t.cpu_s is not None else ru.ru_utime + ru.ru_stime,
         "peak_rss_mb": ru.ru_maxrss / 1024.0,
         # What the run itself added: peak RSS above the peak before the clock started (imports
         # and the producer made, payload built; for Arrow, pyarrow alone is about 36 MB).
