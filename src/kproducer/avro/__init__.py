@@ -8,10 +8,24 @@ mapping), :mod:`~kproducer.avro.plan` matches a schema against an Arrow type,
 and the Spark sink (``value.format=avro``) use. docs/spark.md describes the options.
 """
 
-from kproducer.avro.registry import SchemaRegistryClient, SchemaRegistryError
-from kproducer.avro.schema import AvroSchema, AvroSchemaError, derive_schema
-from kproducer.avro.serializer import AvroFormat
-from kproducer.avro.writer import AvroRecordError
+from __future__ import annotations
+
+import sys as _sys
+
+# The public names load their modules on first use (PEP 562), as the package root's do: a
+# producer imports ``kproducer.avro.encoder`` to check that its C extension loads, and must not
+# pay for the Schema Registry client (urllib.request, http.client, email, ssl) to do so.
+TYPE_CHECKING = False
+
+_EXPORTS = {
+    "AvroFormat": "kproducer.avro.serializer",
+    "AvroRecordError": "kproducer.avro.writer",
+    "AvroSchema": "kproducer.avro.schema",
+    "AvroSchemaError": "kproducer.avro.schema",
+    "SchemaRegistryClient": "kproducer.avro.registry",
+    "SchemaRegistryError": "kproducer.avro.registry",
+    "derive_schema": "kproducer.avro.schema",
+}
 
 __all__ = [
     "AvroFormat",
@@ -22,3 +36,25 @@ __all__ = [
     "SchemaRegistryError",
     "derive_schema",
 ]
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from kproducer.avro.registry import SchemaRegistryClient, SchemaRegistryError
+    from kproducer.avro.schema import AvroSchema, AvroSchemaError, derive_schema
+    from kproducer.avro.serializer import AvroFormat
+    from kproducer.avro.writer import AvroRecordError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kproducer.avro' has no attribute {name!r}")
+    __import__(module)
+    value = getattr(_sys.modules[module], name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

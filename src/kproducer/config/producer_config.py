@@ -358,10 +358,12 @@ class ProducerConfig:
 def _validate_security(values: dict[str, Any], originals: Mapping[str, Any]) -> None:
     """The SASL and TLS rules that span keys; the SSLContext itself is built (and its files read)
     by the network layer, once per producer."""
-    from kproducer.config.sasl import resolve_sasl_settings
-
     protocol = values["security.protocol"]
     if protocol.startswith("SASL_"):
+        # Imported here: the SASL module loads urllib.request (for OAUTHBEARER's token endpoint),
+        # http.client, email and ssl, which a producer without SASL never uses.
+        from kproducer.config.sasl import resolve_sasl_settings
+
         # Raises ConfigError naming the missing or conflicting setting.
         resolve_sasl_settings(values, mechanism_explicit="sasl.mechanism" in originals)
     unused = unused_security_keys(protocol, originals)

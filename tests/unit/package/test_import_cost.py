@@ -47,6 +47,29 @@ def test_from_kproducer_import_producer_defers_what_it_does_not_need() -> None:
     assert sorted(m for m in DEFERRED if m in loaded) == []
 
 
+def test_a_producer_without_sasl_or_avro_does_not_load_the_http_client() -> None:
+    """The first Producer checks every C extension (the Avro encoder's too) and validates its
+    security settings; neither loads the Schema Registry client or the SASL module, whose
+    urllib.request brings http.client and email (a larger heap for every full collection)."""
+    code = "from kproducer import Producer; p = Producer({'bootstrap.servers': '127.0.0.1:1'}); p.close(0)"
+    loaded = set(_modules_after(code))
+    assert "kproducer.avro.encoder" in loaded  # the check ran
+    unwanted = ("urllib.request", "http.client", "email", "kproducer.avro.registry", "kproducer.network.sasl")
+    assert sorted(m for m in unwanted if m in loaded) == []
+
+
+def test_the_avro_package_loads_its_names_on_first_use() -> None:
+    code = "import kproducer.avro as a; import sys; print(a.SchemaRegistryClient.__module__, 'json' in dir(a))"
+    loaded = _modules_after("import kproducer.avro")
+    assert "kproducer.avro.registry" not in loaded
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["kproducer.avro.registry", "False"]
+    with pytest.raises(AttributeError, match="module 'kproducer.avro' has no attribute 'Nope'"):
+        import kproducer.avro
+
+        kproducer.avro.Nope  # type: ignore[attr-defined]  # noqa: B018
+
+
 def test_a_submodule_does_not_load_the_producer() -> None:
     loaded = set(_modules_after("import kproducer.errors, kproducer.structs"))
     assert "kproducer.producer" not in loaded
