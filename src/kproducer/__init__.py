@@ -8,8 +8,8 @@ producer needs, and importing one submodule (``kproducer.errors``) does not load
 from __future__ import annotations
 
 import logging as _logging
-import sys as _sys
 
+from kproducer._lazy import lazy_exports as _lazy_exports
 from kproducer._version import __version__ as __version__
 
 # Not typing.TYPE_CHECKING: importing typing is most of what this module would cost otherwise
@@ -46,23 +46,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from kproducer.errors import KafkaError
     from kproducer.producer import Producer
     from kproducer.record.c_extension import NativeStatus, native_available
     from kproducer.structs import Node, PartitionInfo, ProducerRecord, RecordMetadata, TopicPartition
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kproducer' has no attribute {name!r}")
-    __import__(module)
-    value = getattr(_sys.modules[module], name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports("kproducer", _EXPORTS, __all__)

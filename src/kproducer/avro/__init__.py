@@ -10,7 +10,7 @@ and the Spark sink (``value.format=avro``) use. docs/spark.md describes the opti
 
 from __future__ import annotations
 
-import sys as _sys
+from kproducer._lazy import lazy_exports as _lazy_exports
 
 # The public names load their modules on first use (PEP 562), as the package root's do: a
 # producer imports ``kproducer.avro.encoder`` to check that its C extension loads, and must not
@@ -38,23 +38,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from kproducer.avro.registry import SchemaRegistryClient, SchemaRegistryError
     from kproducer.avro.schema import AvroSchema, AvroSchemaError, derive_schema
     from kproducer.avro.serializer import AvroFormat
     from kproducer.avro.writer import AvroRecordError
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kproducer.avro' has no attribute {name!r}")
-    __import__(module)
-    value = getattr(_sys.modules[module], name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports("kproducer.avro", _EXPORTS, __all__)

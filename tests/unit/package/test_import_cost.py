@@ -37,7 +37,7 @@ def _modules_after(code: str) -> list[str]:
 
 def test_import_kproducer_loads_the_package_only() -> None:
     loaded = set(_modules_after("import kproducer"))
-    assert sorted(m for m in loaded if m.startswith("kproducer")) == ["kproducer", "kproducer._version"]
+    assert sorted(m for m in loaded if m.startswith("kproducer")) == ["kproducer", "kproducer._lazy", "kproducer._version"]
     assert "typing" not in loaded
 
 
