@@ -269,6 +269,16 @@ class BuiltInPartitioner(BuiltInPartitionerCore):
                 info = self._sticky = StickyPartitionInfo(self._next_partition(cluster))
             return info.partition
 
+    def uses_load_stats(self) -> bool:
+        """Whether a keyless record has chosen a sticky partition here, so that the next choice reads the load stats.
+
+        Until then the partitioner has never been consulted (every record of the topic carried a
+        key or a partition), and the ready check need not count queue sizes for it. Once true it
+        stays true. The read takes no lock: a pass that misses the first choice counts them on
+        the next one.
+        """
+        return self._sticky is not None
+
     def sticky_state(self) -> tuple[int, int] | None:
         """(sticky partition, bytes counted to it since it was chosen), or None before the first choice."""
         with self._lock:

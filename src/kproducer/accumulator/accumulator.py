@@ -957,7 +957,14 @@ class RecordAccumulator:
         holds_batches = False
         queue_sizes: list[int] | None = None
         partition_ids: list[int] | None = None
-        if self.adaptive_partitioning_enable and len(entries) >= len(cluster.partitions_for_topic(topic)):
+        # The queue sizes feed the next sticky choice of the topic's built-in partitioner, so they
+        # are counted only once a keyless record has made one (``uses_load_stats``): a topic whose
+        # records all carry a key or a partition never reads them.
+        if (
+            self.adaptive_partitioning_enable
+            and info.partitioner.uses_load_stats()
+            and len(entries) >= len(cluster.partitions_for_topic(topic))
+        ):
             queue_sizes = [0] * len(entries)
             partition_ids = [0] * len(entries)
         index = -1
@@ -967,6 +974,12 @@ class RecordAccumulator:
         worker = self.compression_worker
         availability_timeout_ms = self.partition_availability_timeout_ms
         for partition, dq, tp, leader in entries:
+            if queue_sizes is None and holds_batches and leader is not None and leader.id in ready_nodes:
+                # Past its queue size, a partition whose leader is ready already has nothing to tell
+                # this pass (the drain looks at each of its batches), and the topic is known to hold
+                # batches: with no queue sizes to count, its lock need not be taken. Over thousands
+                # of partitions of one ready leader this is most of the pass.
+                continue
             # Partitions the circuit breaker closed to records stay out of the adaptive choice.
             counted = leader is not None and (breaker is None or not self._closed_to_records(breaker, tp))
             if counted and queue_sizes is not None and partition_ids is not None:

@@ -115,6 +115,9 @@ def test_unknown_partition_uses_the_sticky_partitioner_and_reports_bytes() -> No
         def move_off(self, partition: int, cluster: Cluster) -> None:
             self.updates.append((partition, 0, True))
 
+        def uses_load_stats(self) -> bool:
+            return True
+
         def update_partition_load_stats(self, queue_sizes: list[int] | None, partition_ids: list[int] | None, length: int) -> None:
             self.load_stats.append((queue_sizes, partition_ids, length))
 
@@ -699,16 +702,24 @@ def test_load_stats_and_availability_timeout() -> None:
             recorded.append((list(queue_sizes) if queue_sizes else None, list(partition_ids) if partition_ids else None, length))
             super().update_partition_load_stats(queue_sizes, partition_ids, length)
 
+    partitioners: list[StatsPartitioner] = []
+
+    def factory(topic: str, size: int) -> StatsPartitioner:
+        partitioners.append(StatsPartitioner(topic, size, random.Random(1)))
+        return partitioners[-1]
+
     clock = FakeClock(START_MS)
-    acc = make_acc(
-        clock,
-        partition_availability_timeout_ms=100,
-        partitioner_factory=lambda topic, size: StatsPartitioner(topic, size, random.Random(1)),
-    )
+    acc = make_acc(clock, partition_availability_timeout_ms=100, partitioner_factory=factory)
     cluster = make_cluster(partitions=4, nodes=2)
     for p, n in enumerate([3, 1, 2, 1]):
         for _ in range(n * 8):
             append(acc, p, clock)
+    acc.ready(cluster, clock.now)
+    # Only explicit partitions so far: the partitioner was never asked, so no queue sizes were counted.
+    assert recorded == [(None, None, 0)]
+    # The sticky choice a keyless record starts with (without adding to a queue): from now on
+    # every pass counts them.
+    partitioners[0].peek_current_partition(cluster)
     acc.ready(cluster, clock.now)
     queue_sizes, ids, length = recorded[-1]
     assert length == 4
@@ -744,6 +755,56 @@ def test_no_load_stats_without_adaptive_partitioning() -> None:
     append(acc, 1, clock)
     acc.ready(cluster, clock.now)
     assert recorded == [(None, None, 0)]
+    complete_all(acc, cluster, clock)
+
+
+class _CountingLock:
+    """Stands in for a deque's lock and counts how often the ready check takes it."""
+
+    def __init__(self) -> None:
+        self.acquired = 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> bool:
+        self.acquired += 1
+        return self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("keyless_first", [False, True])
+def test_ready_skips_the_partitions_of_a_ready_leader_unless_it_counts_queue_sizes(keyless_first: bool) -> None:
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock)
+    cluster = make_cluster(partitions=4, nodes=1)
+    if keyless_first:
+        # A keyless record's sticky choice: the partitioner reads queue sizes from now on.
+        acc.append("t", -1, clock.now, None, VALUE, None, None, 0, False, clock.now, cluster)
+    for p in range(4):
+        append(acc, p, clock)
+    clock.now += LINGER  # every partition's batch has lingered: partition 0 makes node 0 ready
+    deques = acc.partition_state("t")[0]
+    locks = {p: _CountingLock() for p in range(4)}
+    for p, lock in locks.items():
+        deques[p].lock = lock  # type: ignore[assignment]
+    result = acc.ready(cluster, clock.now)
+    assert result.ready_nodes == {0}
+    counts = [locks[p].acquired for p in range(4)]
+    # Without queue sizes to count, partitions 1-3 can tell this pass nothing once node 0 is ready.
+    assert counts == ([1, 1, 1, 1] if keyless_first else [1, 0, 0, 0])
+    # The drain still takes every partition's batch.
+    drained = acc.drain(cluster, {0}, 10**9, clock.now)
+    assert sorted(b.topic_partition.partition for b in drained[0]) == [0, 1, 2, 3]
+    for batch in drained[0]:
+        batch.done(0, -1, None)
+        acc.deallocate(batch)
     complete_all(acc, cluster, clock)
 
 
@@ -1055,6 +1116,9 @@ class FixedPartitioner:
 
     def move_off(self, partition: int, cluster: Cluster) -> None:
         pass
+
+    def uses_load_stats(self) -> bool:
+        return True
 
     def update_partition_load_stats(self, queue_sizes: Any, partition_ids: Any, length: int) -> None:
         pass
