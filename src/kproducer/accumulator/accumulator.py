@@ -390,6 +390,11 @@ class RecordAccumulator:
         self._seal_backlog_bytes = 4 * max(self.batch_size, MAX_STAGING_BYTES)
         # Per node: the Cluster snapshot and each of its partitions' place in partitions_for_node().
         self._node_index: dict[int, tuple[Cluster, dict[TopicPartition, int]]] = {}
+        # Deques made so far (every topic's), counted under _deques_lock; and per node, the Cluster
+        # snapshot and that count with the deques of the node's partitions in the node's order.
+        self._deques_made = 0
+        self._deques_lock = threading.Lock()
+        self._node_deques: dict[int, tuple[Cluster, int, list[tuple[int, PartitionDeque]]]] = {}
         # Appends in progress: list append/pop are atomic, cheaper than a lock taken twice per record.
         self._appends_in_progress: list[None] = []
         self._flushes_in_progress = 0
@@ -457,7 +462,9 @@ class RecordAccumulator:
             with self._topic_lock:
                 info = self._topic_info.get(topic)
                 if info is None:
-                    info = self._topic_info[topic] = TopicInfo(topic, self._partitioner_factory(topic, self.batch_size))
+                    info = self._topic_info[topic] = TopicInfo(
+                        topic, self._partitioner_factory(topic, self.batch_size), self._deque_added
+                    )
         return info
 
     def partition_state(self, topic: str) -> tuple[dict[int, PartitionDeque], StickyPartitioner]:
@@ -1089,20 +1096,50 @@ class RecordAccumulator:
         self._node_index[node_id] = (cluster, index)
         return index
 
+    def _deque_added(self) -> None:
+        """A topic made a deque (``TopicInfo.deque_for``): the per-node lists of deques are out of date."""
+        with self._deques_lock:
+            self._deques_made += 1
+
     def _drain_candidates(
-        self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo]
+        self, cluster: Cluster, node_id: int, parts: Sequence[PartitionInfo], start: int
     ) -> list[tuple[int, PartitionDeque]]:
-        """The node's partitions that hold batches, with their positions in ``parts``, in that order."""
-        index = self._partition_index(cluster, node_id, parts)
-        found: list[tuple[int, PartitionDeque]] = []
-        for info in list(self._active.values()):
-            for dq in list(info.batches.values()):
-                if dq.batches:  # a peek; the drain looks again under the lock
+        """The node's partition deques to visit, with their positions in ``parts``, from ``start`` on, wrapping.
+
+        Java's drain walks every partition of the node from the rotating index and stops when the
+        request is full. Walking this client's deques of the node (kept per ``Cluster`` snapshot
+        and remade when a deque is added) does the same, an empty deque costing a peek. Where
+        most of the node's deques are empty (a producer that once wrote to many partitions and
+        now writes to few), the deques of the topics holding batches are gathered and sorted
+        instead, so that the cost follows the deques in use, not every deque ever made.
+        """
+        made = self._deques_made  # read before the deques are listed: one added meanwhile makes the next call remake them
+        cached = self._node_deques.get(node_id)
+        if cached is not None and cached[0] is cluster and cached[1] == made:
+            entries = cached[2]
+        else:
+            index = self._partition_index(cluster, node_id, parts)
+            entries = []
+            for info in list(self._topic_info.values()):
+                for dq in list(info.batches.values()):
                     i = index.get(dq.topic_partition)
                     if i is not None:
-                        found.append((i, dq))
-        found.sort(key=_position)
-        return found
+                        entries.append((i, dq))
+            entries.sort(key=_position)
+            self._node_deques[node_id] = (cluster, made, entries)
+        active = list(self._active.values())
+        if len(entries) > 2 * sum(len(info.batches) for info in active):
+            index = self._partition_index(cluster, node_id, parts)
+            entries = []
+            for info in active:
+                for dq in list(info.batches.values()):
+                    if dq.batches:  # a peek; the drain looks again under the lock
+                        i = index.get(dq.topic_partition)
+                        if i is not None:
+                            entries.append((i, dq))
+            entries.sort(key=_position)
+        k = bisect.bisect_left(entries, start, key=_position)
+        return entries[k:] + entries[:k]
 
     def _drain_node(
         self, cluster: Cluster, node_id: int, max_size: int, now_ms: int
@@ -1117,16 +1154,14 @@ class RecordAccumulator:
         tm = self._tm
         transactional = self._transactional
         worker = self.compression_worker
-        # The partitions holding batches, in the node's order, from the rotating drain index on:
-        # the same visit order as walking every partition, without the empty ones.
-        candidates = self._drain_candidates(cluster, node_id, parts)
-        k = bisect.bisect_left(candidates, start, key=_position)
         # Whether a deque visited here still holds a batch when the drain is done; a partition
         # passed over keeps its batches (every ``continue`` below the emptiness check).
         left = False
-        for i, dq in candidates[k:] + candidates[:k]:
+        for i, dq in self._drain_candidates(cluster, node_id, parts, start):
             # Next time start after this partition, unless we stop at it below.
             self._drain_index[node_id] = (i + 1) % n
+            if not dq.batches:
+                continue  # a peek, as Java's drain passes an empty deque; a batch appended since goes next time
             tp = dq.topic_partition
             if tp in self._muted:
                 left = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kproducer.accumulator.batch import ProducerBatch
@@ -59,10 +60,14 @@ class PartitionDeque(PartitionDequeCore):
 class TopicInfo:
     """Per-topic state: partition → deque, and the topic's built-in partitioner."""
 
-    __slots__ = ("topic", "batches", "partitioner", "lock", "_leaders", "_leaders_cluster")
+    __slots__ = ("topic", "batches", "partitioner", "lock", "_leaders", "_leaders_cluster", "_on_new_deque")
 
-    def __init__(self, topic: str, partitioner: StickyPartitioner) -> None:
+    def __init__(
+        self, topic: str, partitioner: StickyPartitioner, on_new_deque: Callable[[], None] | None = None
+    ) -> None:
+        """``on_new_deque``: called after each deque this topic adds, under the topic's lock."""
         self.topic = topic
+        self._on_new_deque = on_new_deque
         self.batches: dict[int, PartitionDeque] = {}
         self.partitioner = partitioner
         self.lock = threading.Lock()
@@ -97,4 +102,6 @@ class TopicInfo:
                 dq = self.batches.get(partition)
                 if dq is None:
                     dq = self.batches[partition] = PartitionDeque(TopicPartition(self.topic, partition))
+                    if self._on_new_deque is not None:
+                        self._on_new_deque()
         return dq

@@ -1023,6 +1023,44 @@ def test_drain_keeps_the_rotating_start_over_active_partitions() -> None:
     assert order == [1, 3, 4]
 
 
+@pytest.mark.parametrize("idle_topics", [0, 6])
+def test_drain_visits_the_node_s_partitions_in_order_however_many_deques_are_idle(idle_topics: int) -> None:
+    # With idle topics, most of the node's deques are empty, and the drain gathers the deques of
+    # the topics holding batches instead of walking every deque: the order must not change.
+    clock = FakeClock(START_MS)
+    acc = make_acc(clock, linger_ms=0, memory=256 * BATCH)
+    topics = ["t"] + [f"idle-{n}" for n in range(idle_topics)]
+    node = Node(0, "localhost", 9092)
+    cluster = Cluster([node], [PartitionInfo(topic, p, 0) for topic in topics for p in range(4)])
+    for topic in topics[1:]:
+        for p in range(4):
+            append(acc, p, clock, topic=topic)
+    # The idle topics' batches go first (one request takes them all) and their deques stay, empty.
+    first = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert len(first) == 4 * idle_topics
+    for batch in first:
+        batch.done(0, -1, None)
+        acc.deallocate(batch)
+    acc.ready(cluster, clock.now)  # no batch left: the idle topics are not active any more
+    for p in (0, 2, 3):
+        append(acc, p, clock)
+    order = []
+    for _ in range(3):
+        (batch,) = acc.drain(cluster, {0}, 1, clock.now)[0]  # one batch a request
+        order.append(batch.topic_partition)
+        batch.done(0, -1, None)
+        acc.deallocate(batch)
+    assert order == [TopicPartition("t", 0), TopicPartition("t", 2), TopicPartition("t", 3)]
+    assert acc.drain(cluster, {0}, 10**9, clock.now)[0] == []
+    # A deque added after the node's deques were listed is drained too.
+    append(acc, 1, clock)
+    (batch,) = acc.drain(cluster, {0}, 10**9, clock.now)[0]
+    assert batch.topic_partition == TopicPartition("t", 1)
+    batch.done(0, -1, None)
+    acc.deallocate(batch)
+    complete_all(acc, cluster, clock)
+
+
 def test_full_compressed_batches_are_sealed_by_the_sender_before_drain() -> None:
     """Queued full batches of a compressed producer hold compressed bytes once the Sender sealed them."""
     clock = FakeClock(START_MS)
