@@ -540,10 +540,11 @@ class RecordAccumulator:
         return max(size, record_bound)
 
     def _new_batch(self, tp: TopicPartition, buffer: bytearray, magic: int, now_ms: int) -> ProducerBatch:
-        """A batch on a pool buffer: sendable at batch.size, or at its one record when that is larger."""
+        """A batch on a pool buffer: sendable at batch.size (a multiple of it while the linger is
+        stretched, adaptive_linger.py), or at its one record when that is larger."""
         staging = self._take_staging() if self._stages and magic == 2 else None
         batch = ProducerBatch(tp, self._builder(buffer, magic, tp.topic, staging), now_ms, buffer=buffer)
-        batch.ready_size = max(self.batch_size, len(buffer))
+        batch.ready_size = max(self.adaptive_linger.ready_size(self.batch_size, self.batch_max_size), len(buffer))
         if self._stages and magic == 2:
             batch.staging_recycler = self._staging_free.give
             if staging is not None:

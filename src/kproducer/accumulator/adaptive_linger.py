@@ -1,4 +1,4 @@
-"""linger.ms, stretched while the Sender's own work is what keeps the batches small.
+"""linger.ms, stretched while the cost of many small batches is what keeps the batches small.
 
 In the Java client the Sender is a thread of its own on a core of its own. Here it shares one
 interpreter (the GIL) with the threads that call ``send()``. When those callers keep the
@@ -8,25 +8,34 @@ size: every Sender pass drains each ready node's partitions whole (Java's
 of the partition whose linger ran out), so a Sender that returns as soon as a batch is
 sendable finds each partition holding the few records appended since its last pass. With keyed
 records over hundreds of partitions, each pass then carries hundreds of batches of a few
-records, the Sender's cost per batch takes a large share of the interpreter, the callers get
-less of it, and fewer records arrive per pass: the batches stay small because the Sender is
-busy, and the Sender is busy because the batches are small. The broker pays for every batch too.
+records; each batch costs the caller that opens it, the Sender and the broker a fixed amount,
+and the callers get less of the interpreter, so fewer records arrive per pass: the batches stay
+small because the batches are small.
 
 :class:`AdaptiveLinger` breaks that loop. After each drain the Sender reports how many batches
 it took; over windows of at least :data:`WINDOW_MS` the policy compares the CPU time of the
 Sender's thread with the time that passed. When a drain of the window took at least
 :data:`MIN_BATCHES` batches and the Sender's share of the window was above
-:data:`MAX_SENDER_SHARE`, the effective linger becomes the time in which that CPU would be the
-share: a partition's batch then waits that long for more records, each pass carries fuller
-batches, and the callers get the rest of the interpreter. While the drains keep taking many
-batches it follows the Sender's share; at the first window without such a drain it is
-``linger.ms`` again.
+:data:`MAX_SENDER_SHARE`, the effective linger becomes its longest, :data:`MAX_STRETCH_MS`
+(or less: see ``max_ms``), and batches opened meanwhile count as full only at
+:data:`STRETCHED_READY_FACTOR` times ``batch.size`` (at most ``batch.max.size``; they grow
+as KIP-782 lets a hot batch grow, and a batch that may not grow further is full). It stays so
+while the drains keep taking many batches; at the first window without such a drain it is
+``linger.ms`` and ``batch.size`` again.
 
-What does not change: a full batch (``batch.size``, or another queued behind it) is sendable at
-once; a flush, a close or a thread waiting for memory sends everything at once; and nothing
-waits longer than :data:`MAX_STRETCH_MS` (or ``linger.ms``, when that is longer) for this
-policy. A Sender that drains few partitions at a time never sees it. The clocks are injected
-(the Sender's clock and its thread's CPU time), so tests drive the policy deterministically.
+Why the longest, and not a linger just long enough to bring the Sender's share down: a linger
+set from the Sender's cost shortens whenever the Sender gets cheaper, so that a cheaper ready
+check or drain came back as smaller batches, each of which costs the callers and the broker as
+much as before (benchmarks/RESULTS.md, "A cheaper ready check and drain, tried and reverted").
+Why a larger full size: with records of a kilobyte, ``batch.size`` holds about fifteen, and the
+first partition to fill one makes its leader ready, whose drain then takes every partition's
+batch, however few records it holds.
+
+What does not change: a batch with another queued behind it is sendable at once; a flush, a
+close or a thread waiting for memory sends everything at once; and nothing waits longer than
+:data:`MAX_STRETCH_MS` (or ``linger.ms``, when that is longer) for this policy. A Sender that
+drains few partitions at a time never sees it. The clocks are injected (the Sender's clock and
+its thread's CPU time), so tests drive the policy deterministically.
 """
 
 from __future__ import annotations
@@ -35,12 +44,12 @@ import logging
 import time
 from collections.abc import Callable
 
-__all__ = ["AdaptiveLinger", "MAX_SENDER_SHARE", "MAX_STRETCH_MS", "MIN_BATCHES", "WINDOW_MS"]
+__all__ = ["AdaptiveLinger", "MAX_SENDER_SHARE", "MAX_STRETCH_MS", "MIN_BATCHES", "STRETCHED_READY_FACTOR", "WINDOW_MS"]
 
 log = logging.getLogger(__name__)
 
 #: The share of the time that the Sender's own CPU may take while it drains many batches; above
-#: it, the linger stretches until the Sender's passes take this share.
+#: it, the linger stretches.
 MAX_SENDER_SHARE = 0.15
 #: The Sender's share is judged over at least this long: several of the interpreter's switch
 #: intervals (5 ms by default), so that one thread's turn with the GIL does not decide it.
@@ -51,8 +60,11 @@ WINDOW_MS = 20
 #: their sum: a request that reached max.request.size leaves the rest of a pass to the next
 #: drain, and a few partitions drained often must not add up to many.)
 MIN_BATCHES = 32
-#: The longest effective linger, whatever the Sender's share (bounds what a record may wait).
+#: The effective linger while stretched (bounds what a record may wait).
 MAX_STRETCH_MS = 250
+#: While stretched, a new batch counts as full at this many times ``batch.size`` (at most
+#: ``batch.max.size``).
+STRETCHED_READY_FACTOR = 4
 
 
 def _thread_cpu_ms() -> float:
@@ -71,9 +83,9 @@ class AdaptiveLinger:
         max_ms: int = MAX_STRETCH_MS,
         sender_cpu_ms: Callable[[], float] = _thread_cpu_ms,
     ) -> None:
-        """``max_ms``: the longest effective linger, at most :data:`MAX_STRETCH_MS`. The producer
-        passes ``delivery.timeout.ms - request.timeout.ms``, the time the Java client's config
-        check leaves a record for lingering, so that a stretched linger never makes a record
+        """``max_ms``: the effective linger while stretched, at most :data:`MAX_STRETCH_MS`. The
+        producer passes ``delivery.timeout.ms - request.timeout.ms``, the time the Java client's
+        config check leaves a record for lingering, so that a stretched linger never makes a record
         expire that ``linger.ms`` would have sent in time."""
         if linger_ms < 0:
             raise ValueError(f"linger.ms must be >= 0, got {linger_ms}")
@@ -97,6 +109,13 @@ class AdaptiveLinger:
     def stretched(self) -> bool:
         return self.linger_ms > self._linger_ms
 
+    def ready_size(self, batch_size: int, batch_max_size: int) -> int:
+        """The size at which a batch opened now counts as full: ``batch.size``, or while stretched
+        :data:`STRETCHED_READY_FACTOR` times it, at most ``batch.max.size``."""
+        if self.linger_ms > self._linger_ms:
+            return max(batch_size, min(batch_max_size, batch_size * STRETCHED_READY_FACTOR))
+        return batch_size
+
     def on_drain(self, batches: int, now_ms: int) -> None:
         """The Sender drained ``batches`` batches at ``now_ms``; a window of :data:`WINDOW_MS` or more sets the linger."""
         start = self._window_start
@@ -116,10 +135,10 @@ class AdaptiveLinger:
         self._largest_drain = 0
         before = self.linger_ms
         if drained >= MIN_BATCHES and (before > self._linger_ms or sender > MAX_SENDER_SHARE * elapsed):
-            # Once stretched it stays so while the drains take many batches, set so that the
-            # Sender's share comes to the bound: judged against the bound again, a share just
-            # under it would put linger.ms back and flip it on every window.
-            self.linger_ms = max(self._linger_ms, min(self._max_ms, int(sender / MAX_SENDER_SHARE)))
+            # Once stretched it stays so while the drains take many batches: judged against the
+            # share again, the share the longer linger brought down would put linger.ms back and
+            # flip it on every window.
+            self.linger_ms = max(self._linger_ms, self._max_ms)
         else:
             self.linger_ms = self._linger_ms
         if (self.linger_ms > self._linger_ms) != (before > self._linger_ms):

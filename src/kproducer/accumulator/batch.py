@@ -233,7 +233,8 @@ class ProducerBatch(ProducerBatchCore):
     Sender thread drains, closes and completes it. ``buffer`` is the pool buffer
     the builder writes into; ``capacity`` (``initial_capacity`` plus what the
     batch grew by, KIP-782) is what it is charged in ``buffer.memory`` and gives
-    back to the pool. ``ready_size`` is ``batch.size``: a batch that reached it is
+    back to the pool. ``ready_size`` is ``batch.size`` (a multiple of it for a batch opened while
+    the linger is stretched: accumulator/adaptive_linger.py): a batch that reached it is
     sendable, even though it may keep taking records up to its (grown) limit until
     the Sender drains it.
     """

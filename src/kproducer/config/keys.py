@@ -454,8 +454,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "not full. A few milliseconds buy much larger batches (the Kafka 4.0 default is 5). "
         "While the producer's I/O thread is kept busy by requests of many small batches "
         "(keyed records over many partitions, sent as fast as the application can), batches "
-        "may wait longer, up to 250 ms, so that they fill; full batches, flush(), close() and "
-        "a thread waiting for buffer.memory never wait for that (docs/operability.md).",
+        "wait longer, up to 250 ms, and fill up to four times batch.size (within "
+        "batch.max.size); full batches, flush(), close() and a thread waiting for "
+        "buffer.memory never wait for that (docs/operability.md).",
         _NONNEG,
     ),
     ConfigKey(

@@ -12,6 +12,7 @@ from kproducer.accumulator.adaptive_linger import (
     MAX_SENDER_SHARE,
     MAX_STRETCH_MS,
     MIN_BATCHES,
+    STRETCHED_READY_FACTOR,
     WINDOW_MS,
     AdaptiveLinger,
 )
@@ -53,11 +54,12 @@ def test_it_is_linger_ms_until_a_window_says_otherwise() -> None:
     assert policy.linger_ms == 5
 
 
-def test_a_busy_sender_draining_many_batches_stretches_it_to_its_share() -> None:
+def test_a_busy_sender_draining_many_batches_stretches_it_to_the_cap() -> None:
     policy, cpu, now = _started()
     _window(policy, cpu, now, batches=MIN_BATCHES, elapsed=40, sender_ms=12)
-    # The Sender took 12 ms of 40 (above the share): the linger becomes the time in which 12 ms is that share.
-    assert policy.linger_ms == int(12 / MAX_SENDER_SHARE) and policy.stretched
+    # The Sender took 12 ms of 40, above its share: the longest linger, whatever the share.
+    assert MAX_SENDER_SHARE * 40 < 12
+    assert policy.linger_ms == MAX_STRETCH_MS and policy.stretched
 
 
 def test_few_batches_leave_it_at_linger_ms_however_busy_the_sender() -> None:
@@ -72,12 +74,10 @@ def test_a_sender_under_its_share_leaves_it_at_linger_ms() -> None:
     assert policy.linger_ms == 5
 
 
-def test_it_never_passes_the_cap_nor_goes_under_linger_ms() -> None:
-    policy, cpu, now = _started(linger_ms=100)
-    now = _window(policy, cpu, now, batches=1_000, elapsed=20, sender_ms=10)
-    assert policy.linger_ms == 100  # the share asks for 66 ms: linger.ms is the floor
+def test_a_linger_ms_above_the_cap_stays_linger_ms() -> None:
+    policy, cpu, now = _started(linger_ms=MAX_STRETCH_MS + 50)
     _window(policy, cpu, now, batches=1_000, elapsed=1_000, sender_ms=1_000)
-    assert policy.linger_ms == MAX_STRETCH_MS
+    assert policy.linger_ms == MAX_STRETCH_MS + 50 and not policy.stretched
 
 
 def test_the_producer_s_lingering_budget_caps_it_too() -> None:
@@ -94,17 +94,27 @@ def test_the_producer_s_lingering_budget_caps_it_too() -> None:
     assert policy.linger_ms == 5
 
 
-def test_stretched_it_follows_the_sender_s_share_and_returns_when_the_drains_take_few_batches() -> None:
+def test_stretched_it_stays_while_the_drains_take_many_batches_and_returns_when_they_do_not() -> None:
     policy, cpu, now = _started()
     now = _window(policy, cpu, now, batches=1_000, elapsed=20, sender_ms=10)
-    assert policy.linger_ms == int(10 / MAX_SENDER_SHARE)
-    # Under its share now (the linger did its work): it stays stretched, set from the share, not
-    # back to linger.ms (which would bring the busy Sender back at the next window).
-    now = _window(policy, cpu, now, batches=1_000, elapsed=100, sender_ms=9)
-    assert policy.linger_ms == int(9 / MAX_SENDER_SHARE)
+    assert policy.linger_ms == MAX_STRETCH_MS
+    # Under its share now (the linger did its work): it stays stretched, not back to linger.ms
+    # (which would bring the busy Sender back at the next window), and not shorter: a linger set
+    # from the Sender's cost would shorten whenever the Sender got cheaper.
+    now = _window(policy, cpu, now, batches=1_000, elapsed=250, sender_ms=1)
+    assert policy.linger_ms == MAX_STRETCH_MS
     # The callers slowed down: the drains take few batches, and linger.ms is back.
     _window(policy, cpu, now, batches=3, elapsed=100, sender_ms=9)
     assert policy.linger_ms == 5 and not policy.stretched
+
+
+def test_stretched_a_new_batch_is_full_at_a_multiple_of_batch_size_within_batch_max_size() -> None:
+    policy, cpu, now = _started()
+    assert policy.ready_size(16_384, 262_144) == 16_384
+    _window(policy, cpu, now, batches=1_000, elapsed=20, sender_ms=10)
+    assert policy.ready_size(16_384, 262_144) == STRETCHED_READY_FACTOR * 16_384
+    assert policy.ready_size(16_384, 40_000) == 40_000  # batch.max.size bounds it
+    assert policy.ready_size(16_384, 16_384) == 16_384  # no growth configured: batch.size
 
 
 def test_the_largest_drain_of_a_window_counts_not_their_sum() -> None:
@@ -116,7 +126,7 @@ def test_the_largest_drain_of_a_window_counts_not_their_sum() -> None:
     # A pass split into requests by max.request.size: one large drain, then the rest of it.
     now = _window(policy, cpu, now, batches=MIN_BATCHES, elapsed=WINDOW_MS // 2, sender_ms=4)
     _window(policy, cpu, now, batches=3, elapsed=WINDOW_MS // 2, sender_ms=4)
-    assert policy.linger_ms == int(8 / MAX_SENDER_SHARE)
+    assert policy.linger_ms == MAX_STRETCH_MS
 
 
 def test_a_clock_that_did_not_move_decides_nothing() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kproducer.accumulator.adaptive_linger import MAX_SENDER_SHARE, WINDOW_MS
+from kproducer.accumulator.adaptive_linger import MAX_STRETCH_MS, STRETCHED_READY_FACTOR, WINDOW_MS
 from kproducer.network.protocol import ApiKey
 from tests.support.latch import LATCH_S
 from tests.support.mock_client import produce_response
@@ -49,7 +49,7 @@ def _stretch(rig: ProducerRig, cpu: CpuClock) -> int:
     rig.client.prepare(ApiKey.PRODUCE, produce_response())
     rig.run()
     assert len(rig.produce_bodies()) == 2
-    return int(10 / MAX_SENDER_SHARE)
+    return MAX_STRETCH_MS
 
 
 def test_a_stretched_linger_holds_the_next_batches_until_it_has_passed(make_rig: MakeRig) -> None:
@@ -70,14 +70,32 @@ def test_a_stretched_linger_holds_the_next_batches_until_it_has_passed(make_rig:
     assert all(f.exception(0) is None for f in futs)
 
 
-def test_a_full_batch_goes_at_once_when_the_linger_is_stretched(make_rig: MakeRig) -> None:
+def test_stretched_a_batch_grows_past_batch_size_and_goes_at_once_when_full(make_rig: MakeRig) -> None:
+    """Opened while the linger is stretched, a batch is full at STRETCHED_READY_FACTOR times
+    batch.size (it grows as KIP-782 lets a hot batch grow); full, it does not wait for the linger."""
     cpu = CpuClock()
     rig = _rig(make_rig, cpu, {"batch.size": 1024})
     _stretch(rig, cpu)
-    futs = [rig.send(b"x" * 600, partition=3) for _ in range(2)]  # past batch.size: full
+    futs = [rig.send(b"x" * 600, partition=3) for _ in range(2)]  # past batch.size, under the stretched size
+    rig.run()  # the clock has not moved
+    assert len(rig.produce_bodies()) == 2
+    per_full = STRETCHED_READY_FACTOR * 1024 // 600
+    futs += [rig.send(b"x" * 600, partition=3) for _ in range(per_full - 1)]  # past it now
+    rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 9))
+    rig.run()
+    (body,) = rig.produce_bodies()[2:]
+    assert len(body.partitions) == 1
+    assert [f.result(0).offset for f in futs] == list(range(9, 9 + len(futs)))
+
+
+def test_stretched_a_batch_that_may_not_grow_is_full_at_batch_size(make_rig: MakeRig) -> None:
+    cpu = CpuClock()
+    rig = _rig(make_rig, cpu, {"batch.size": 1024, "batch.max.size": 1024})
+    _stretch(rig, cpu)
+    futs = [rig.send(b"x" * 600, partition=3) for _ in range(2)]  # the second opens a batch behind the first
     rig.client.prepare(ApiKey.PRODUCE, produce_response(0, 9))
     rig.run()  # the clock has not moved
-    assert [f.result(0).offset for f in futs] == [9, 10]
+    assert futs[0].result(0).offset == 9
 
 
 def test_flush_sends_at_once_when_the_linger_is_stretched(make_rig: MakeRig) -> None:
