@@ -31,8 +31,8 @@ Why a larger full size: with records of a kilobyte, ``batch.size`` holds about f
 first partition to fill one makes its leader ready, whose drain then takes every partition's
 batch, however few records it holds.
 
-What does not change: a batch with another queued behind it is sendable at once; a flush, a
-close or a thread waiting for memory sends everything at once; and nothing waits longer than
+What does not change: a full batch, or one with another queued behind it, is sendable at once;
+a flush, a close or a thread waiting for memory sends everything at once; and nothing waits longer than
 :data:`MAX_STRETCH_MS` (or ``linger.ms``, when that is longer) for this policy. A Sender that
 drains few partitions at a time never sees it. The clocks are injected (the Sender's clock and
 its thread's CPU time), so tests drive the policy deterministically.
