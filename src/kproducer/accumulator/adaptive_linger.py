@@ -112,7 +112,7 @@ class AdaptiveLinger:
     def ready_size(self, batch_size: int, batch_max_size: int) -> int:
         """The size at which a batch opened now counts as full: ``batch.size``, or while stretched
         :data:`STRETCHED_READY_FACTOR` times it, at most ``batch.max.size``."""
-        if self.linger_ms > self._linger_ms:
+        if self.stretched:
             return max(batch_size, min(batch_max_size, batch_size * STRETCHED_READY_FACTOR))
         return batch_size
 
