@@ -1050,7 +1050,7 @@ static PyMemberDef batch_core_members[] = {
     FIELD_MEMBER(BatchCoreObject, builder, "builder", "the batch's MemoryRecordsBuilder"),
     FIELD_MEMBER(BatchCoreObject, last_append_ms, "last_append_ms", "when a record was last appended"),
     FIELD_MEMBER(BatchCoreObject, record_count, "record_count", "the records appended"),
-    FIELD_MEMBER(BatchCoreObject, thunks, "thunks", "(callback, future) of each record with a callback"),
+    FIELD_MEMBER(BatchCoreObject, thunks, "thunks", "callback, future of each record with a callback, flat"),
     FIELD_MEMBER(BatchCoreObject, result, "result", "the batch's ProduceRequestResult"),
     FIELD_MEMBER(BatchCoreObject, writable, "_writable", "records may still be appended"),
     FIELD_MEMBER(BatchCoreObject, pinned, "pinned", "a keyed record is in it: it may not move partition"),
@@ -1073,21 +1073,22 @@ static PyTypeObject BatchCoreType = {
 
 /* The batch takes one record from the send lane, as ProducerBatch.try_append does: its builder
  * (of exactly `builder_type`) appends it; then the batch counts it, sets `future` (a fresh
- * FutureRecordMetadata) to it, keeps `thunk` (a fresh 2-tuple, or NULL without a callback) with
- * `callback`, and is pinned to its partition when the record is keyed. 1 taken; 0 not taken and
+ * FutureRecordMetadata) to it, keeps `callback` and `future` as the next pair of its flat thunks
+ * list when `callback` is not NULL, and is pinned to its partition when the record is keyed. 1
+ * taken; 0 not taken and
  * -1 with an exception, both with nothing changed. *before, *after, *write_limit as
  * builder_lane_append; *ready_size the batch's. */
 static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *builder_type, PyObject *none_compression,
                                       int64_t now, int64_t timestamp, const uint8_t *k, Py_ssize_t klen,
                                       const uint8_t *v, Py_ssize_t vlen, int keyed, PyObject *future,
-                                      PyObject *thunk, PyObject *callback, Py_ssize_t *before, Py_ssize_t *after,
+                                      PyObject *callback, Py_ssize_t *before, Py_ssize_t *after,
                                       int64_t *write_limit, int64_t *ready_size) {
     /* A batch makes its thunks list with its first callback (ProducerBatch._keep), and the lane
        allocates nothing tracked by the cyclic GC under the deque lock: a record with a callback
        for a batch that has no list yet goes to the Python send(), which makes it. */
     if (batch->writable != Py_True || batch->builder == NULL || batch->thunks == NULL || batch->result == NULL ||
         !Py_IS_TYPE(batch->builder, builder_type) ||
-        !(thunk == NULL ? batch->thunks == Py_None || PyList_CheckExact(batch->thunks) : PyList_CheckExact(batch->thunks)))
+        !(callback == NULL ? batch->thunks == Py_None || PyList_CheckExact(batch->thunks) : PyList_CheckExact(batch->thunks)))
         return 0;
     int64_t count;
     if (!field_int(batch->record_count, &count) || !field_int(batch->ready_size, ready_size)) return 0;
@@ -1100,14 +1101,21 @@ static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *buil
     Py_XSETREF(batch->last_append_ms, n_now);  /* the one field written here that was not read first */
     frm_set((FutureRecordMetadataObject *)future, batch->result, count, timestamp, klen, vlen);
     Py_SETREF(batch->record_count, n_count);
-    if (thunk != NULL) {
-        Py_INCREF(callback);
-        PyTuple_SET_ITEM(thunk, 0, callback);
-        Py_INCREF(future);
-        PyTuple_SET_ITEM(thunk, 1, future);
+    if (callback != NULL) {
         /* Only a list resize can fail here, after the record went in: the record then stays (its
-           future completes with the batch) and the error reaches the caller of send(). */
-        if (PyList_Append(batch->thunks, thunk) < 0) return -1;
+           future completes with the batch) and the error reaches the caller of send(). The list
+           holds whole pairs only: a callback whose future could not follow is taken back. */
+        PyObject *thunks = batch->thunks;
+        if (PyList_Append(thunks, callback) < 0) return -1;
+        if (PyList_Append(thunks, future) < 0) {
+            /* Shortening a list by its last item cannot fail (no reallocation), so the error
+               raised stays the append's. */
+            Py_ssize_t n = PyList_GET_SIZE(thunks);
+            PyObject *last = PyList_GET_ITEM(thunks, n - 1);
+            Py_SET_SIZE(thunks, n - 1);
+            Py_DECREF(last);
+            return -1;
+        }
     }
     if (keyed && batch->pinned != Py_True) {
         /* A keyed record keeps its partition: the batch may no longer move off it (as in Python). */
@@ -1196,7 +1204,7 @@ typedef struct {
     int64_t rate_window_ns;     /* CLOCK_MONOTONIC: since when calls_in_window counts */
     int64_t calls_in_window;    /* calls to the lane since rate_window_ns */
     int tight_loop;             /* the last window's calls came more often than GIL_HAND_OVER_TIGHT_LOOP_NS */
-    PyTypeObject *batch_type, *builder_type, *future_type, *thunk_type, *deque_type, *partitioner_type;
+    PyTypeObject *batch_type, *builder_type, *future_type, *deque_type, *partitioner_type;
     Py_ssize_t max_record_size;   /* min(max.request.size, buffer.memory) */
     Py_ssize_t sticky_batch_size;
     int ignore_keys;
@@ -1256,7 +1264,6 @@ static void lane_dealloc(SendLane *self) {
     Py_CLEAR(self->batch_type);
     Py_CLEAR(self->builder_type);
     Py_CLEAR(self->future_type);
-    Py_CLEAR(self->thunk_type);
     Py_CLEAR(self->deque_type);
     Py_CLEAR(self->partitioner_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1781,7 +1788,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
     int rc = LANE_SLOW;
     int opened = 0;  /* the record opened a new batch (RecordAccumulator.open_new_batch) */
     int taken = 0;  /* the deque lock acquired (and to be released) */
-    PyObject *future = NULL, *thunk = NULL, *batch = NULL;
+    PyObject *future = NULL, *batch = NULL;
     int full = 0, full_after = 0, switch_needed = 0;
     Py_ssize_t nb = 0;  /* the deque's batches */
     Py_ssize_t appended = 0;
@@ -1789,16 +1796,8 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
     /* GC-tracked allocations first: a collection may run Python code (finalizers). */
     future = frm_alloc_untracked(self->future_type);
     if (future == NULL) return -1;
-    /* Only a callback needs the batch to hold the future (as the Python path does). */
-    if (callback != Py_None) {
-        thunk = self->thunk_type->tp_alloc(self->thunk_type, 2);
-        if (thunk == NULL) { Py_DECREF(future); return -1; }
-    }
-    /* A thunk cannot be part of a lasting reference cycle (it points at a callback and a future,
-       neither of which points back), and millions are alive at once under load: keeping it out of
-       the cyclic GC's generations saves it from scanning them over and over (so does the future's
-       own constructor, for the same reason). */
-    if (thunk != NULL && PyObject_GC_IsTracked(thunk)) PyObject_GC_UnTrack(thunk);
+    /* Only a callback needs the batch to hold the future (as the Python path does); the batch's
+       flat thunks list takes the callback and the future themselves, with no pair object. */
 
     if (lock_acquire(lock) < 0) { rc = -1; goto out; }
     taken = 1;
@@ -1850,7 +1849,7 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
         int64_t write_limit = 0, ready_size = 0;
         int taken_by_batch = producer_batch_lane_append(
             (BatchCoreObject *)batch, self->builder_type, self->none_compression, now, timestamp, k, klen, v, vlen,
-            keyed, future, thunk, callback, &before, &after, &write_limit, &ready_size);
+            keyed, future, callback == Py_None ? NULL : callback, &before, &after, &write_limit, &ready_size);
         if (taken_by_batch < 0) { rc = -1; goto out; }
         /* No room (or not an open v2 batch): the Python path decides. A batch just opened stays
            queued and open, and that path appends the record to it (as to a batch it did not open,
@@ -1901,7 +1900,6 @@ static int lane_append_locked(SendLane *self, LaneTopic *t, PyObject *dq, PyObje
 out:
     if (taken && lock_release(lock) < 0 && rc != -1) rc = -1;
     Py_XDECREF(batch);
-    Py_XDECREF(thunk);
     if (rc != 0) {
         Py_DECREF(future);
         if (rc == LANE_SLOW && opened) {
@@ -2073,7 +2071,7 @@ slow:
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"slow", "metadata", "cluster_attr", "accumulator", "wakeup", "none_compression",
-                             "batch_type", "builder_type", "future_type", "thunk_type", "deque_type", "sticky_type",
+                             "batch_type", "builder_type", "future_type", "deque_type", "sticky_type",
                              "partitioner_type", "max_record_size", "sticky_batch_size", "ignore_keys", "check_callback",
                              "report_type", "breaker", "gate", "gate_key", "key_hash", "empty_key_keyless", "clock",
                              "wall_clock", "gil_wanted", "wake_for_new_batch", NULL};
@@ -2081,12 +2079,12 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *gate = Py_None, *gate_key = Py_None, *clock = Py_None, *wall_clock = Py_None, *gil_wanted = Py_None;
     PyObject *wake_for_new_batch = Py_None;
     PyObject *check_callback, *report_type;
-    PyTypeObject *bt, *bu, *ft, *tt, *dt, *st, *pt;
+    PyTypeObject *bt, *bu, *ft, *dt, *st, *pt;
     Py_ssize_t max_record_size, sticky_batch_size;
     int ignore_keys, key_hash = LANE_KEY_MURMUR2, empty_key_keyless = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!O!nnpOO|OOOipOOOO", kwlist, &slow, &metadata,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOUOOOO!O!O!O!O!O!nnpOO|OOOipOOOO", kwlist, &slow, &metadata,
                                      &cluster_attr, &accumulator, &wakeup, &none_compression, &PyType_Type, &bt,
-                                     &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &tt, &PyType_Type, &dt,
+                                     &PyType_Type, &bu, &PyType_Type, &ft, &PyType_Type, &dt,
                                      &PyType_Type, &st, &PyType_Type, &pt, &max_record_size, &sticky_batch_size,
                                      &ignore_keys, &check_callback, &report_type, &breaker, &gate, &gate_key,
                                      &key_hash, &empty_key_keyless, &clock, &wall_clock, &gil_wanted,
@@ -2111,10 +2109,6 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     if (key_hash < LANE_KEY_MURMUR2 || key_hash > LANE_KEY_FNV1A) {
         PyErr_Format(PyExc_ValueError, "key_hash must be 0 (murmur2), 1 (crc32) or 2 (fnv1a), got %d", key_hash);
-        return NULL;
-    }
-    if (!PyType_IsSubtype(tt, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "thunk_type must be a tuple subclass (a NamedTuple)");
         return NULL;
     }
     SendLane *self = (SendLane *)type->tp_alloc(type, 0);
@@ -2148,7 +2142,6 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_INCREF(bt); self->batch_type = bt;
     Py_INCREF(bu); self->builder_type = bu;
     Py_INCREF(ft); self->future_type = ft;
-    Py_INCREF(tt); self->thunk_type = tt;
     Py_INCREF(dt); self->deque_type = dt;
     Py_INCREF(pt); self->partitioner_type = pt;
     self->topics = PyDict_New();

@@ -434,7 +434,7 @@ class Producer:
             or not (self._key_passthrough and self._value_passthrough)
         ):
             return None
-        from kproducer.accumulator.batch import ProducerBatch, Thunk
+        from kproducer.accumulator.batch import ProducerBatch
         from kproducer.accumulator.deques import PartitionDeque
         from kproducer.network.sockio import GIL_WANTED  # with the Sender's network stack, not at import
         from kproducer.partitioner import BuiltInPartitioner, StickyPartitionInfo
@@ -456,7 +456,6 @@ class Producer:
                 batch_type=ProducerBatch,
                 builder_type=MemoryRecordsBuilder,
                 future_type=RecordFuture,
-                thunk_type=Thunk,
                 deque_type=PartitionDeque,
                 sticky_type=StickyPartitionInfo,
                 partitioner_type=BuiltInPartitioner,

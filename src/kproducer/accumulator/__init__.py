@@ -6,7 +6,7 @@ from kproducer.accumulator.accumulator import (
     RecordAccumulator,
     RecordAppendResult,
 )
-from kproducer.accumulator.batch import BatchState, FinalState, ProducerBatch, Thunk
+from kproducer.accumulator.batch import BatchState, FinalState, ProducerBatch
 from kproducer.accumulator.buffer_pool import BufferPool
 from kproducer.accumulator.futures import ProduceRequestResult, RecordFuture
 
@@ -21,5 +21,4 @@ __all__ = [
     "RecordAccumulator",
     "RecordAppendResult",
     "RecordFuture",
-    "Thunk",
 ]

@@ -2,8 +2,15 @@
 
 A batch wraps a :class:`MemoryRecordsBuilder` writing into a pool buffer. Each
 appended record gets a :class:`RecordFuture` (a pointer into the batch's single
-:class:`ProduceRequestResult`) and a thunk ``(callback, future)`` kept in append
-order, so that delivery callbacks fire in send order.
+:class:`ProduceRequestResult`); a record sent with a callback also has its callback and
+future kept in append order (Java's ``ProducerBatch.Thunk``), so that delivery callbacks
+fire in send order.
+
+The batch keeps them in one flat list, ``thunks``, two items per entry: a record's callback
+then its future, or a :class:`BulkRange` then None. No pair object is made per record: an
+object of a GC type counts towards the cyclic collector's next young collection even when it
+is never tracked, and one such object per record in flight was enough to set off collections
+whose promotions, in turn, set off full ones (see docs/architecture.md, "Delivery latency").
 
 Its lifecycle is one :class:`BatchState`, changed only by ``ProducerBatch._transition``:
 OPEN (taking records) → CLOSED (full, sealed or expired; waiting to be drained) →
@@ -23,7 +30,7 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kproducer.accumulator.futures import NO_OFFSET, NO_TIMESTAMP, ProduceRequestResult, RecordFuture
 from kproducer.accumulator.staging import MIN_RECYCLED_BYTES
@@ -42,7 +49,6 @@ __all__ = [
     "FinalState",
     "NO_SEQUENCE",
     "ProducerBatch",
-    "Thunk",
     "record_error_fn",
 ]
 
@@ -110,13 +116,6 @@ _NEXT: dict[BatchState, frozenset[BatchState]] = {
 }
 
 
-class Thunk(NamedTuple):
-    """A record's delivery callback and its future, kept in append order (Java's ``ProducerBatch.Thunk``)."""
-
-    callback: DeliveryCallback | None
-    future: RecordFuture
-
-
 class BulkSink(Protocol):
     """Who learns the outcome of a range of bulk-appended records (``kproducer.bulk.BulkFuture``)."""
 
@@ -128,7 +127,7 @@ class BulkSink(Protocol):
 class BulkRange:
     """``count`` records appended in one bulk call, at relative offsets ``first..first+count`` of a batch.
 
-    Stands in for ``count`` thunks so that a bulk append makes no Python object
+    Stands in for ``count`` callbacks so that a bulk append makes no Python object
     per record; ``rows`` are the caller's row numbers (a range or int64 indices).
     """
 
@@ -276,7 +275,8 @@ class ProducerBatch(ProducerBatchCore):
         self.record_count = 0
         # Made with the first record that has a callback: a batch of records without one (futures
         # only, or keyed traffic spread over many partitions) allocates no list for them.
-        self.thunks: list[Thunk | BulkRange] | None = None
+        # Flat: callback, future, callback, future, ... with BulkRange, None for a bulk range.
+        self.thunks: list[Any] | None = None
         self.result = ProduceRequestResult(topic_partition)
         self.is_split_batch = is_split_batch
         self.buffer = buffer
@@ -341,7 +341,7 @@ class ProducerBatch(ProducerBatchCore):
         if callback is not None:
             # Only callbacks need the batch to hold the future; a caller's future finds its
             # outcome through the batch's result, and follows a split through ``result.moved``.
-            self._keep(Thunk(callback, future))
+            self._keep(callback, future)
         self.record_count += 1
         return future
 
@@ -368,21 +368,22 @@ class ProducerBatch(ProducerBatchCore):
                 rows: range | memoryview = range(start, start + count)
             else:
                 rows = memoryview(indices).cast("B").cast("q")[start : start + count]
-            self._keep(BulkRange(self.record_count, count, sink, rows, callback, timestamp))
+            self._keep(BulkRange(self.record_count, count, sink, rows, callback, timestamp), None)
             sink.appended(count)
             self.record_count += count
             self.last_append_ms = now_ms
         return count
 
-    def _callbacks_by_index(self) -> dict[int, Thunk]:
-        """The callback thunks by relative offset in this batch; bulk sinks are told to follow their records.
+    def _callbacks_by_index(self) -> dict[int, tuple[DeliveryCallback, RecordFuture]]:
+        """Each record's (callback, future) by relative offset in this batch; bulk sinks are told to follow their records.
 
         Split needs this: the records move to new batches and their callbacks go with them.
         """
-        out: dict[int, Thunk] = {}
+        out: dict[int, tuple[DeliveryCallback, RecordFuture]] = {}
         result = self.result
-        for entry in self.thunks or ():
-            if entry.__class__ is BulkRange:
+        pairs = iter(self.thunks or ())
+        for entry, future in zip(pairs, pairs, strict=False):
+            if future is None:
                 rng: BulkRange = entry
                 futures = [RecordFuture(result, rng.first + j, rng.timestamp, -1, -1) for j in range(rng.count)]
                 rng.sink.range_done(rng, result, futures)
@@ -390,16 +391,15 @@ class ProducerBatch(ProducerBatchCore):
                     for_row = getattr(rng.callback, "for_row", None)  # per-row delivery reports
                     for j, f in enumerate(futures):
                         cb = rng.callback if for_row is None else for_row(int(rng.rows[j]))
-                        out[f.relative_offset] = Thunk(cb, f)
+                        out[f.relative_offset] = (cb, f)
                 continue
-            thunk: Thunk = entry  # type: ignore[assignment]
-            fut = thunk.future
+            fut: RecordFuture = future
             while fut.batch_result is not result:  # a record already moved once: find it in this batch
                 nxt = fut.chained
                 if nxt is None:
                     raise IllegalStateError(f"a callback's future does not lead to {self.topic_partition}'s batch")
                 fut = nxt
-            out[fut.relative_offset] = thunk
+            out[fut.relative_offset] = (entry, future)
         return out
 
     def _try_append_for_split(
@@ -408,24 +408,25 @@ class ProducerBatch(ProducerBatchCore):
         key: bytes | bytearray | memoryview | None,
         value: bytes | bytearray | memoryview | None,
         headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] | None,
-        thunk: Thunk | None,
+        thunk: tuple[DeliveryCallback, RecordFuture] | None,
     ) -> bool:
-        """Move one record of a split batch here (with its callback thunk, if it has one)."""
+        """Move one record of a split batch here (with its callback and future, if it has a callback)."""
         if not self.builder.has_room_for(timestamp, key, value, headers):
             return False
         self.builder.append(timestamp, key, value, headers)
         if thunk is not None:
-            self._keep(thunk)
+            self._keep(thunk[0], thunk[1])
         self.record_count += 1
         return True
 
-    def _keep(self, entry: Thunk | BulkRange) -> None:
-        """Keep a record's callback (or a bulk range) in append order, making the list on the first one."""
+    def _keep(self, entry: DeliveryCallback | BulkRange, future: RecordFuture | None) -> None:
+        """Keep a record's callback and future (or a bulk range and None) in append order, making the list on the first one."""
         thunks = self.thunks
         if thunks is None:
-            self.thunks = [entry]
+            self.thunks = [entry, future]
         else:
             thunks.append(entry)
+            thunks.append(future)
 
     # ------------------------------------------------------------------ state
     def _transition(self, to: BatchState) -> BatchState:
@@ -503,14 +504,14 @@ class ProducerBatch(ProducerBatchCore):
         """Set the result, run each callback in append order (one failing never stops the rest), open the latch."""
         self.result.set(base_offset, log_append_time, error_fn)
         tp = self.topic_partition
-        for entry in self.thunks or ():
-            if entry.__class__ is BulkRange:
-                rng: BulkRange = entry
+        pairs = iter(self.thunks or ())
+        for callback, future in zip(pairs, pairs, strict=False):
+            if future is None:
+                rng: BulkRange = callback
                 if rng.callback is not None:
                     self._fire_range(rng, base_offset, log_append_time, error_fn)
                 rng.sink.range_done(rng, self.result, None)
                 continue
-            callback, future = entry  # type: ignore[misc]
             if callback is None:
                 continue
             try:

@@ -328,7 +328,8 @@ def test_split_twice_with_some_callbacks_keeps_futures_and_callback_order() -> N
     futures = [
         batch.try_append(1, None, b"x" * 200, None, Recorder(calls, i) if i % 3 == 0 else None, 1) for i in range(12)
     ]
-    assert len(batch.thunks) == 4
+    assert batch.thunks is not None and len(batch.thunks) == 8  # four (callback, future) pairs, flat
+    assert all(kept is futures[i] for kept, i in zip(batch.thunks[1::2], (0, 3, 6, 9), strict=True))
     parts = batch.split(2048)
     grand = parts[0].split(300)
     base = 100

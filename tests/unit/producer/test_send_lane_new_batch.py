@@ -91,7 +91,7 @@ def test_a_keyed_record_opens_its_partitions_batch_in_the_lane() -> None:
         for p in range(PARTITIONS):
             (batch,) = deques[p].batches
             assert (batch.topic_partition, batch.record_count, batch.pinned) == (TopicPartition("a", p), 1, True)
-            assert len(batch.thunks) == 1
+            assert len(batch.thunks) == 2, "one callback and its future, with no pair object"
         assert not acc.appends_in_progress()
         # Appends to those batches stay in the lane, and everything is delivered in send order.
         futures += [rig.producer.send("a", b"w%d" % p, _key_for(p)) for p in range(PARTITIONS)]
@@ -240,10 +240,13 @@ def test_a_batchs_first_callback_makes_its_list_in_python_and_later_ones_stay_in
         assert batch.thunks is None, "a batch without callbacks must not make a list for them"
         futures.append(rig.producer.send("a", b"v1", key, callback=lambda md, exc: order.append(md.offset)))
         assert lane.fast_calls - calls == 1, "the lane took a first callback into a batch with no list"
-        assert batch.thunks is not None and len(batch.thunks) == 1
+        assert batch.thunks is not None and len(batch.thunks) == 2 and batch.thunks[1] is futures[1]
         futures += [rig.producer.send("a", b"v%d" % i, key, callback=lambda md, exc: order.append(md.offset)) for i in (2, 3)]
         assert lane.fast_calls - calls == 3, "the lane handed later callbacks to Python"
-        assert len(batch.thunks) == 3 and batch.record_count == 4
+        assert len(batch.thunks) == 6 and batch.record_count == 4
+        # Flat pairs in send order: each callback, then the future of its record.
+        assert all(kept is sent for kept, sent in zip(batch.thunks[1::2], futures[1:], strict=True))
+        assert all(callable(cb) for cb in batch.thunks[0::2])
         _drain_all(rig, futures)
         offsets = [f.result().offset for f in futures]
         assert offsets == [offsets[0] + i for i in range(4)]
@@ -307,7 +310,7 @@ def test_a_batch_the_lane_opened_and_left_to_python_still_wakes_the_sender(monke
         assert rig.client.wakeups > wakeups, "the Sender was not told of the new batch"
         deques, _ = acc.partition_state("a")
         (batch,) = deques[1].batches
-        assert batch.record_count == 1 and batch.thunks is not None and len(batch.thunks) == 1
+        assert batch.record_count == 1 and batch.thunks is not None and len(batch.thunks) == 2
         _drain_all(rig, [future])
         assert seen == [future.result().offset]
     finally:
