@@ -30,6 +30,10 @@ record in a list instead, as this script did before: 200,000 tuples made while t
 set off collections of their own, and every full collection walks the growing list, so that
 setting measures the harness's heap as much as either client (both pay for it, not equally:
 whichever keeps more objects alive at a collection has it promoted sooner).
+
+``--callback-objects N`` makes each record's callback, on both clients, hold N objects of a GC
+type (empty lists) until it runs: what any per-record object a client or application keeps while
+the record is in flight does to the collector's schedule.
 """
 
 from __future__ import annotations
@@ -98,6 +102,20 @@ class _Deliveries:
         return self.tuples if self.tuples is not None else list(zip(self.sent, self.latency, strict=True))
 
 
+def _held_objects(count: int) -> Any:
+    """What each record's callback holds besides its send time: ``count`` empty lists (None for 0).
+
+    Objects of a GC type alive while their record is in flight, as a client or an application
+    may keep per record (``--callback-objects``): they count towards the collector's next young
+    collection for as long as they live.
+    """
+    if count == 0:
+        return lambda: None
+    if count == 1:
+        return list
+    return lambda: [[] for _ in range(count - 1)]
+
+
 def _prepare_gc(args: argparse.Namespace) -> None:
     """The collector setting under test, applied once everything the run needs exists."""
     gc.collect()
@@ -115,6 +133,7 @@ def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     p.send(topic, payload).result()  # metadata and connection before the clock
     latencies = _Deliveries(args.store)
     keep = latencies.recorder()
+    held = _held_objects(args.callback_objects)
     perf = time.perf_counter
     _prepare_gc(args)
     interval = 1.0 / args.rate
@@ -122,8 +141,9 @@ def _run_kproducer(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     for i in range(args.records):
         _pace(args.shape, start + i * interval)
         t0 = perf()
+        extra = held()
 
-        def done(_md: Any, exc: BaseException | None, t0: float = t0) -> None:
+        def done(_md: Any, exc: BaseException | None, t0: float = t0, _held: Any = extra) -> None:
             if exc is None:
                 keep(t0, perf() - t0)
 
@@ -143,6 +163,7 @@ def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     cp.flush()
     latencies = _Deliveries(args.store)
     keep = latencies.recorder()
+    held = _held_objects(args.callback_objects)
     perf = time.perf_counter
     _prepare_gc(args)
     interval = 1.0 / args.rate
@@ -150,8 +171,9 @@ def _run_confluent(args: argparse.Namespace, bootstrap: str, topic: str) -> list
     for i in range(args.records):
         _pace(args.shape, start + i * interval)
         t0 = perf()
+        extra = held()
 
-        def done(err: Any, _msg: Any, t0: float = t0) -> None:
+        def done(err: Any, _msg: Any, t0: float = t0, _held: Any = extra) -> None:
             if err is None:
                 keep(t0, perf() - t0)
 
@@ -227,6 +249,8 @@ def main() -> int:
     ap.add_argument("--gc", default="default", help="comma-separated: default, freeze, off (see above)")
     ap.add_argument("--store", default="arrays", choices=["arrays", "tuples"],
                     help="where the delivery times are kept while the clock runs (see above)")
+    ap.add_argument("--callback-objects", type=int, default=0,
+                    help="objects of a GC type each record's callback holds, on both clients (see above)")
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval in ms, in both clients")
     ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -236,7 +260,8 @@ def main() -> int:
     print(f"{args.records:,} x {args.size} B at {args.rate:,.0f} records/s, acks={args.acks}, {args.partitions} "
           f"partitions; each client in its own process with its own Tansu; a callback per record. "
           f"kproducer at its defaults; confluent-kafka at its defaults with linger.ms=5 (kproducer's default), "
-          f"poll(0) after every produce(). Delivery times kept in {args.store}. Switch interval: "
+          f"poll(0) after every produce(). Delivery times kept in {args.store}; "
+          f"{args.callback_objects} extra objects held per callback. Switch interval: "
           f"{args.switch_interval if args.switch_interval is not None else sys.getswitchinterval() * 1000} ms.")  # fmt: skip
     print()
     print("| caller between sends | gc | client | delivered | p50 ms | p99 ms | p99.9 ms | max ms "
@@ -249,7 +274,7 @@ def main() -> int:
                 for client in clients:
                     cmd = [sys.executable, __file__, "--child", client, "--records", str(args.records), "--rate",
                            str(args.rate), "--size", str(args.size), "--partitions", str(args.partitions), "--acks",
-                           args.acks, "--shape", shape, "--gc", mode, "--store", args.store]  # fmt: skip
+                           args.acks, "--shape", shape, "--gc", mode, "--store", args.store, "--callback-objects", str(args.callback_objects)]  # fmt: skip
                     if args.switch_interval is not None:
                         cmd += ["--switch-interval", str(args.switch_interval)]
                     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
