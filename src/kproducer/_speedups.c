@@ -1074,10 +1074,10 @@ static PyTypeObject BatchCoreType = {
 /* The batch takes one record from the send lane, as ProducerBatch.try_append does: its builder
  * (of exactly `builder_type`) appends it; then the batch counts it, sets `future` (a fresh
  * FutureRecordMetadata) to it, keeps `callback` and `future` as the next pair of its flat thunks
- * list when `callback` is not NULL, and is pinned to its partition when the record is keyed. 1
- * taken; 0 not taken and
- * -1 with an exception, both with nothing changed. *before, *after, *write_limit as
- * builder_lane_append; *ready_size the batch's. */
+ * list when `callback` is not NULL, and is pinned to its partition when the record is keyed.
+ * 1 taken; 0 not taken and -1 with an exception, both with nothing changed (but for the list
+ * failing to grow, below). *before, *after, *write_limit as builder_lane_append; *ready_size the
+ * batch's. */
 static int producer_batch_lane_append(BatchCoreObject *batch, PyTypeObject *builder_type, PyObject *none_compression,
                                       int64_t now, int64_t timestamp, const uint8_t *k, Py_ssize_t klen,
                                       const uint8_t *v, Py_ssize_t vlen, int keyed, PyObject *future,
