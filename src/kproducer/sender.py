@@ -563,7 +563,16 @@ class Sender:
 
     # ------------------------------------------------------------------ expiry
     def _expired_in_flight(self, now: int) -> list[ProducerBatch]:
+        """In-flight batches past ``delivery.timeout.ms`` (Java's ``Sender.getExpiredInflightBatches``).
+
+        Every loop asks; with a thousand partitions a thousand batches or more are in flight, and
+        nearly always none is that old. The accumulator knows when its oldest incomplete batch was
+        created (every in-flight batch is one until deallocated), so the walk is taken only when
+        one may be.
+        """
         expired: list[ProducerBatch] = []
+        if not self._in_flight_batches or self._accumulator.none_created_before(now - self._delivery_timeout_ms + 1):
+            return expired
         for batches in self._in_flight_batches.values():
             for batch in batches:
                 if not batch.is_done and batch.has_reached_delivery_timeout(self._delivery_timeout_ms, now):

@@ -1524,6 +1524,14 @@ class RecordAccumulator:
     # Sender fails expired batches through their futures; a forced close (or a
     # fatal idempotence error, for the batches never drained) aborts them here.
 
+    def none_created_before(self, cutoff_ms: int) -> bool:
+        """True when no incomplete batch, queued or in flight, was created before ``cutoff_ms``.
+
+        The Sender asks it before looking through its in-flight batches for any past
+        ``delivery.timeout.ms``, as :meth:`expired_batches` does before the queues.
+        """
+        return self._incomplete.none_created_before(cutoff_ms)
+
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past ``delivery.timeout.ms``, removed from their deques (in-flight ones are the Sender's)."""
         expired: list[ProducerBatch] = []
