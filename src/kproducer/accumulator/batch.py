@@ -10,7 +10,7 @@ The batch keeps them in one flat list, ``thunks``, two items per entry: a record
 then its future, or a :class:`BulkRange` then None. No pair object is made per record: an
 object of a GC type counts towards the cyclic collector's next young collection even when it
 is never tracked, and one such object per record in flight was enough to set off collections
-whose promotions, in turn, set off full ones (see docs/architecture.md, "Delivery latency").
+whose promotions, in turn, set off full ones (see docs/architecture.md, "The GIL and the Sender's system calls").
 
 Its lifecycle is one :class:`BatchState`, changed only by ``ProducerBatch._transition``:
 OPEN (taking records) → CLOSED (full, sealed or expired; waiting to be drained) →
